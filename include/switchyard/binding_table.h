@@ -1,0 +1,436 @@
+// KernelBindingTable: which kernels exist, keyed by (op, operand dtypes, backend).
+//
+// Overview
+//   A key is (BindingKey, DTypeList, BackendId): the static op or runtime-fused id,
+//   the dtypes of the operands (inputs in order, then outputs) and the backend. One
+//   key holds an ordered list of sibling alternatives (a SIMD kernel, a BLAS call,
+//   the portable reference ...). Each alternative is a BindingEntry: the kernel, its
+//   capability flags, precision claim, cost function, provenance and the place it
+//   was registered.
+//
+//   Registration appends and never fails on the spot; `finalize()` validates the
+//   whole table once after bulk registration and reports every problem (the same
+//   kernel twice under one key, names reused, malformed registrations) as a typed
+//   Status. Lookups never guess: a miss is a NoBackendForOp error that shows what
+//   is registered, and an ambiguous runtime-fused resolution is refused.
+//
+// Sibling order
+//   Siblings keep registration order, and a backend registers best first and its
+//   portable reference last. `lookup` returns the first sibling; `lookup_with_caps`
+//   the first that can take dense operands. Choosing by cost and precision is the
+//   planner's job (it ranks `lookup_alternatives`); the order here is only the
+//   deterministic tie-break it falls back on.
+//
+// Threads
+//   The table is a plain value: safe for concurrent reads, not for concurrent
+//   writes. The process-wide table is published as an immutable snapshot (see
+//   dispatch.h), so readers never lock.
+//
+// Example
+//   KernelBindingTable table;
+//   table.register_kernel(OpKind::kAdd, {DType::kF32, DType::kF32, DType::kF32},
+//                         BackendId::kCpu, &add_f32,
+//                         {.name = "add_f32__cpu_ref", .source = "portable"});
+//   SWITCHYARD_RETURN_IF_ERROR(table.finalize());
+//   SWITCHYARD_ASSIGN_OR_RETURN(const BindingEntry* e,
+//       table.lookup(OpKind::kAdd, {DType::kF32, DType::kF32, DType::kF32},
+//                    BackendId::kCpu));
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "switchyard/backend.h"
+#include "switchyard/cost.h"
+#include "switchyard/dtype.h"
+#include "switchyard/kernel.h"
+#include "switchyard/op.h"
+#include "switchyard/precision.h"
+#include "switchyard/status.h"
+
+namespace switchyard {
+
+// Runtime-fused ids start here, above every static op.
+inline constexpr std::uint16_t kFirstFusedOpId = 0x4000;
+static_assert(kOpCount < kFirstFusedOpId, "static ops must stay below the fused range");
+
+// The id of a runtime-fused op (a recipe registered while the process runs).
+struct FusedOpId {
+  std::uint16_t value = 0;
+  friend bool operator==(FusedOpId, FusedOpId) = default;
+};
+
+// A static op or a runtime-fused id.
+class BindingKey {
+ public:
+  // NOLINTNEXTLINE(google-explicit-constructor): an op *is* a binding key.
+  constexpr BindingKey(OpKind op) : raw_(static_cast<std::uint16_t>(op)) {}
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  constexpr BindingKey(FusedOpId id) : raw_(id.value) {}
+
+  [[nodiscard]] constexpr bool is_static() const { return raw_ < kFirstFusedOpId; }
+  [[nodiscard]] constexpr std::optional<OpKind> static_op() const {
+    return is_static() ? std::optional<OpKind>(static_cast<OpKind>(raw_)) : std::nullopt;
+  }
+  [[nodiscard]] constexpr std::optional<FusedOpId> fused_id() const {
+    return is_static() ? std::nullopt : std::optional<FusedOpId>(FusedOpId{raw_});
+  }
+  [[nodiscard]] constexpr std::uint16_t raw() const { return raw_; }
+  friend constexpr bool operator==(BindingKey, BindingKey) = default;
+
+ private:
+  std::uint16_t raw_;
+};
+
+inline constexpr int kMaxOperands = 8;
+
+// The per-operand dtypes of a key, stored inline (no allocation). Holds at most
+// kMaxOperands; a longer list is remembered as overflowed so that registration can
+// report it at finalize() and lookups can refuse it.
+class DTypeList {
+ public:
+  DTypeList() = default;
+  DTypeList(std::initializer_list<DType> dtypes)
+      : DTypeList(std::span<const DType>(dtypes.begin(), dtypes.size())) {}
+  explicit DTypeList(std::span<const DType> dtypes);
+
+  [[nodiscard]] std::span<const DType> span() const { return {items_.data(), size_}; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] DType operator[](std::size_t i) const { return items_[i]; }
+  [[nodiscard]] bool overflowed() const { return overflowed_; }
+  [[nodiscard]] std::size_t hash() const;
+  // "f32,f32->f32" needs the input count, so this gives "f32,f32,f32".
+  [[nodiscard]] std::string to_string() const;
+
+  friend bool operator==(const DTypeList& a, const DTypeList& b);
+
+ private:
+  std::array<DType, kMaxOperands> items_{};
+  std::uint8_t size_ = 0;
+  bool overflowed_ = false;
+};
+
+// Capability flags of one alternative.
+struct KernelCaps {
+  // Accepts inputs with arbitrary strides; otherwise the executor makes inputs
+  // contiguous before the call.
+  bool strided_input = false;
+  // Accepts broadcast inputs (stride 0 in a dimension longer than 1).
+  bool broadcast_input = false;
+  // Only correct when an operand is broadcast (it reads element 0 of a stride-0
+  // operand): a dense operand must never be routed here.
+  bool requires_broadcast = false;
+  // May write its output over its first input.
+  bool in_place = false;
+
+  friend bool operator==(const KernelCaps&, const KernelCaps&) = default;
+};
+
+// Optional metadata of a registration. Every field has a safe default; use
+// designated initializers: {.name = "...", .precision = ..., .source = "openblas"}.
+struct KernelOptions {
+  // The kernel's name, unique in the table: `<op>_<dtypes>__<backend>_<variant>`.
+  std::string name;
+  KernelCaps caps{};
+  PrecisionGuarantee precision{};
+  CostFn cost = &unknown_cost;
+  // A compiled cost formula; when set, it is preferred over `cost`.
+  std::shared_ptr<const CostExpr> cost_expr;
+  // Where the implementation comes from: "portable", "avx2", "avx512", "openblas",
+  // "cublas", ... Diagnostic only.
+  std::string source = "portable";
+  // The kernel handles any layout by construction (a structural fallback).
+  bool is_generic = false;
+  // Bump when the kernel's numerics change: the verification ledger keys audits by
+  // (name, revision hash), so a new revision needs a new audit.
+  std::uint32_t revision = 1;
+};
+
+// One alternative at a key.
+struct BindingEntry {
+  KernelFn fn = nullptr;
+  std::string name;
+  KernelCaps caps;
+  PrecisionGuarantee precision;
+  CostFn cost = &unknown_cost;
+  std::shared_ptr<const CostExpr> cost_expr;
+  std::string source;
+  bool is_generic = false;
+  // Stable across runs and builds: a hash of name, source and revision.
+  std::uint64_t revision_hash = 0;
+  std::source_location site;
+
+  [[nodiscard]] bool has_known_cost() const {
+    return cost_expr != nullptr || cost != &unknown_cost;
+  }
+  // The estimate from cost_expr when set, else from cost.
+  [[nodiscard]] CostEstimate estimate(const CostInputs& in) const;
+};
+
+// A (backend, op, dtypes) combination that exists, and where it was registered.
+struct CoverageBinding {
+  BackendId backend;
+  BindingKey key;
+  DTypeList dtypes;
+  std::string kernel_name;
+  std::source_location site;
+};
+
+// The typed payload of a lookup miss (code kNotFound).
+struct NoBackendForOp : StatusPayload {
+  BindingKey key = OpKind::kCopy;
+  DTypeList dtypes;
+  BackendId backend = BackendId::kCpu;
+  // Distinct backends that register this op (any dtypes), in BackendId order.
+  std::vector<BackendId> backends_for_op;
+  // What exists for this op; every binding in the table when the op has none.
+  std::vector<CoverageBinding> available;
+  // Why each sibling at the exact key was rejected, when the key exists.
+  std::vector<std::string> rejected;
+};
+
+// The typed payload of finalize()'s failure (code kAlreadyExists or
+// kInvalidArgument): every problem found, each naming its registration sites.
+struct RegistrationProblems : StatusPayload {
+  struct Problem {
+    std::string message;
+    std::source_location first_site;
+    std::optional<std::source_location> second_site;
+  };
+  std::vector<Problem> problems;
+};
+
+// The shape of a runtime-fused recipe: nodes in topological order, each reading
+// region inputs (negative: -1 is input 0, -2 input 1 ...) or earlier nodes.
+struct FusedRegion {
+  struct Node {
+    OpKind op;
+    std::vector<int> inputs;
+    friend bool operator==(const Node&, const Node&) = default;
+  };
+  int num_inputs = 0;
+  std::vector<Node> nodes;
+  // Indices of the nodes whose values leave the region.
+  std::vector<int> outputs;
+  friend bool operator==(const FusedRegion&, const FusedRegion&) = default;
+  // A hash of the structure alone (not of the name).
+  [[nodiscard]] std::uint64_t structural_hash() const;
+  // Checks topological order and that every reference is in range.
+  [[nodiscard]] Status validate() const;
+};
+
+struct RuntimeFusedInfo {
+  FusedOpId id;
+  std::string name;
+  FusedRegion region;
+};
+
+// The answer of unique_runtime_fused: three facts with three different fixes.
+struct RuntimeFusedLookup {
+  enum class Kind : unsigned char {
+    kNotBound,   // no kernel for (id, backend) at any dtypes
+    kAmbiguous,  // several dtype tuples are bound; the caller must name one
+    kUnique,     // exactly one dtype tuple; `entry` is its first sibling
+  };
+  Kind kind = Kind::kNotBound;
+  const BindingEntry* entry = nullptr;
+  // The bound dtype tuples, in registration order (one when unique).
+  std::vector<DTypeList> dtypes;
+};
+
+class KernelBindingTable {
+ public:
+  // One decision point: a key and its siblings in registration order.
+  struct Slot {
+    BindingKey key;
+    DTypeList dtypes;
+    BackendId backend;
+    std::vector<BindingEntry> alternatives;
+  };
+
+  // A registration as data, so a backend can list its kernels in a table. The
+  // site defaults to where the row is written.
+  struct Row {
+    Row(BindingKey row_key, DTypeList row_dtypes, KernelFn row_fn, KernelOptions row_options,
+        std::source_location row_site = std::source_location::current())
+        : key(row_key),
+          dtypes(row_dtypes),
+          fn(row_fn),
+          options(std::move(row_options)),
+          site(row_site) {}
+    BindingKey key;
+    DTypeList dtypes;
+    KernelFn fn;
+    KernelOptions options;
+    std::source_location site;
+  };
+
+  KernelBindingTable() = default;
+
+  // Appends a sibling at (key, dtypes, backend). Never fails here: problems are
+  // reported by finalize().
+  void register_kernel(BindingKey key, DTypeList dtypes, BackendId backend, KernelFn fn,
+                       KernelOptions options = {},
+                       std::source_location site = std::source_location::current());
+  // Registers every row for `backend`, in order.
+  void register_rows(BackendId backend, std::span<const Row> rows);
+
+  // Validates the table: the same function twice under one key, a name used by two
+  // entries, a null function, an empty name and too many operands are errors that
+  // name the registration sites. Returns ok and marks the table finalized when
+  // there are none.
+  [[nodiscard]] Status finalize();
+  [[nodiscard]] bool is_finalized() const { return finalized_; }
+
+  // Gives every unaudited entry of `backend` the claim `fallback`. Entries with an
+  // explicit claim (bounded or no-bound) are left alone.
+  void fill_unset_precision(BackendId backend, const PrecisionGuarantee& fallback);
+  // Gives every entry of `backend` whose cost is unknown (and that has no cost
+  // expression) the cost function `dispatcher(op)`. Runtime-fused entries use the
+  // region's last node's op.
+  void fill_unset_cost(BackendId backend, CostFn (*dispatcher)(OpKind));
+
+  // The first sibling at the key. kNotFound with a NoBackendForOp payload on a miss.
+  [[nodiscard]] Result<const BindingEntry*> lookup(BindingKey key, const DTypeList& dtypes,
+                                                   BackendId backend) const;
+  // The first sibling that can take dense operands (caps.requires_broadcast unset),
+  // whatever the registration order. Misses as lookup does, also when every
+  // sibling requires a broadcast operand.
+  [[nodiscard]] Result<const BindingEntry*> lookup_with_caps(BindingKey key,
+                                                             const DTypeList& dtypes,
+                                                             BackendId backend) const;
+  // Every sibling, in registration order; empty on a miss.
+  [[nodiscard]] std::span<const BindingEntry> lookup_alternatives(BindingKey key,
+                                                                  const DTypeList& dtypes,
+                                                                  BackendId backend) const;
+  // Whether `backend` serves the key with a dense-safe sibling: exactly
+  // lookup_with_caps's success condition, without building a diagnostic. There is
+  // deliberately no "any backend" variant: a node runs on one backend.
+  [[nodiscard]] bool backend_supports(BindingKey key, const DTypeList& dtypes,
+                                      BackendId backend) const;
+  // The first sibling's precision claim; unaudited on a miss.
+  [[nodiscard]] PrecisionGuarantee lookup_precision(BindingKey key, const DTypeList& dtypes,
+                                                    BackendId backend) const;
+  // The first sibling's cost function; unknown_cost on a miss.
+  [[nodiscard]] CostFn lookup_cost(BindingKey key, const DTypeList& dtypes,
+                                   BackendId backend) const;
+
+  // The miss error for a key, as lookup would return it.
+  [[nodiscard]] Status miss_error(BindingKey key, const DTypeList& dtypes, BackendId backend) const;
+  // Every (backend, key, dtypes) in the table with its first sibling's name and site.
+  [[nodiscard]] std::vector<CoverageBinding> coverage() const;
+  // The distinct backends with at least one binding, in BackendId order.
+  [[nodiscard]] std::vector<BackendId> backends() const;
+
+  // Runtime-fused recipes. Registering a region structurally identical to an
+  // existing one returns the existing id. Fails on an invalid region or when the
+  // fused id range is exhausted.
+  [[nodiscard]] Result<FusedOpId> register_runtime_fused(std::string name, FusedRegion region);
+  [[nodiscard]] const RuntimeFusedInfo* runtime_fused(FusedOpId id) const;
+  [[nodiscard]] std::span<const RuntimeFusedInfo> runtime_fused_ops() const { return fused_; }
+  // Whether any dtype tuple is bound for (id, backend).
+  [[nodiscard]] bool has_runtime_fused(FusedOpId id, BackendId backend) const;
+  [[nodiscard]] RuntimeFusedLookup unique_runtime_fused(FusedOpId id, BackendId backend) const;
+
+  // One item per key, in first-registration order.
+  [[nodiscard]] std::span<const Slot> slots() const { return slots_; }
+
+  // One item per alternative, keys in first-registration order, siblings in order.
+  struct EntryRef {
+    const Slot& slot;
+    const BindingEntry& entry;
+  };
+  class EntryIterator {
+   public:
+    using value_type = EntryRef;
+    using difference_type = std::ptrdiff_t;
+    EntryIterator() = default;
+    EntryIterator(const Slot* slot, const Slot* end) : slot_(slot), end_(end) { skip_empty(); }
+    EntryRef operator*() const { return {*slot_, slot_->alternatives[index_]}; }
+    EntryIterator& operator++() {
+      ++index_;
+      skip_empty();
+      return *this;
+    }
+    EntryIterator operator++(int) {
+      EntryIterator old = *this;
+      ++*this;
+      return old;
+    }
+    friend bool operator==(const EntryIterator& a, const EntryIterator& b) {
+      return a.slot_ == b.slot_ && a.index_ == b.index_;
+    }
+
+   private:
+    void skip_empty() {
+      while (slot_ != end_ && index_ >= slot_->alternatives.size()) {
+        ++slot_;
+        index_ = 0;
+      }
+    }
+    const Slot* slot_ = nullptr;
+    const Slot* end_ = nullptr;
+    std::size_t index_ = 0;
+  };
+  struct EntryRange {
+    EntryIterator first;
+    EntryIterator last;
+    [[nodiscard]] EntryIterator begin() const { return first; }
+    [[nodiscard]] EntryIterator end() const { return last; }
+  };
+  [[nodiscard]] EntryRange entries() const;
+
+  // Number of alternatives (a key with N siblings counts N).
+  [[nodiscard]] std::size_t size() const { return entry_count_; }
+  // Number of distinct keys.
+  [[nodiscard]] std::size_t key_count() const { return slots_.size(); }
+  [[nodiscard]] bool empty() const { return slots_.empty(); }
+
+  // Removes every entry for which `hide(slot, entry)` is true (kernel masking).
+  // Returns the removed bindings. Keys left without siblings disappear.
+  std::vector<CoverageBinding> remove_if(FunctionRef<bool(const Slot&, const BindingEntry&)> hide);
+
+  // The publication generation (set by the process-wide snapshot; 0 for a table
+  // that was never published).
+  [[nodiscard]] std::uint64_t generation() const { return generation_; }
+  void set_generation(std::uint64_t generation) { generation_ = generation; }
+
+ private:
+  struct SlotKey {
+    std::uint16_t key;
+    BackendId backend;
+    DTypeList dtypes;
+    friend bool operator==(const SlotKey&, const SlotKey&) = default;
+  };
+  struct SlotKeyHash {
+    std::size_t operator()(const SlotKey& k) const;
+  };
+
+  [[nodiscard]] const Slot* find(BindingKey key, const DTypeList& dtypes, BackendId backend) const;
+  void rebuild_index();
+
+  std::vector<Slot> slots_;
+  std::unordered_map<SlotKey, std::uint32_t, SlotKeyHash> index_;
+  std::vector<RuntimeFusedInfo> fused_;
+  std::unordered_map<std::uint64_t, std::vector<std::uint16_t>> fused_by_hash_;
+  std::size_t entry_count_ = 0;
+  bool finalized_ = false;
+  std::uint64_t generation_ = 0;
+};
+
+// "add(f32,f32,f32)@cpu", or "fused#16384(...)" for a runtime-fused key without a
+// table at hand.
+[[nodiscard]] std::string describe_key(BindingKey key, const DTypeList& dtypes, BackendId backend);
+// "file.cpp:42".
+[[nodiscard]] std::string describe_site(const std::source_location& site);
+
+}  // namespace switchyard

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Quick start, second command: builds everything and runs every test.
+#   1. the GoogleTest suite (dev preset: optimised, warnings as errors);
+#   2. the concurrency tests again under ThreadSanitizer (tsan preset);
+#   3. the tool's own checks on the built-in table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+echo "== build and test (dev)"
+cmake --preset dev >/dev/null
+cmake --build --preset dev
+ctest --preset dev
+
+echo "== concurrency tests under ThreadSanitizer (tsan)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan --target switchyard_tests
+# Concurrency tests are named *Concurrent*; ThreadSanitizer fails them on any race.
+TSAN_OPTIONS="halt_on_error=1" ./build/tsan/tests/switchyard_tests --gtest_filter='*Concurrent*'
+
+echo "== tool checks"
+./build/dev/tools/switchyard/switchyard coverage >/dev/null
+echo "all tests passed"

@@ -1,0 +1,100 @@
+// Roofline estimates and the per-family default cost functions.
+#include <algorithm>
+
+#include "switchyard/cost.h"
+#include "switchyard/kernel.h"
+
+namespace switchyard {
+namespace {
+
+double operand_bytes(const CostInputs& in, std::size_t i) {
+  return static_cast<double>(in.shapes[i].numel()) * element_bytes(in.dtypes[i]);
+}
+
+double all_bytes(const CostInputs& in) {
+  double total = 0;
+  for (std::size_t i = 0; i < in.shapes.size() && i < in.dtypes.size(); ++i) {
+    total += operand_bytes(in, i);
+  }
+  return total;
+}
+
+double last_numel(const CostInputs& in) {
+  return in.shapes.empty() ? 0.0 : static_cast<double>(in.shapes.back().numel());
+}
+
+// Every operand read or written once, `flops_per_element` per output element.
+template <int kFlopsPerElement>
+CostEstimate streaming_cost(const CostInputs& in) {
+  return {kFlopsPerElement * last_numel(in), all_bytes(in), 0, true};
+}
+
+// [M, K] x [N, K] -> [M, N] (batched over leading dims of the activations).
+CostEstimate matmul_cost(const CostInputs& in) {
+  if (in.shapes.size() < 3) return {0, all_bytes(in), 0, true};
+  const double m = static_cast<double>(in.shapes[0].outer());
+  const double k = static_cast<double>(in.shapes[0].inner());
+  const double n = static_cast<double>(in.shapes[1].outer());
+  return {2 * m * n * k, all_bytes(in), 0, true};
+}
+
+// x[M, D]; gate, up [F, D]; down [D, F]: three matmuls and the gating.
+CostEstimate ffn_cost(const CostInputs& in) {
+  if (in.shapes.size() < 5) return {0, all_bytes(in), 0, true};
+  const double m = static_cast<double>(in.shapes[0].outer());
+  const double d = static_cast<double>(in.shapes[0].inner());
+  const double f = static_cast<double>(in.shapes[1].outer());
+  return {6 * m * d * f + 4 * m * f, all_bytes(in), 0, true};
+}
+
+// q [.., Sq, H, D] against k, v [.., Skv, Hkv, D]: two matmuls per head.
+CostEstimate attention_cost(const CostInputs& in) {
+  if (in.shapes.size() < 3 || in.shapes[0].rank() < 3 || in.shapes[1].rank() < 3) {
+    return {0, all_bytes(in), 0, true};
+  }
+  const Shape& q = in.shapes[0];
+  const Shape& k = in.shapes[1];
+  const double heads = static_cast<double>(q[q.rank() - 2]);
+  const double head_dim = static_cast<double>(q.inner());
+  const double sq = static_cast<double>(q.numel()) / (heads * head_dim);
+  const double skv = static_cast<double>(k[k.rank() - 3]);
+  return {4 * sq * skv * heads * head_dim + 5 * sq * skv * heads, all_bytes(in), 0, true};
+}
+
+}  // namespace
+
+CostEstimate unknown_cost(const CostInputs& /*in*/) { return CostEstimate::unknown(); }
+
+double CostEstimate::time_ns(const BackendCaps& caps) const {
+  // GFLOP/s is flops per ns; GB/s is bytes per ns.
+  const double compute_ns = flops / std::max(caps.peak_gflops, 1e-9);
+  const double memory_ns = bytes / std::max(caps.memory_gbps, 1e-9);
+  return std::max(compute_ns, memory_ns) + overhead_ns + caps.call_overhead_ns;
+}
+
+double element_bytes(DType t) {
+  return static_cast<double>(block_bytes(t)) / static_cast<double>(block_elems(t));
+}
+
+CostFn default_cost_for(OpKind op) {
+  switch (op_family(op)) {
+    case OpFamily::kBinary:
+    case OpFamily::kCast:
+    case OpFamily::kGetRows:
+    case OpFamily::kLayout: return &streaming_cost<1>;
+    case OpFamily::kUnary: return &streaming_cost<4>;
+    case OpFamily::kNorm:
+    case OpFamily::kSoftmax:
+    case OpFamily::kRope:
+    case OpFamily::kReduce: return &streaming_cost<5>;
+    case OpFamily::kMatmul: return &matmul_cost;
+    case OpFamily::kAttention: return &attention_cost;
+    case OpFamily::kFused:
+      return op == OpKind::kFfnSwiglu ? &ffn_cost
+             : op == OpKind::kLinear  ? &matmul_cost
+                                      : &streaming_cost<6>;
+  }
+  return &unknown_cost;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,35 @@
+// switchyard: the command-line face of the kernel binding table and the runtime.
+#include <cstdio>
+
+#include "command.h"
+
+namespace switchyard::tool {
+
+int report_failure(const Status& status) {
+  std::fprintf(stderr, "switchyard: %s\n", status.to_string().c_str());
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kDataLoss:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnimplemented: return kExitUsage;
+    default: return kExitCheckFailed;
+  }
+}
+
+}  // namespace switchyard::tool
+
+int main(int argc, char** argv) {
+  using namespace switchyard::tool;
+  CLI::App app{"switchyard: kernel dispatch you can see"};
+  app.require_subcommand(1);
+  CommandMain selected;
+  add_coverage_command(app, selected);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  return selected ? selected() : kExitUsage;
+}
