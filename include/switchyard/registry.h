@@ -261,13 +261,20 @@ class Registry {
   // process that loads a second model probes it, and those lookups extend the
   // predicted set rather than count as surprises.
   void record_build(const Lookup& lookup, const Outcome& outcome,
-                    std::source_location site = std::source_location::current());
+                    std::source_location site = std::source_location::current()) {
+    if (!enabled()) return;
+    record(lookup, outcome, site, /*build=*/true);
+  }
 
   // Records a dispatch-site lookup. Before seal() it is a build-phase record; after
   // it, a slow-path miss on an unpredicted (backend, op, dtype) is a surprise,
   // warned about once per row however many threads race to create it.
   void record_dispatch(const Lookup& lookup, const Outcome& outcome,
-                       std::source_location site = std::source_location::current());
+                       std::source_location site = std::source_location::current()) {
+    // Inline so that a disabled registry costs the caller one relaxed load.
+    if (!enabled()) return;
+    record(lookup, outcome, site, /*build=*/false);
+  }
 
   // The dispatch-site helper for the fallback branch: record_dispatch with a miss.
   void note_fallback(const Lookup& lookup, std::string_view fallback,

@@ -284,18 +284,6 @@ Registry::Registry(RegistryConfig config)
 
 Registry::~Registry() = default;
 
-void Registry::record_build(const Lookup& lookup, const Outcome& outcome,
-                            std::source_location site) {
-  if (!enabled()) return;
-  record(lookup, outcome, site, /*build=*/true);
-}
-
-void Registry::record_dispatch(const Lookup& lookup, const Outcome& outcome,
-                               std::source_location site) {
-  if (!enabled()) return;
-  record(lookup, outcome, site, /*build=*/false);
-}
-
 void Registry::record(const Lookup& lookup, const Outcome& outcome,
                       const std::source_location& site, bool build) {
   const KeyView key{lookup.backend, lookup.op.raw(),  lookup.dtype,
