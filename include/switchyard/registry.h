@@ -243,6 +243,11 @@ struct RegistryConfig {
   // "verbose" prints the table at seal) and SWITCHYARD_STRICT_KERNELS, read once
   // per process and cached.
   [[nodiscard]] static const RegistryConfig& from_environment();
+
+  // The configuration those two variables' values give (null: unset), without
+  // reading the environment.
+  [[nodiscard]] static RegistryConfig from_variables(const char* kernel_registry,
+                                                     const char* strict_kernels);
 };
 
 // A registry instance. There is one process-wide instance (global_registry());

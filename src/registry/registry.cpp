@@ -250,19 +250,21 @@ StrictPolicy parse_strict_policy(std::string_view text) {
 
 // --- configuration --------------------------------------------------------------
 
+RegistryConfig RegistryConfig::from_variables(const char* kernel_registry,
+                                              const char* strict_kernels) {
+  RegistryConfig c;
+  if (kernel_registry != nullptr) {
+    const std::string word = lower(trim(kernel_registry));
+    c.enabled = !(word == "0" || word == "false" || word == "off");
+    c.verbose = word == "1" || word == "true" || word == "on" || word == "verbose";
+  }
+  if (strict_kernels != nullptr) c.strict = parse_strict_policy(strict_kernels);
+  return c;
+}
+
 const RegistryConfig& RegistryConfig::from_environment() {
-  static const RegistryConfig config = [] {
-    RegistryConfig c;
-    if (const char* v = std::getenv("SWITCHYARD_KERNEL_REGISTRY")) {
-      const std::string word = lower(trim(v));
-      c.enabled = !(word == "0" || word == "false" || word == "off");
-      c.verbose = word == "1" || word == "true" || word == "on" || word == "verbose";
-    }
-    if (const char* v = std::getenv("SWITCHYARD_STRICT_KERNELS")) {
-      c.strict = parse_strict_policy(v);
-    }
-    return c;
-  }();
+  static const RegistryConfig config = from_variables(std::getenv("SWITCHYARD_KERNEL_REGISTRY"),
+                                                      std::getenv("SWITCHYARD_STRICT_KERNELS"));
   return config;
 }
 

@@ -552,3 +552,68 @@ TEST(RegistryTest, GlobalSealListsTheMaskedBindings) {
 
 }  // namespace
 }  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+TEST(RegistryConfigTest, VariablesSwitchRecordingVerbosityAndStrictness) {
+  const RegistryConfig unset = RegistryConfig::from_variables(nullptr, nullptr);
+  EXPECT_TRUE(unset.enabled);
+  EXPECT_FALSE(unset.verbose);
+  EXPECT_FALSE(unset.strict.enabled());
+  for (const char* off : {"0", "false", "OFF"}) {
+    EXPECT_FALSE(RegistryConfig::from_variables(off, nullptr).enabled) << off;
+  }
+  for (const char* verbose : {"1", "true", "on", "verbose"}) {
+    const RegistryConfig c = RegistryConfig::from_variables(verbose, nullptr);
+    EXPECT_TRUE(c.enabled && c.verbose) << verbose;
+  }
+  const RegistryConfig strict = RegistryConfig::from_variables("", "matmul,attention");
+  EXPECT_TRUE(strict.enabled);
+  EXPECT_FALSE(strict.verbose);
+  EXPECT_EQ(strict.strict.families,
+            (std::vector<OpFamily>{OpFamily::kMatmul, OpFamily::kAttention}));
+  EXPECT_EQ(RegistryConfig::from_variables(nullptr, "on").strict.mode, StrictPolicy::Mode::kAll);
+}
+
+// These run in a fresh process (the threadsafe death-test style re-executes the
+// binary), so the environment they set is the one the process reads, once.
+TEST(RegistryEnvironmentDeathTest, KernelRegistryZeroDisablesTheGlobalEntryPoints) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("SWITCHYARD_KERNEL_REGISTRY", "0", 1);
+        note_fallback({.backend = BackendId::kCuda, .op = OpKind::kMatmul, .dtype = DType::kQ4_K},
+                      "cpu");
+        record_build({.backend = BackendId::kCuda, .op = OpKind::kMatmul, .dtype = DType::kQ4_K},
+                     Outcome::slow_path("cpu"));
+        const bool quiet =
+            !registry_enabled() && global_registry().entries().empty() && seal().entries.empty();
+        std::exit(quiet ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(RegistryEnvironmentDeathTest, StrictFamilyListAndMaskComeFromTheEnvironment) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("SWITCHYARD_KERNEL_REGISTRY", "1", 1);
+        setenv("SWITCHYARD_STRICT_KERNELS", "matmul", 1);
+        setenv("SWITCHYARD_MASK_KERNELS", "cuda:*:q4_k", 1);
+        record_build({.backend = BackendId::kCuda, .op = OpKind::kRmsNorm, .dtype = DType::kF32},
+                     Outcome::slow_path("cpu"));
+        const bool lax_for_norm = seal_or_error().is_ok();
+        record_build({.backend = BackendId::kCuda, .op = OpKind::kMatmul, .dtype = DType::kQ4_K},
+                     Outcome::slow_path("cpu"));
+        const Result<SealReport> refused = seal_or_error();
+        const bool ok = lax_for_norm && !refused.is_ok() &&
+                        refused.status().code() == StatusCode::kFailedPrecondition &&
+                        current_kernel_mask().to_string() == "cuda:*:q4_k";
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "NO KERNEL for cuda matmul q4_k");
+}
+
+}  // namespace
+}  // namespace switchyard
