@@ -323,7 +323,8 @@ void Registry::record(const Lookup& lookup, const Outcome& outcome,
         "switchyard:   call site {} (role {}).\n"
         "switchyard:   no build-phase probe predicted this, so no load-time diagnostic "
         "covered it.\n"
-        "switchyard:   set SWITCHYARD_STRICT_KERNELS=1 to refuse such models at seal.\n",
+        "switchyard:   probe this shape while planning so that seal() reports it and strict "
+        "mode (SWITCHYARD_STRICT_KERNELS) can refuse it.\n",
         name(key.backend), to_entry(*it).op_name(), name(key.dtype),
         detail::fallback_or_placeholder(outcome.fallback), describe_site(site), key.role);
   }
