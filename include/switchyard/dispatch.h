@@ -15,9 +15,9 @@
 //   (kernel_mask.h). `update_table` and `publish_table` edit the base; the mask is
 //   re-applied before every publication, so an edit can never resurrect a masked
 //   binding and clearing the mask restores everything that was registered. The
-//   mask starts as SWITCHYARD_MASK_KERNELS, read once at first use; a malformed
-//   value is printed loudly to stderr and masks nothing (the first use cannot
-//   return a Status).
+//   mask starts as SWITCHYARD_MASK_KERNELS, read once at first use, and a line on
+//   stderr says what it hides; a malformed value is printed loudly to stderr and
+//   masks nothing (the first use cannot return a Status).
 #pragma once
 
 #include <cstdint>

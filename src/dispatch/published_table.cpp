@@ -72,6 +72,12 @@ Published& published() {
       detail::check_failed("publish_locked(builtin)", __FILE__, __LINE__,
                            first.status().to_string());
     }
+    if (!state->mask.empty()) {
+      // A mask set from the environment is a debugging switch someone may forget
+      // is on; say once what it hides.
+      fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS={} hides {} binding(s)\n",
+                 state->mask.to_string(), state->masked.size());
+    }
     return state;
   }();
   return *p;

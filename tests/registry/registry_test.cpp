@@ -600,16 +600,21 @@ TEST(RegistryEnvironmentDeathTest, StrictFamilyListAndMaskComeFromTheEnvironment
       {
         setenv("SWITCHYARD_KERNEL_REGISTRY", "1", 1);
         setenv("SWITCHYARD_STRICT_KERNELS", "matmul", 1);
-        setenv("SWITCHYARD_MASK_KERNELS", "cuda:*:q4_k", 1);
+        setenv("SWITCHYARD_MASK_KERNELS", "cpu:matmul:f32", 1);
         record_build({.backend = BackendId::kCuda, .op = OpKind::kRmsNorm, .dtype = DType::kF32},
                      Outcome::slow_path("cpu"));
         const bool lax_for_norm = seal_or_error().is_ok();
         record_build({.backend = BackendId::kCuda, .op = OpKind::kMatmul, .dtype = DType::kQ4_K},
                      Outcome::slow_path("cpu"));
         const Result<SealReport> refused = seal_or_error();
-        const bool ok = lax_for_norm && !refused.is_ok() &&
-                        refused.status().code() == StatusCode::kFailedPrecondition &&
-                        current_kernel_mask().to_string() == "cuda:*:q4_k";
+        const bool ok =
+            lax_for_norm && !refused.is_ok() &&
+            refused.status().code() == StatusCode::kFailedPrecondition &&
+            current_kernel_mask().to_string() == "cpu:matmul:f32" &&
+            !current_table()->backend_supports(
+                OpKind::kMatmul, {DType::kF32, DType::kF32, DType::kF32}, BackendId::kCpu) &&
+            refused.status().payload<StrictKernelFailure>() != nullptr &&
+            !refused.status().payload<StrictKernelFailure>()->report.masked.empty();
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "NO KERNEL for cuda matmul q4_k");
