@@ -2,13 +2,16 @@
 // on a mutex, build a new table off to the side and swap it in, so no reader ever
 // sees a table that is half written.
 //
-// Writers keep the unmasked base table beside the published one: every
-// publication is base-minus-mask, so masking is reversible and an update_table()
-// edit made while a mask is active lands in the base, not in the masked copy.
+// While a kernel mask is active, writers keep the unmasked base table beside the
+// published one: every publication is base-minus-mask, so masking is reversible
+// and an update_table() edit lands in the base, not in the masked copy. Without a
+// mask the published table is the base and the writer path is a plain clone,
+// edit, finalize and swap, with nothing kept beside it.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -21,8 +24,9 @@ namespace {
 struct Published {
   std::atomic<std::shared_ptr<const KernelBindingTable>> table;
   std::mutex writer;
-  std::uint64_t generation = 0;         // guarded by writer
-  KernelBindingTable base;              // guarded by writer; finalized, never masked
+  std::uint64_t generation = 0;  // guarded by writer
+  // guarded by writer: the unmasked table, held only while `mask` is not empty
+  std::optional<KernelBindingTable> base;
   KernelMask mask;                      // guarded by writer
   std::vector<CoverageBinding> masked;  // guarded by writer: what `mask` removed
 };
@@ -43,16 +47,28 @@ KernelMask mask_from_environment() {
   return *std::move(mask);
 }
 
-// Publishes base-minus-mask. `p.writer` must be held (or `p` not yet shared).
-Result<std::uint64_t> publish_locked(Published& p) {
-  KernelBindingTable next = p.base;
-  std::vector<CoverageBinding> masked = apply_kernel_mask(p.mask, next);
-  SWITCHYARD_RETURN_IF_ERROR(next.finalize());
-  next.set_generation(++p.generation);
+// Publishes `table` (finalized, unmasked) minus the mask, and keeps `table` as the
+// base when a mask is active. `p.writer` must be held (or `p` not yet shared).
+// Publishes nothing and leaves the state alone on failure.
+Result<std::uint64_t> publish_locked(Published& p, KernelBindingTable table) {
+  std::vector<CoverageBinding> masked;
+  std::optional<KernelBindingTable> base;
+  if (!p.mask.empty()) {
+    base = table;
+    masked = apply_kernel_mask(p.mask, table);
+    SWITCHYARD_RETURN_IF_ERROR(table.finalize());
+  }
+  table.set_generation(++p.generation);
+  p.base = std::move(base);
   p.masked = std::move(masked);
-  p.table.store(std::make_shared<const KernelBindingTable>(std::move(next)),
+  p.table.store(std::make_shared<const KernelBindingTable>(std::move(table)),
                 std::memory_order_release);
   return p.generation;
+}
+
+// The unmasked table as it stands. `p.writer` must be held.
+KernelBindingTable unmasked_locked(Published& p) {
+  return p.base ? *p.base : *p.table.load(std::memory_order_acquire);
 }
 
 Published& published() {
@@ -65,9 +81,8 @@ Published& published() {
       detail::check_failed("make_builtin_table()", __FILE__, __LINE__,
                            builtin.status().to_string());
     }
-    state->base = *std::move(builtin);
     state->mask = mask_from_environment();
-    Result<std::uint64_t> first = publish_locked(*state);
+    Result<std::uint64_t> first = publish_locked(*state, *std::move(builtin));
     if (!first.is_ok()) {
       detail::check_failed("publish_locked(builtin)", __FILE__, __LINE__,
                            first.status().to_string());
@@ -92,30 +107,25 @@ std::uint64_t current_generation() { return current_table()->generation(); }
 Result<std::uint64_t> update_table(FunctionRef<Status(KernelBindingTable&)> edit) {
   Published& p = published();
   std::lock_guard lock(p.writer);
-  KernelBindingTable next = p.base;
+  KernelBindingTable next = unmasked_locked(p);
   SWITCHYARD_RETURN_IF_ERROR(edit(next));
   SWITCHYARD_RETURN_IF_ERROR(next.finalize());
-  KernelBindingTable previous = std::exchange(p.base, std::move(next));
-  Result<std::uint64_t> generation = publish_locked(p);
-  if (!generation.is_ok()) p.base = std::move(previous);
-  return generation;
+  return publish_locked(p, std::move(next));
 }
 
 Result<std::uint64_t> publish_table(KernelBindingTable table) {
   Published& p = published();
   std::lock_guard lock(p.writer);
   SWITCHYARD_RETURN_IF_ERROR(table.finalize());
-  KernelBindingTable previous = std::exchange(p.base, std::move(table));
-  Result<std::uint64_t> generation = publish_locked(p);
-  if (!generation.is_ok()) p.base = std::move(previous);
-  return generation;
+  return publish_locked(p, std::move(table));
 }
 
 Result<std::uint64_t> set_kernel_mask(KernelMask mask) {
   Published& p = published();
   std::lock_guard lock(p.writer);
+  KernelBindingTable base = unmasked_locked(p);
   KernelMask previous = std::exchange(p.mask, std::move(mask));
-  Result<std::uint64_t> generation = publish_locked(p);
+  Result<std::uint64_t> generation = publish_locked(p, std::move(base));
   if (!generation.is_ok()) p.mask = std::move(previous);
   return generation;
 }
