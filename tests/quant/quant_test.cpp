@@ -17,13 +17,14 @@
 namespace switchyard {
 namespace {
 
-constexpr DType kAllQuant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                               DType::kQ8_0, DType::kQ8_1, DType::kQ2_K,   DType::kQ3_K,
-                               DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,   DType::kQ8_K,
+constexpr DType kAllQuant[] = {DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
+                               DType::kQ8_0,   DType::kQ8_1,   DType::kQ2_K, DType::kQ3_K,
+                               DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K, DType::kQ8_K,
                                DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
 std::vector<std::byte> quantized(DType t, const std::vector<float>& x) {
-  std::vector<std::byte> q(static_cast<std::size_t>(*row_bytes(t, static_cast<std::int64_t>(x.size()))));
+  std::vector<std::byte> q(
+      static_cast<std::size_t>(*row_bytes(t, static_cast<std::int64_t>(x.size()))));
   const Status s = quantize(t, x, q);
   EXPECT_TRUE(s.is_ok()) << name(t) << ": " << s.to_string();
   return q;
@@ -85,8 +86,8 @@ TEST(QuantLayout, Q5_1HighBitsAndMin) {
 TEST(QuantLayout, Q5_0SignedLevels) {
   detail::BlockQ5_0 b{};
   put_f16(b.d, 2.0f);
-  b.qs[0] = 0xff;                         // elements 0 and 16: low bits 15
-  b.qh[0] = 0x01;                         // element 0 gets the fifth bit: 31
+  b.qs[0] = 0xff;  // elements 0 and 16: low bits 15
+  b.qh[0] = 0x01;  // element 0 gets the fifth bit: 31
   const auto y = dequantized(DType::kQ5_0, bytes_of(&b, sizeof b), 32);
   EXPECT_EQ(y[0], (31 - 16) * 2.0f);
   EXPECT_EQ(y[16], (15 - 16) * 2.0f);
@@ -158,9 +159,9 @@ TEST(QuantLayout, Q5_KFifthBit) {
   detail::BlockQ5_K b{};
   put_f16(b.d, 1.0f);
   put_f16(b.dmin, 0.0f);
-  b.scales[3] = 1;  // group 3 scale 1
-  b.qs[32 * 1 + 7] = 0x20;      // group 3: high nibbles of chunk 1 -> 2
-  b.qh[7] = 1 << 3;             // group 3's fifth bit is bit 3
+  b.scales[3] = 1;          // group 3 scale 1
+  b.qs[32 * 1 + 7] = 0x20;  // group 3: high nibbles of chunk 1 -> 2
+  b.qh[7] = 1 << 3;         // group 3's fifth bit is bit 3
   const auto y = dequantized(DType::kQ5_K, bytes_of(&b, sizeof b), 256);
   EXPECT_EQ(y[3 * 32 + 7], 18.0f);
 }
@@ -192,7 +193,7 @@ TEST(QuantLayout, IQ4_XSScalesAndTable) {
 
 TEST(QuantLayout, MXFP4E2M1AndE8M0) {
   detail::BlockMXFP4 b{};
-  b.e = 130;  // 2^3
+  b.e = 130;                                              // 2^3
   b.qs[0] = static_cast<std::uint8_t>(0x7 | (0xd << 4));  // +6 and -3
   b.qs[1] = static_cast<std::uint8_t>(0x1 | (0x9 << 4));  // +0.5 and -0.5
   const auto y = dequantized(DType::kMXFP4, bytes_of(&b, sizeof b), 32);
@@ -250,9 +251,9 @@ TEST(QuantQuantize, Q8_KScaleSignAndSums) {
 
 TEST(QuantQuantize, MXFP4PicksExponentAndCodes) {
   std::vector<float> x(32, 0.0f);
-  x[0] = 6.0f;    // floor(log2 6) = 2 -> e = 127, scale 0.5 on doubled codes
-  x[1] = -1.5f;   // -3 * 0.5 -> code 8 + 3
-  x[16] = 0.7f;   // nearest of 0.5 and 1.0 is 0.5 -> code 1
+  x[0] = 6.0f;   // floor(log2 6) = 2 -> e = 127, scale 0.5 on doubled codes
+  x[1] = -1.5f;  // -3 * 0.5 -> code 8 + 3
+  x[16] = 0.7f;  // nearest of 0.5 and 1.0 is 0.5 -> code 1
   const auto q = quantized(DType::kMXFP4, x);
   const auto& b = *reinterpret_cast<const detail::BlockMXFP4*>(q.data());
   EXPECT_EQ(b.e, 127);
@@ -302,12 +303,12 @@ TEST(QuantGolden, QuantizedBytesMatchIndependentImplementation) {
 
 TEST(QuantGolden, DequantizedValuesMatchIndependentImplementation) {
   const std::pair<DType, std::uint64_t> cases[] = {
-      {DType::kQ4_0, 0xdf5a99ce139e84dfull},   {DType::kQ4_1, 0x29240901a771277dull},
-      {DType::kQ5_0, 0x1e134611a09e67f8ull},   {DType::kQ5_1, 0x2a5a651230c3b1a2ull},
-      {DType::kQ8_0, 0xf7d36639b7a3bd75ull},   {DType::kMXFP4, 0x1e53a0fad848c09dull},
-      {DType::kQ2_K, 0x8bf6e5e76ed44881ull},   {DType::kQ3_K, 0x1c40166e3c7837dcull},
-      {DType::kQ4_K, 0xee98b7d41927c421ull},   {DType::kQ5_K, 0xb01b0d2595149e8dull},
-      {DType::kQ6_K, 0x9888f0c164cd24f9ull},   {DType::kIQ4_NL, 0x96402f42e568231dull},
+      {DType::kQ4_0, 0xdf5a99ce139e84dfull},  {DType::kQ4_1, 0x29240901a771277dull},
+      {DType::kQ5_0, 0x1e134611a09e67f8ull},  {DType::kQ5_1, 0x2a5a651230c3b1a2ull},
+      {DType::kQ8_0, 0xf7d36639b7a3bd75ull},  {DType::kMXFP4, 0x1e53a0fad848c09dull},
+      {DType::kQ2_K, 0x8bf6e5e76ed44881ull},  {DType::kQ3_K, 0x1c40166e3c7837dcull},
+      {DType::kQ4_K, 0xee98b7d41927c421ull},  {DType::kQ5_K, 0xb01b0d2595149e8dull},
+      {DType::kQ6_K, 0x9888f0c164cd24f9ull},  {DType::kIQ4_NL, 0x96402f42e568231dull},
       {DType::kIQ4_XS, 0xb4fe7e368d29aa81ull}};
   for (const auto& [t, expected] : cases) {
     const std::size_t nbytes = static_cast<std::size_t>(*row_bytes(t, 2048));
@@ -332,11 +333,10 @@ TEST(QuantGolden, DequantizedValuesMatchIndependentImplementation) {
 // brackets: the bound leaves ~25% headroom).
 TEST(QuantRoundTrip, ErrorWithinFormatRange) {
   const std::pair<DType, double> cases[] = {
-      {DType::kQ8_0, 0.008},  {DType::kQ8_1, 0.008},  {DType::kQ8_K, 0.009},
-      {DType::kQ6_K, 0.025},  {DType::kQ5_0, 0.06},   {DType::kQ5_1, 0.06},
-      {DType::kQ5_K, 0.045},  {DType::kQ4_0, 0.12},   {DType::kQ4_1, 0.12},
-      {DType::kQ4_K, 0.09},   {DType::kIQ4_NL, 0.11}, {DType::kIQ4_XS, 0.11},
-      {DType::kMXFP4, 0.17},  {DType::kQ3_K, 0.22},   {DType::kQ2_K, 0.42}};
+      {DType::kQ8_0, 0.008}, {DType::kQ8_1, 0.008}, {DType::kQ8_K, 0.009},  {DType::kQ6_K, 0.025},
+      {DType::kQ5_0, 0.06},  {DType::kQ5_1, 0.06},  {DType::kQ5_K, 0.045},  {DType::kQ4_0, 0.12},
+      {DType::kQ4_1, 0.12},  {DType::kQ4_K, 0.09},  {DType::kIQ4_NL, 0.11}, {DType::kIQ4_XS, 0.11},
+      {DType::kMXFP4, 0.17}, {DType::kQ3_K, 0.22},  {DType::kQ2_K, 0.42}};
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(256 * 64);
@@ -368,8 +368,9 @@ TEST(QuantRoundTrip, SameInputSameBytes) {
 
 TEST(QuantErrors, NonFiniteInputIsInvalidArgument) {
   for (DType t : kAllQuant) {
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity()}) {
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+          -std::numeric_limits<float>::infinity()}) {
       std::vector<float> x(256, 1.0f);
       x[77] = bad;
       std::vector<std::byte> q(static_cast<std::size_t>(*row_bytes(t, 256)));

@@ -179,8 +179,6 @@ Status cast_quant_ref(const KernelCall& call, DType from, DType to) {
 
 DType activation_format(DType w) {
   switch (w) {
-    case DType::kQ4_1:
-    case DType::kQ5_1: return DType::kQ8_1;
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:

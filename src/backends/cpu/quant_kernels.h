@@ -9,7 +9,7 @@
 //   matmul_quant_ref   portable: dequantizes a weight row to f32 once, then one
 //                      f32 dot product per activation row, in index order.
 //   matmul_quant_avx2  AVX2 + FMA + F16C: quantizes each activation row once to
-//                      the format's activation type (q8_0, q8_1 or q8_k) and runs
+//                      the format's activation type (q8_0 or q8_k) and runs
 //                      integer dot products (byte multiply-adds) per block.
 //
 // All are deterministic at any thread count: work is split by weight (output) row
@@ -44,7 +44,10 @@ Status cast_quant_ref(const KernelCall& call, DType from, DType to);
 // Requires AVX2, FMA and F16C (the caller registers it only when the CPU has them).
 Status matmul_quant_avx2(const KernelCall& call, DType w);
 
-// The activation format the integer dot product of `w` pairs with.
+// The activation format the integer dot product of `w` pairs with: q8_k for the
+// 256-element formats, q8_0 for the 32-element ones. (q4_1 and q5_1 pair with q8_0
+// too: their min term needs the activation block's sum, which the AVX2 dot takes
+// exactly from the quantized values instead of q8_1's f16-rounded d * sum.)
 DType activation_format(DType w);
 
 template <DType W>
