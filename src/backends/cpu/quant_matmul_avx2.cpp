@@ -79,7 +79,8 @@ inline __m256i group_scales(int lo, int hi) {
 }
 
 // ---------------------------------------------------------------------------
-// 32-element formats against q8_0 (or q8_1 for the ones with a min).
+// 32-element formats against q8_0. Each weight block is unpacked once and meets
+// the same block of R activation rows (R = 1 for decode, 4 for prefill).
 
 // A block with a min adds m * d_x * sum(q_x). The sum is taken exactly from the
 // quantized activations (q8_1 would carry it as an f16-rounded d * sum, which costs
@@ -89,231 +90,289 @@ inline __m256 add_min_term(__m256 acc, float m_dx, __m256i xq) {
   return _mm256_fmadd_ps(_mm256_set1_ps(m_dx), _mm256_cvtepi32_ps(sums), acc);
 }
 
+// One weight block unpacked: |q| (or q when unsigned), the signs, the scale and
+// the min (zero when the format has none).
+struct SmallBlock {
+  __m256i mag;
+  __m256i sign;
+  float d;
+  float m;
+};
+
 template <DType W>
-float dot_small(const std::uint8_t* w, const std::uint8_t* x, std::int64_t blocks) {
-  constexpr bool kHasMin = W == DType::kQ4_1 || W == DType::kQ5_1;
+inline SmallBlock unpack_small(const std::uint8_t* wb) {
+  if constexpr (W == DType::kQ4_0) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ4_0*>(wb);
+    const __m256i q = _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
+    return {_mm256_sign_epi8(q, q), q, f16_at(b.d), 0.0f};
+  } else if constexpr (W == DType::kQ4_1) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ4_1*>(wb);
+    return {nibbles(b.qs), _mm256_setzero_si256(), f16_at(b.d), f16_at(b.m)};
+  } else if constexpr (W == DType::kQ5_0) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ5_0*>(wb);
+    const __m256i high =
+        _mm256_and_si256(bits_to_bytes(detail::load_u32(b.qh)), _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), high), _mm256_set1_epi8(16));
+    return {_mm256_sign_epi8(q, q), q, f16_at(b.d), 0.0f};
+  } else if constexpr (W == DType::kQ5_1) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ5_1*>(wb);
+    const __m256i high =
+        _mm256_and_si256(bits_to_bytes(detail::load_u32(b.qh)), _mm256_set1_epi8(0x10));
+    return {_mm256_or_si256(nibbles(b.qs), high), _mm256_setzero_si256(), f16_at(b.d), f16_at(b.m)};
+  } else if constexpr (W == DType::kQ8_0) {
+    const __m256i q = load256(wb + 2);
+    return {_mm256_sign_epi8(q, q), q, f16_at(wb), 0.0f};
+  } else if constexpr (W == DType::kIQ4_NL) {
+    const auto& b = *reinterpret_cast<const detail::BlockIQ4_NL*>(wb);
+    const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs));
+    return {_mm256_sign_epi8(q, q), q, f16_at(b.d), 0.0f};
+  } else {
+    static_assert(W == DType::kMXFP4);
+    const auto& b = *reinterpret_cast<const detail::BlockMXFP4*>(wb);
+    const __m256i q = table_lookup(detail::kMXFP4Values, nibbles(b.qs));
+    return {_mm256_sign_epi8(q, q), q, detail::e8m0_half(b.e), 0.0f};
+  }
+}
+
+template <DType W>
+constexpr bool kUnsignedLevels = W == DType::kQ4_1 || W == DType::kQ5_1;
+
+template <DType W, int R>
+void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
+               std::int64_t out_stride) {
+  constexpr bool kHasMin = kUnsignedLevels<W>;
   constexpr std::int64_t kWBytes = block_bytes(W);
   constexpr std::int64_t kXBytes = sizeof(BlockQ8_0);
-  __m256 acc = _mm256_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < blocks; ++i) {
-    const std::uint8_t* wb = w + i * kWBytes;
-    const std::uint8_t* xb = x + i * kXBytes;
-    const __m256i xq = load256(xb + 2);
-    const float dx = f16_at(xb);
-    float dw = 0.0f;
-    __m256i p16;
-    if constexpr (W == DType::kQ4_0) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ4_0*>(wb);
-      dw = f16_at(b.d);
-      p16 = mul_signed(_mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8)), xq);
-    } else if constexpr (W == DType::kQ4_1) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ4_1*>(wb);
-      dw = f16_at(b.d);
-      acc_min = add_min_term(acc_min, f16_at(b.m) * dx, xq);
-      p16 = _mm256_maddubs_epi16(nibbles(b.qs), xq);
-    } else if constexpr (W == DType::kQ5_0) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ5_0*>(wb);
-      dw = f16_at(b.d);
-      const __m256i high =
-          _mm256_and_si256(bits_to_bytes(detail::load_u32(b.qh)), _mm256_set1_epi8(0x10));
-      const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), high), _mm256_set1_epi8(16));
-      p16 = mul_signed(q, xq);
-    } else if constexpr (W == DType::kQ5_1) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ5_1*>(wb);
-      dw = f16_at(b.d);
-      acc_min = add_min_term(acc_min, f16_at(b.m) * dx, xq);
-      const __m256i high =
-          _mm256_and_si256(bits_to_bytes(detail::load_u32(b.qh)), _mm256_set1_epi8(0x10));
-      p16 = _mm256_maddubs_epi16(_mm256_or_si256(nibbles(b.qs), high), xq);
-    } else if constexpr (W == DType::kQ8_0) {
-      dw = f16_at(wb);
-      p16 = mul_signed(load256(wb + 2), xq);
-    } else if constexpr (W == DType::kIQ4_NL) {
-      const auto& b = *reinterpret_cast<const detail::BlockIQ4_NL*>(wb);
-      dw = f16_at(b.d);
-      p16 = mul_signed(table_lookup(detail::kIQ4NLValues, nibbles(b.qs)), xq);
-    } else {
-      static_assert(W == DType::kMXFP4);
-      const auto& b = *reinterpret_cast<const detail::BlockMXFP4*>(wb);
-      dw = detail::e8m0_half(b.e);
-      p16 = mul_signed(table_lookup(detail::kMXFP4Values, nibbles(b.qs)), xq);
+    const SmallBlock wb = unpack_small<W>(w + i * kWBytes);
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* xb = x[r] + i * kXBytes;
+      const __m256i xq = load256(xb + 2);
+      const float dx = f16_at(xb);
+      const __m256i p16 = kUnsignedLevels<W>
+                              ? _mm256_maddubs_epi16(wb.mag, xq)
+                              : _mm256_maddubs_epi16(wb.mag, _mm256_sign_epi8(xq, wb.sign));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wb.d * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)),
+                               acc[r]);
+      if constexpr (kHasMin) acc[r] = add_min_term(acc[r], wb.m * dx, xq);
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)), acc);
   }
-  if constexpr (kHasMin) acc = _mm256_add_ps(acc, acc_min);
-  return hsum(acc);
+  for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
 }
 
 // ---------------------------------------------------------------------------
-// k-quants against q8_k.
+// k-quants against q8_k. A weight super-block is unpacked once into eight
+// 32-byte level vectors with their i16 group scales, plus a group correction
+// applied through the activation's group sums:
+//   dot = d * d_x * sum_c (levels_c . x_c scaled) + corr * d_x * sum_g coef_g * bsum_g
+// (q4_k / q5_k / q2_k: corr = -dmin, coef = group mins; q6_k / q3_k: levels are
+// stored + 32 / + 4, so corr = -32 d / -4 d and coef = group scales).
 
-inline int bsum(const BlockQ8_K& x, int g) { return detail::load_i16(x.bsums + 2 * g); }
+struct KBlock {
+  __m256i mag[8];
+  __m256i sign[8];  // used by iq4_xs only (signed levels)
+  __m256i scales[8];
+  __m256i coef;  // 16 x i16
+  float d;
+  float corr;
+};
 
 inline __m256i mask_bits(__m256i v, int bit) {
   const __m256i m = _mm256_set1_epi8(static_cast<char>(1 << bit));
   return _mm256_cmpeq_epi8(_mm256_and_si256(v, m), m);
 }
 
+inline __m256i coef16(const int* c) {
+  alignas(32) std::int16_t v[16];
+  for (int g = 0; g < 16; ++g) v[g] = static_cast<std::int16_t>(c[g]);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+}
+
 template <DType W>
-float dot_k(const std::uint8_t* w, const std::uint8_t* xr, std::int64_t blocks) {
-  constexpr std::int64_t kWBytes = block_bytes(W);
+inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i low2 = _mm256_set1_epi8(0x03);
-  __m256 acc = _mm256_setzero_ps();
-  float acc_scalar = 0.0f;
-  for (std::int64_t i = 0; i < blocks; ++i) {
-    const std::uint8_t* wb = w + i * kWBytes;
-    const auto& x = *reinterpret_cast<const BlockQ8_K*>(xr + i * sizeof(BlockQ8_K));
-    const float dx = detail::load_f32(x.d);
-    __m256i sumi = _mm256_setzero_si256();
-    float d = 0.0f;
-    if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
-      const std::uint8_t* scales;
-      const std::uint8_t* qs;
-      const std::uint8_t* qh = nullptr;
-      if constexpr (W == DType::kQ4_K) {
-        const auto& b = *reinterpret_cast<const detail::BlockQ4_K*>(wb);
-        d = f16_at(b.d);
-        scales = b.scales;
-        qs = b.qs;
-      } else {
-        const auto& b = *reinterpret_cast<const detail::BlockQ5_K*>(wb);
-        d = f16_at(b.d);
-        scales = b.scales;
-        qs = b.qs;
-        qh = b.qh;
+  if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
+    // Same leading fields in both layouts: d, dmin, 12 scale bytes.
+    const std::uint8_t* scales = wb + 4;
+    const std::uint8_t* qs = W == DType::kQ4_K ? wb + 16 : wb + 48;
+    k.d = f16_at(wb);
+    k.corr = -f16_at(wb + 2);
+    int sc[8];
+    int mins16[16];
+    for (int g = 0; g < 8; ++g) {
+      int m = 0;
+      detail::k4_scale_min(g, scales, sc[g], m);
+      mins16[2 * g] = m;
+      mins16[2 * g + 1] = m;
+    }
+    k.coef = coef16(mins16);
+    const __m256i hbits = W == DType::kQ5_K ? load256(wb + 16) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(qs + 32 * c);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (W == DType::kQ5_K) {
+        const __m256i b16 = _mm256_set1_epi8(0x10);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(mask_bits(hbits, 2 * c), b16));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(mask_bits(hbits, 2 * c + 1), b16));
       }
-      const float dmin = f16_at(wb + 2);
-      int sc[8];
-      int mn[8];
-      int min_sum = 0;
-      for (int g = 0; g < 8; ++g) {
-        detail::k4_scale_min(g, scales, sc[g], mn[g]);
-        min_sum += mn[g] * (bsum(x, 2 * g) + bsum(x, 2 * g + 1));
-      }
-      const __m256i hbits = qh != nullptr ? load256(qh) : _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        const __m256i q = load256(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(q, low4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-        if constexpr (W == DType::kQ5_K) {
-          const __m256i b16 = _mm256_set1_epi8(0x10);
-          lo = _mm256_or_si256(lo, _mm256_and_si256(mask_bits(hbits, 2 * c), b16));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(mask_bits(hbits, 2 * c + 1), b16));
-        }
-        const __m256i p0 = _mm256_maddubs_epi16(lo, load256(x.qs + 64 * c));
-        const __m256i p1 = _mm256_maddubs_epi16(hi, load256(x.qs + 64 * c + 32));
-        sumi = _mm256_add_epi32(
-            sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(static_cast<short>(sc[2 * c]))));
-        sumi = _mm256_add_epi32(
-            sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]))));
-      }
-      acc_scalar -= dmin * dx * static_cast<float>(min_sum);
-    } else if constexpr (W == DType::kQ6_K) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
-      d = f16_at(b.d);
-      int offset_sum = 0;
-      for (int g = 0; g < 16; ++g) offset_sum += b.scales[g] * bsum(x, g);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i qh = load256(b.qh + 32 * h);
-        const __m256i ql0 = load256(b.ql + 64 * h);
-        const __m256i ql1 = load256(b.ql + 64 * h + 32);
-        for (int r = 0; r < 4; ++r) {
-          const __m256i ql = (r % 2) == 0 ? ql0 : ql1;
-          const __m256i low =
-              r < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
-          const __m256i high = _mm256_slli_epi16(
-              _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * r)), low2), 4);
-          const __m256i q = _mm256_or_si256(low, high);
-          const int g = 8 * h + 2 * r;
-          const __m256i p = _mm256_maddubs_epi16(q, load256(x.qs + 128 * h + 32 * r));
-          sumi = _mm256_add_epi32(sumi,
-                                  _mm256_madd_epi16(p, group_scales(b.scales[g], b.scales[g + 1])));
-        }
-      }
-      // Levels are stored + 32: remove 32 * s_g * bsum_g.
-      acc_scalar -= d * dx * static_cast<float>(32 * offset_sum);
-    } else if constexpr (W == DType::kQ3_K) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ3_K*>(wb);
-      d = f16_at(b.d);
-      int sc[16];
-      int offset_sum = 0;
-      for (int g = 0; g < 16; ++g) {
-        sc[g] = detail::q3k_scale(g, b.scales);
-        offset_sum += sc[g] * bsum(x, g);
-      }
-      const __m256i hm = load256(b.hmask);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i qs = load256(b.qs + 32 * h);
-        for (int r = 0; r < 4; ++r) {
-          const __m256i low =
-              _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * r)), low2);
-          const __m256i high = _mm256_and_si256(mask_bits(hm, 4 * h + r), _mm256_set1_epi8(4));
-          const __m256i q = _mm256_or_si256(low, high);
-          const int g = 8 * h + 2 * r;
-          const __m256i p = _mm256_maddubs_epi16(q, load256(x.qs + 128 * h + 32 * r));
-          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, group_scales(sc[g], sc[g + 1])));
-        }
-      }
-      // Levels are stored + 4: remove 4 * s_g * bsum_g.
-      acc_scalar -= d * dx * static_cast<float>(4 * offset_sum);
-    } else if constexpr (W == DType::kQ2_K) {
-      const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
-      d = f16_at(b.d);
-      int min_sum = 0;
-      for (int g = 0; g < 16; ++g) min_sum += (b.scales[g] >> 4) * bsum(x, g);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i qs = load256(b.qs + 32 * h);
-        for (int r = 0; r < 4; ++r) {
-          const __m256i q = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * r)), low2);
-          const int g = 8 * h + 2 * r;
-          const __m256i p = _mm256_maddubs_epi16(q, load256(x.qs + 128 * h + 32 * r));
-          sumi = _mm256_add_epi32(
-              sumi, _mm256_madd_epi16(p, group_scales(b.scales[g] & 0xf, b.scales[g + 1] & 0xf)));
-        }
-      }
-      acc_scalar -= f16_at(b.dmin) * dx * static_cast<float>(min_sum);
-    } else {
-      static_assert(W == DType::kIQ4_XS);
-      const auto& b = *reinterpret_cast<const detail::BlockIQ4_XS*>(wb);
-      d = f16_at(b.d);
-      for (int g = 0; g < 8; ++g) {
-        const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs + 16 * g));
-        const __m256i p = mul_signed(q, load256(x.qs + 32 * g));
-        sumi = _mm256_add_epi32(
-            sumi,
-            _mm256_madd_epi16(p, _mm256_set1_epi16(static_cast<short>(detail::iq4xs_scale(g, b)))));
+      k.mag[2 * c] = lo;
+      k.mag[2 * c + 1] = hi;
+      k.scales[2 * c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c]));
+      k.scales[2 * c + 1] = _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]));
+    }
+  } else if constexpr (W == DType::kQ6_K) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = -32.0f * k.d;
+    int sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = b.scales[g];
+    k.coef = coef16(sc);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qh = load256(b.qh + 32 * h);
+      const __m256i ql0 = load256(b.ql + 64 * h);
+      const __m256i ql1 = load256(b.ql + 64 * h + 32);
+      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      const __m256i highs[4] = {
+          _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)};
+      for (int r = 0; r < 4; ++r) {
+        const int g = 8 * h + 2 * r;
+        k.mag[4 * h + r] = _mm256_or_si256(lows[r], highs[r]);
+        k.scales[4 * h + r] = group_scales(sc[g], sc[g + 1]);
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi), acc);
+  } else if constexpr (W == DType::kQ3_K) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ3_K*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = -4.0f * k.d;
+    int sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = detail::q3k_scale(g, b.scales);
+    k.coef = coef16(sc);
+    const __m256i hm = load256(b.hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(b.qs + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(qs, low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 2), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 4), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
+      for (int r = 0; r < 4; ++r) {
+        const int g = 8 * h + 2 * r;
+        const __m256i high = _mm256_and_si256(mask_bits(hm, 4 * h + r), _mm256_set1_epi8(4));
+        k.mag[4 * h + r] = _mm256_or_si256(lows[r], high);
+        k.scales[4 * h + r] = group_scales(sc[g], sc[g + 1]);
+      }
+    }
+  } else if constexpr (W == DType::kQ2_K) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = -f16_at(b.dmin);
+    int mins[16];
+    for (int g = 0; g < 16; ++g) mins[g] = b.scales[g] >> 4;
+    k.coef = coef16(mins);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(b.qs + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(qs, low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 2), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 4), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
+      for (int r = 0; r < 4; ++r) {
+        const int g = 8 * h + 2 * r;
+        k.mag[4 * h + r] = lows[r];
+        k.scales[4 * h + r] = group_scales(b.scales[g] & 0xf, b.scales[g + 1] & 0xf);
+      }
+    }
+  } else {
+    static_assert(W == DType::kIQ4_XS);
+    const auto& b = *reinterpret_cast<const detail::BlockIQ4_XS*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = 0.0f;
+    k.coef = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs + 16 * g));
+      k.mag[g] = _mm256_sign_epi8(q, q);
+      k.sign[g] = q;
+      k.scales[g] = _mm256_set1_epi16(static_cast<short>(detail::iq4xs_scale(g, b)));
+    }
   }
-  return hsum(acc) + acc_scalar;
 }
 
-using DotFn = float (*)(const std::uint8_t* w, const std::uint8_t* x, std::int64_t blocks);
+template <DType W, int R>
+void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
+           std::int64_t out_stride) {
+  constexpr std::int64_t kWBytes = block_bytes(W);
+  constexpr bool kSigned = W == DType::kIQ4_XS;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  KBlock k;
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    unpack_k<W>(w + i * kWBytes, k);
+    for (int r = 0; r < R; ++r) {
+      const auto& xb = *reinterpret_cast<const BlockQ8_K*>(x[r] + i * sizeof(BlockQ8_K));
+      const float dx = detail::load_f32(xb.d);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        __m256i xq = load256(xb.qs + 32 * c);
+        if constexpr (kSigned) xq = _mm256_sign_epi8(xq, k.sign[c]);
+        const __m256i p = _mm256_maddubs_epi16(k.mag[c], xq);
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, k.scales[c]));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi), acc[r]);
+      if constexpr (W != DType::kIQ4_XS) {
+        const __m256i corr = _mm256_madd_epi16(load256(xb.bsums), k.coef);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
+}
 
-DotFn dot_for(DType w) {
+// out[r * out_stride] = dot(weight row w, activation row x[r]) for r < R.
+using DotFn = void (*)(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks,
+                       float* out, std::int64_t out_stride);
+
+struct DotFns {
+  DotFn one = nullptr;
+  DotFn four = nullptr;
+};
+
+template <DType W>
+DotFns dots() {
+  if constexpr (block_elems(W) == 32) {
+    return {&dot_small<W, 1>, &dot_small<W, 4>};
+  } else {
+    return {&dot_k<W, 1>, &dot_k<W, 4>};
+  }
+}
+
+DotFns dot_for(DType w) {
   switch (w) {
-    case DType::kQ4_0: return &dot_small<DType::kQ4_0>;
-    case DType::kQ4_1: return &dot_small<DType::kQ4_1>;
-    case DType::kQ5_0: return &dot_small<DType::kQ5_0>;
-    case DType::kQ5_1: return &dot_small<DType::kQ5_1>;
-    case DType::kQ8_0: return &dot_small<DType::kQ8_0>;
-    case DType::kIQ4_NL: return &dot_small<DType::kIQ4_NL>;
-    case DType::kMXFP4: return &dot_small<DType::kMXFP4>;
-    case DType::kQ2_K: return &dot_k<DType::kQ2_K>;
-    case DType::kQ3_K: return &dot_k<DType::kQ3_K>;
-    case DType::kQ4_K: return &dot_k<DType::kQ4_K>;
-    case DType::kQ5_K: return &dot_k<DType::kQ5_K>;
-    case DType::kQ6_K: return &dot_k<DType::kQ6_K>;
-    case DType::kIQ4_XS: return &dot_k<DType::kIQ4_XS>;
-    default: return nullptr;
+    case DType::kQ4_0: return dots<DType::kQ4_0>();
+    case DType::kQ4_1: return dots<DType::kQ4_1>();
+    case DType::kQ5_0: return dots<DType::kQ5_0>();
+    case DType::kQ5_1: return dots<DType::kQ5_1>();
+    case DType::kQ8_0: return dots<DType::kQ8_0>();
+    case DType::kIQ4_NL: return dots<DType::kIQ4_NL>();
+    case DType::kMXFP4: return dots<DType::kMXFP4>();
+    case DType::kQ2_K: return dots<DType::kQ2_K>();
+    case DType::kQ3_K: return dots<DType::kQ3_K>();
+    case DType::kQ4_K: return dots<DType::kQ4_K>();
+    case DType::kQ5_K: return dots<DType::kQ5_K>();
+    case DType::kQ6_K: return dots<DType::kQ6_K>();
+    case DType::kIQ4_XS: return dots<DType::kIQ4_XS>();
+    default: return {};
   }
 }
 
-// Weight rows per parallel task, and per tile inside a task: a tile's rows meet
-// one activation row while it is in L1.
+// Weight rows per parallel task, and per tile inside a task: a tile's unpacked
+// rows are reused across every group of four activation rows while in L2.
 constexpr std::int64_t kRowGrain = 8;
 constexpr std::int64_t kTileRows = 16;
 
@@ -321,8 +380,8 @@ constexpr std::int64_t kTileRows = 16;
 
 Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
   const std::string kernel = fmt::format("matmul_f32_{}_f32__cpu_avx2", name(w_dtype));
-  const DotFn dot = dot_for(w_dtype);
-  if (dot == nullptr) {
+  const DotFns dot = dot_for(w_dtype);
+  if (dot.one == nullptr) {
     return invalid_argument_error(
         fmt::format("{}: no AVX2 dot product for {}", kernel, name(w_dtype)));
   }
@@ -344,10 +403,19 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
   call.ctx.parallel_for(args.n, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t0 = begin; t0 < end; t0 += kTileRows) {
       const std::int64_t t1 = std::min(end, t0 + kTileRows);
-      for (std::int64_t r = 0; r < args.rows; ++r) {
-        const std::uint8_t* x = xq.data() + r * act_row_bytes;
-        float* out = args.out + r * args.n;
-        for (std::int64_t j = t0; j < t1; ++j) out[j] = dot(w + j * args.row_bytes, x, blocks);
+      std::int64_t r = 0;
+      for (; r + 4 <= args.rows; r += 4) {
+        const std::uint8_t* x[4];
+        for (int i = 0; i < 4; ++i) x[i] = xq.data() + (r + i) * act_row_bytes;
+        for (std::int64_t j = t0; j < t1; ++j) {
+          dot.four(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
+        }
+      }
+      for (; r < args.rows; ++r) {
+        const std::uint8_t* x[1] = {xq.data() + r * act_row_bytes};
+        for (std::int64_t j = t0; j < t1; ++j) {
+          dot.one(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
+        }
       }
     }
   });

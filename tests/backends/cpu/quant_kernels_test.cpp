@@ -71,8 +71,9 @@ KernelFn ref_fn(DType t) {
 #define CASE(T) \
   case DType::T: return &matmul_quant_ref_for<DType::T>;
     CASE(kQ4_0)
-    CASE(kQ4_1) CASE(kQ5_0) CASE(kQ5_1) CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K)
-        CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ4_1)
+    CASE(kQ5_0) CASE(kQ5_1) CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K)
+        CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
   }
@@ -83,8 +84,9 @@ KernelFn avx2_fn(DType t) {
 #define CASE(T) \
   case DType::T: return &matmul_quant_avx2_for<DType::T>;
     CASE(kQ4_0)
-    CASE(kQ4_1) CASE(kQ5_0) CASE(kQ5_1) CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K)
-        CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ4_1)
+    CASE(kQ5_0) CASE(kQ5_1) CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
+        CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
   }
@@ -139,7 +141,7 @@ TEST(QuantMatmulAvx2, WithinDeclaredBoundForEveryFormat) {
 TEST(QuantMatmulAvx2, ExactOnQuantizedActivations) {
   if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
   for (DType t : kAvx2Quant) {
-    Problem p = make_problem(t, 1, 3, 9, 2 * k_for(t), 21);
+    Problem p = make_problem(t, 1, 5, 9, 2 * k_for(t), 21);  // 4 rows together + 1
     const DType act = activation_format(t);
     std::vector<float> a_q(p.a.size());
     std::vector<std::byte> tmp(static_cast<std::size_t>(*row_bytes(act, p.k)));
