@@ -185,9 +185,13 @@ inline void store_i16(std::uint8_t* p, int v) {
 }
 
 // An E8M0 exponent as the mxfp4 scale: 2^(e - 127) halved, because the codes
-// above are doubled. Exact for every e (e = 0 and 1 give f32 subnormals).
+// above are doubled. Built from bits (kernels call it per block): exponent field
+// e - 1 for e >= 2; e = 1 and 0 give the f32 subnormals 2^-127 and 2^-128.
 [[nodiscard]] inline float e8m0_half(std::uint8_t e) {
-  return std::ldexp(1.0f, static_cast<int>(e) - 128);
+  const std::uint32_t bits = e >= 2 ? static_cast<std::uint32_t>(e - 1) << 23 : 0x00200000u << e;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
 }
 
 // Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 puts the

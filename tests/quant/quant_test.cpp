@@ -203,6 +203,12 @@ TEST(QuantLayout, MXFP4E2M1AndE8M0) {
   EXPECT_EQ(y[17], -0.5f * 8.0f);
 }
 
+TEST(QuantLayout, E8M0HalfCoversSubnormals) {
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(detail::e8m0_half(static_cast<std::uint8_t>(e)), std::ldexp(1.0f, e - 128)) << e;
+  }
+}
+
 // --- Quantizers on data with a worked-out answer. ---------------------------
 
 TEST(QuantQuantize, Q4_0ExactLevels) {

@@ -17,7 +17,10 @@
 #include <fmt/format.h>
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/quant_kernels.h"
@@ -170,10 +173,7 @@ void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t
 // (q4_k / q5_k / q2_k: corr = -dmin, coef = group mins; q6_k / q3_k: levels are
 // stored + 32 / + 4, so corr = -32 d / -4 d and coef = group scales).
 
-struct KBlock {
-  __m256i mag[8];
-  __m256i sign[8];  // used by iq4_xs only (signed levels)
-  __m256i scales[8];
+struct KHeader {
   __m256i coef;  // 16 x i16
   float d;
   float corr;
@@ -190,8 +190,12 @@ inline __m256i coef16(const int* c) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
 }
 
-template <DType W>
-inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
+// Unpacks one super-block: fills the header and hands each 32-element chunk to
+// chunk(index, levels, signs, i16 scales) as soon as it is decoded, so the levels
+// stay in registers (signs matter only for iq4_xs, whose levels are signed).
+template <DType W, typename Chunk>
+inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
+  const __m256i none = _mm256_setzero_si256();
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i low2 = _mm256_set1_epi8(0x03);
   if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
@@ -219,10 +223,8 @@ inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
         lo = _mm256_or_si256(lo, _mm256_and_si256(mask_bits(hbits, 2 * c), b16));
         hi = _mm256_or_si256(hi, _mm256_and_si256(mask_bits(hbits, 2 * c + 1), b16));
       }
-      k.mag[2 * c] = lo;
-      k.mag[2 * c + 1] = hi;
-      k.scales[2 * c] = _mm256_set1_epi16(static_cast<short>(sc[2 * c]));
-      k.scales[2 * c + 1] = _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1]));
+      chunk(2 * c, lo, none, _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
+      chunk(2 * c + 1, hi, none, _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
     }
   } else if constexpr (W == DType::kQ6_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
@@ -245,8 +247,7 @@ inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)};
       for (int r = 0; r < 4; ++r) {
         const int g = 8 * h + 2 * r;
-        k.mag[4 * h + r] = _mm256_or_si256(lows[r], highs[r]);
-        k.scales[4 * h + r] = group_scales(sc[g], sc[g + 1]);
+        chunk(4 * h + r, _mm256_or_si256(lows[r], highs[r]), none, group_scales(sc[g], sc[g + 1]));
       }
     }
   } else if constexpr (W == DType::kQ3_K) {
@@ -266,8 +267,7 @@ inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
       for (int r = 0; r < 4; ++r) {
         const int g = 8 * h + 2 * r;
         const __m256i high = _mm256_and_si256(mask_bits(hm, 4 * h + r), _mm256_set1_epi8(4));
-        k.mag[4 * h + r] = _mm256_or_si256(lows[r], high);
-        k.scales[4 * h + r] = group_scales(sc[g], sc[g + 1]);
+        chunk(4 * h + r, _mm256_or_si256(lows[r], high), none, group_scales(sc[g], sc[g + 1]));
       }
     }
   } else if constexpr (W == DType::kQ2_K) {
@@ -285,8 +285,7 @@ inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
                                _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
       for (int r = 0; r < 4; ++r) {
         const int g = 8 * h + 2 * r;
-        k.mag[4 * h + r] = lows[r];
-        k.scales[4 * h + r] = group_scales(b.scales[g] & 0xf, b.scales[g + 1] & 0xf);
+        chunk(4 * h + r, lows[r], none, group_scales(b.scales[g] & 0xf, b.scales[g + 1] & 0xf));
       }
     }
   } else {
@@ -297,9 +296,8 @@ inline void unpack_k(const std::uint8_t* wb, KBlock& k) {
     k.coef = _mm256_setzero_si256();
     for (int g = 0; g < 8; ++g) {
       const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs + 16 * g));
-      k.mag[g] = _mm256_sign_epi8(q, q);
-      k.sign[g] = q;
-      k.scales[g] = _mm256_set1_epi16(static_cast<short>(detail::iq4xs_scale(g, b)));
+      chunk(g, _mm256_sign_epi8(q, q), q,
+            _mm256_set1_epi16(static_cast<short>(detail::iq4xs_scale(g, b))));
     }
   }
 }
@@ -311,22 +309,27 @@ void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blo
   constexpr bool kSigned = W == DType::kIQ4_XS;
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  KBlock k;
   for (std::int64_t i = 0; i < blocks; ++i) {
-    unpack_k<W>(w + i * kWBytes, k);
+    const BlockQ8_K* xb[R];
     for (int r = 0; r < R; ++r) {
-      const auto& xb = *reinterpret_cast<const BlockQ8_K*>(x[r] + i * sizeof(BlockQ8_K));
-      const float dx = detail::load_f32(xb.d);
-      __m256i sumi = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        __m256i xq = load256(xb.qs + 32 * c);
-        if constexpr (kSigned) xq = _mm256_sign_epi8(xq, k.sign[c]);
-        const __m256i p = _mm256_maddubs_epi16(k.mag[c], xq);
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, k.scales[c]));
+      xb[r] = reinterpret_cast<const BlockQ8_K*>(x[r] + i * sizeof(BlockQ8_K));
+    }
+    __m256i sumi[R];
+    for (int r = 0; r < R; ++r) sumi[r] = _mm256_setzero_si256();
+    KHeader k;
+    unpack_k<W>(w + i * kWBytes, k, [&](int c, __m256i mag, __m256i sign, __m256i scales) {
+      for (int r = 0; r < R; ++r) {
+        __m256i xq = load256(xb[r]->qs + 32 * c);
+        if constexpr (kSigned) xq = _mm256_sign_epi8(xq, sign);
+        const __m256i p = _mm256_maddubs_epi16(mag, xq);
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, scales));
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi), acc[r]);
+    });
+    for (int r = 0; r < R; ++r) {
+      const float dx = detail::load_f32(xb[r]->d);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
       if constexpr (W != DType::kIQ4_XS) {
-        const __m256i corr = _mm256_madd_epi16(load256(xb.bsums), k.coef);
+        const __m256i corr = _mm256_madd_epi16(load256(xb[r]->bsums), k.coef);
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r]);
       }
     }
@@ -393,9 +396,16 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
   }
   const std::int64_t act_row_bytes = args.k / block_elems(act) * block_bytes(act);
   std::vector<std::uint8_t> xq(static_cast<std::size_t>(act_row_bytes * args.rows));
+  // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
+  // set to NaN afterwards, as a float dot product would propagate them.
+  std::vector<char> non_finite(static_cast<std::size_t>(args.rows), 0);
   call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
-      detail::quantize_row(act, args.a + r * args.k, xq.data() + r * act_row_bytes, args.k);
+      const float* row = args.a + r * args.k;
+      for (std::int64_t i = 0; i < args.k; ++i) {
+        if (!std::isfinite(row[i])) non_finite[static_cast<std::size_t>(r)] = 1;
+      }
+      detail::quantize_row(act, row, xq.data() + r * act_row_bytes, args.k);
     }
   });
   const std::int64_t blocks = args.k / block_elems(w_dtype);
@@ -419,6 +429,12 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
       }
     }
   });
+  for (std::int64_t r = 0; r < args.rows; ++r) {
+    if (non_finite[static_cast<std::size_t>(r)] != 0) {
+      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
+                std::numeric_limits<float>::quiet_NaN());
+    }
+  }
   return Status::ok();
 }
 

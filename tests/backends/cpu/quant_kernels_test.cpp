@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -72,8 +73,9 @@ KernelFn ref_fn(DType t) {
   case DType::T: return &matmul_quant_ref_for<DType::T>;
     CASE(kQ4_0)
     CASE(kQ4_1)
-    CASE(kQ5_0) CASE(kQ5_1) CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K)
-        CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ5_0)
+    CASE(kQ5_1) CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
+        CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
   }
@@ -85,7 +87,8 @@ KernelFn avx2_fn(DType t) {
   case DType::T: return &matmul_quant_avx2_for<DType::T>;
     CASE(kQ4_0)
     CASE(kQ4_1)
-    CASE(kQ5_0) CASE(kQ5_1) CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
+    CASE(kQ5_0)
+    CASE(kQ5_1) CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
         CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
@@ -155,6 +158,19 @@ TEST(QuantMatmulAvx2, ExactOnQuantizedActivations) {
     std::vector<float> out;
     ASSERT_TRUE(run_matmul(avx2_fn(t), t, p, out).is_ok()) << name(t);
     expect_within(p, a_q, out, 1e-5, std::string(name(t)) + " vs q8 activations");
+  }
+}
+
+TEST(QuantMatmulAvx2, NonFiniteActivationRowGivesNaN) {
+  if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  Problem p = make_problem(DType::kQ4_K, 1, 5, 3, 256, 2);
+  p.a[static_cast<std::size_t>(2 * p.k + 17)] = std::numeric_limits<float>::infinity();
+  std::vector<float> out;
+  ASSERT_TRUE(run_matmul(avx2_fn(DType::kQ4_K), DType::kQ4_K, p, out).is_ok());
+  for (std::int64_t r = 0; r < 5; ++r) {
+    for (std::int64_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == 2) << r << "," << j;
+    }
   }
 }
 
