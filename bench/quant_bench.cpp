@@ -8,6 +8,9 @@
 // QuantMatvec/<fmt>    [1 x 4096] x [14336 x 4096]^T: counters GB/s (weight bytes
 //                      read per second) and bw_ratio (GB/s over the measured read
 //                      bandwidth).
+// QuantDotInCache/<fmt> one thread, 64 weight rows that stay in L2: the compute
+//                      ceiling per core (GB/s of weights consumed, activation
+//                      quantization included).
 // QuantMatmul/<fmt>    [512 x 4096] x [14336 x 4096]^T (~60 GFLOP): one iteration
 //                      per format; counter GFLOP/s.
 // Weights are 256 distinct quantized rows repeated to 14336 (quantizing 58M values
@@ -137,7 +140,8 @@ const Weights& weights(DType t) {
   return cache.back().second;
 }
 
-void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows) {
+void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows, std::int64_t n = kN,
+                      bool threaded = true) {
   const TableSnapshot table = current_table();
   Result<const BindingEntry*> entry =
       table->lookup(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
@@ -152,11 +156,11 @@ void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows) {
   for (float& v : a) v = normal(rng);
   std::vector<float> out(static_cast<std::size_t>(rows * kN));
   const TensorView views[] = {TensorView::contiguous(a.data(), DType::kF32, {rows, kK}),
-                              TensorView::contiguous(w.bytes.data(), t, {kN, kK}),
-                              TensorView::contiguous(out.data(), DType::kF32, {rows, kN})};
+                              TensorView::contiguous(w.bytes.data(), t, {n, kK}),
+                              TensorView::contiguous(out.data(), DType::kF32, {rows, n})};
   OpParams params;
   ExecContext ctx;
-  ctx.runner = &pool();
+  ctx.runner = threaded ? &pool() : nullptr;
   const double gbps_peak = measured_read_gbps();
   double seconds = 0.0;
   for (auto _ : state) {
@@ -173,17 +177,23 @@ void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows) {
   state.SetLabel((*entry)->name);
   const double iters = static_cast<double>(state.iterations());
   if (rows == 1) {
-    const double gbps = static_cast<double>(w.bytes.size()) * iters / seconds / 1e9;
+    const double gbps = static_cast<double>(n * w.row_bytes) * iters / seconds / 1e9;
     state.counters["GB/s"] = gbps;
     state.counters["read_GB/s"] = gbps_peak;
     state.counters["bw_ratio"] = gbps / gbps_peak;
   } else {
-    state.counters["GFLOP/s"] = 2.0 * static_cast<double>(rows * kN * kK) * iters / seconds / 1e9;
+    state.counters["GFLOP/s"] = 2.0 * static_cast<double>(rows * n * kK) * iters / seconds / 1e9;
   }
 }
 
 void BM_QuantMatvec(benchmark::State& state, DType t) { run_quant_matmul(state, t, 1); }
 void BM_QuantMatmul(benchmark::State& state, DType t) { run_quant_matmul(state, t, kPrefillRows); }
+// One thread, 64 weight rows (at most 150 KB: in L2): the kernel's compute ceiling
+// in weight bytes per second per core, with memory out of the way. With so few
+// rows the per-call activation quantization (one 4096-row) is a visible share.
+void BM_QuantDotInCache(benchmark::State& state, DType t) {
+  run_quant_matmul(state, t, 1, 64, false);
+}
 
 constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
                               DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
@@ -196,6 +206,11 @@ const bool kRegistered = [] {
                                  t)
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.5);
+  }
+  for (DType t : kFormats) {
+    benchmark::RegisterBenchmark(("BM_QuantDotInCache/" + std::string(name(t))).c_str(),
+                                 BM_QuantDotInCache, t)
+        ->MinTime(0.2);
   }
   for (DType t : kFormats) {
     benchmark::RegisterBenchmark(("BM_QuantMatmul/" + std::string(name(t))).c_str(), BM_QuantMatmul,
