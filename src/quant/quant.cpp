@@ -15,6 +15,14 @@
 //     of being written with an infinite scale.
 //   - mxfp4: for a block maximum below 2^-125 the reference converts a negative
 //     float to uint8 (undefined); here the exponent is clamped to 0.
+//   - Casts the reference writes as plain float-to-integer conversions are
+//     clamped first, which changes nothing for finite scales and removes undefined
+//     behaviour when a scale underflows (its stored value is then zero anyway).
+//
+// Verified byte for byte against the `gguf` Python package (the reference's own
+// port) for q4_0, q4_1, q5_0, q5_1, q8_0 and mxfp4 quantization and for every
+// dequantizer it has; the k-quant and iq4 quantizers follow the reference
+// algorithm step for step but have no independent byte-level check here.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -659,6 +667,11 @@ void quantize_q8_k(const float* x, BlockQ8_K& b) {
   store_f32(b.d, 1.0f / iscale);
 }
 
+// The search matches the reference's file-writing quantizer (the path GGUF
+// quantization tools take without an importance matrix: 7 tries either side); the
+// reference's row-at-a-time fast path for runtime conversion skips the search and
+// can give different bytes.
+//
 // The iq4 search over one super-block of `groups` groups of 32 (1 for iq4_nl, 8 for
 // iq4_xs): per group, 15 candidate scales around max / -127 with x^2 weights, each
 // element snapped to the nearest non-linear level; iq4_xs then quantizes the
