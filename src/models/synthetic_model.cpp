@@ -214,10 +214,19 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
   const std::int64_t n_embd = c.embedding_length;
   const std::int64_t n_kv = c.head_count_kv * head_dim;
   const std::int64_t n_ff = c.feed_forward_length;
-  // Shapes are checked for overflow before anything is allocated.
-  for (std::int64_t rows : {c.vocab_size, n_kv, n_ff}) {
-    const std::array<std::int64_t, 2> dims = {rows, std::max(n_embd, n_ff)};
-    SWITCHYARD_RETURN_IF_ERROR(make_shape(dims).status());
+  // Synthetic models exist for tests and demos; a config that would need tens of
+  // gigabytes is a mistake, refused before anything is allocated. Counted in double:
+  // sizes up to 2^32 cannot overflow it.
+  const double parameters =
+      static_cast<double>(c.vocab_size) * static_cast<double>(n_embd) *
+          (c.tied_embeddings ? 1.0 : 2.0) +
+      static_cast<double>(c.block_count) *
+          (2.0 * static_cast<double>(n_embd) * static_cast<double>(n_embd + n_kv) +
+           3.0 * static_cast<double>(n_embd) * static_cast<double>(n_ff));
+  if (parameters > kMaxSyntheticParameters) {
+    return resource_exhausted_error(fmt::format(
+        "synthetic llama: {:.3g} parameters is more than the generator's limit of {:.3g}",
+        parameters, kMaxSyntheticParameters));
   }
 
   SWITCHYARD_RETURN_IF_ERROR(
