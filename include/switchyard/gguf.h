@@ -105,20 +105,18 @@ inline constexpr std::uint32_t kGgufTypeCount = 13;
 // element type and length. Values are plain data: copyable, comparable.
 class GgufValue {
  public:
-  static GgufValue u8(std::uint8_t v) { return GgufValue(Rep(std::in_place_index<0>, v)); }
-  static GgufValue i8(std::int8_t v) { return GgufValue(Rep(std::in_place_index<1>, v)); }
-  static GgufValue u16(std::uint16_t v) { return GgufValue(Rep(std::in_place_index<2>, v)); }
-  static GgufValue i16(std::int16_t v) { return GgufValue(Rep(std::in_place_index<3>, v)); }
-  static GgufValue u32(std::uint32_t v) { return GgufValue(Rep(std::in_place_index<4>, v)); }
-  static GgufValue i32(std::int32_t v) { return GgufValue(Rep(std::in_place_index<5>, v)); }
-  static GgufValue f32(float v) { return GgufValue(Rep(std::in_place_index<6>, v)); }
-  static GgufValue boolean(bool v) { return GgufValue(Rep(std::in_place_index<7>, v)); }
-  static GgufValue string(std::string v) {
-    return GgufValue(Rep(std::in_place_index<8>, std::move(v)));
-  }
-  static GgufValue u64(std::uint64_t v) { return GgufValue(Rep(std::in_place_index<10>, v)); }
-  static GgufValue i64(std::int64_t v) { return GgufValue(Rep(std::in_place_index<11>, v)); }
-  static GgufValue f64(double v) { return GgufValue(Rep(std::in_place_index<12>, v)); }
+  static GgufValue u8(std::uint8_t v) { return GgufValue(std::in_place_index<0>, v); }
+  static GgufValue i8(std::int8_t v) { return GgufValue(std::in_place_index<1>, v); }
+  static GgufValue u16(std::uint16_t v) { return GgufValue(std::in_place_index<2>, v); }
+  static GgufValue i16(std::int16_t v) { return GgufValue(std::in_place_index<3>, v); }
+  static GgufValue u32(std::uint32_t v) { return GgufValue(std::in_place_index<4>, v); }
+  static GgufValue i32(std::int32_t v) { return GgufValue(std::in_place_index<5>, v); }
+  static GgufValue f32(float v) { return GgufValue(std::in_place_index<6>, v); }
+  static GgufValue boolean(bool v) { return GgufValue(std::in_place_index<7>, v); }
+  static GgufValue string(std::string v) { return GgufValue(std::in_place_index<8>, std::move(v)); }
+  static GgufValue u64(std::uint64_t v) { return GgufValue(std::in_place_index<10>, v); }
+  static GgufValue i64(std::int64_t v) { return GgufValue(std::in_place_index<11>, v); }
+  static GgufValue f64(double v) { return GgufValue(std::in_place_index<12>, v); }
   // An array of `element_type`. Every element must have that type (aborts
   // otherwise: mixing types is a programmer error the format cannot represent).
   static GgufValue array(GgufType element_type, std::vector<GgufValue> elements);
@@ -171,7 +169,10 @@ class GgufValue {
   using Rep = std::variant<std::uint8_t, std::int8_t, std::uint16_t, std::int16_t, std::uint32_t,
                            std::int32_t, float, bool, std::string, ArrayRep, std::uint64_t,
                            std::int64_t, double>;
-  explicit GgufValue(Rep rep) : rep_(std::move(rep)) {}
+  // Constructs the alternative in place: a reader building a vocabulary's worth of
+  // strings pays one move per string here instead of several.
+  template <std::size_t kIndex, typename V>
+  GgufValue(std::in_place_index_t<kIndex> index, V&& v) : rep_(index, std::forward<V>(v)) {}
   template <typename T, GgufType kType>
   Result<T> as() const;
 

@@ -31,6 +31,12 @@ struct GgufFile::Mapping {
 
 namespace {
 
+// Counts are checked against the bytes left before they are trusted, but in a
+// multi-gigabyte model that still allows billions; reservations are capped so a
+// forged count cannot demand memory the parsed entries would never use. Real
+// entries beyond the cap grow the containers as they are parsed.
+constexpr std::uint64_t kMaxReserve = 1u << 16;
+
 constexpr std::uint64_t kMaxInt64 =
     static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
@@ -51,8 +57,8 @@ class Cursor {
     return value;
   }
 
-  // A u64 length and that many bytes.
-  Result<std::string> read_string(std::string_view what) {
+  // A u64 length and that many bytes, as a view of the file.
+  Result<std::string_view> read_string_view(std::string_view what) {
     const std::uint64_t at = position_;
     SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t length, read<std::uint64_t>(what));
     if (length > remaining()) {
@@ -60,9 +66,13 @@ class Cursor {
           fmt::format("{} at offset {} claims {} bytes, but only {} bytes of the file are left",
                       what, at, length, remaining()));
     }
-    std::string text(reinterpret_cast<const char*>(bytes_.data() + position_), length);
+    std::string_view text(reinterpret_cast<const char*>(bytes_.data() + position_), length);
     position_ += length;
     return text;
+  }
+  Result<std::string> read_string(std::string_view what) {
+    SWITCHYARD_ASSIGN_OR_RETURN(std::string_view text, read_string_view(what));
+    return std::string(text);
   }
 
   Status need(std::uint64_t count, std::string_view what) const {
@@ -130,8 +140,8 @@ Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth) {
       return GgufValue::boolean(v == 1);
     }
     case GgufType::kString: {
-      SWITCHYARD_ASSIGN_OR_RETURN(std::string v, cursor.read_string("string value"));
-      return GgufValue::string(std::move(v));
+      SWITCHYARD_ASSIGN_OR_RETURN(std::string_view v, cursor.read_string_view("string value"));
+      return GgufValue::string(std::string(v));
     }
     case GgufType::kU64: {
       SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint64_t>("u64 value"));
@@ -161,7 +171,17 @@ Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth) {
             at, count, name(element_type), cursor.remaining()));
       }
       std::vector<GgufValue> elements;
-      elements.reserve(count);
+      elements.reserve(std::min(count, kMaxReserve));
+      if (element_type == GgufType::kString) {
+        // The common large array (token lists, merges): built in place, with no
+        // Result per element.
+        for (std::uint64_t i = 0; i < count; ++i) {
+          Result<std::string_view> text = cursor.read_string_view("string value");
+          if (!text.is_ok()) return text.status().with_context(fmt::format("array element {}", i));
+          elements.push_back(GgufValue::string(std::string(*text)));
+        }
+        return GgufValue::array(element_type, std::move(elements));
+      }
       for (std::uint64_t i = 0; i < count; ++i) {
         Result<GgufValue> element = read_value(cursor, element_type, depth + 1);
         if (!element.is_ok()) {
@@ -307,7 +327,8 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
   }
 
   // Tensor infos.
-  file.tensors_.reserve(tensor_count);
+  file.tensors_.reserve(std::min(tensor_count, kMaxReserve));
+  file.tensor_index_.reserve(std::min(tensor_count, kMaxReserve));
   for (std::uint64_t i = 0; i < tensor_count; ++i) {
     const std::uint64_t at = cursor.position();
     Result<std::string> name_or = cursor.read_string("tensor name");

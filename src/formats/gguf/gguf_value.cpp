@@ -46,7 +46,7 @@ GgufValue GgufValue::array(GgufType element_type, std::vector<GgufValue> element
   for (const GgufValue& e : elements) {
     SWITCHYARD_CHECK_MSG(e.type() == element_type, "array element of another type");
   }
-  return GgufValue(Rep(std::in_place_index<9>, ArrayRep{element_type, std::move(elements)}));
+  return GgufValue(std::in_place_index<9>, ArrayRep{element_type, std::move(elements)});
 }
 
 GgufValue GgufValue::string_array(std::span<const std::string> strings) {
