@@ -19,11 +19,17 @@
 //   `ffn_down` is [n_embd, n_ff], `token_embd` and `output` are [n_vocab, n_embd].
 //
 //   Each matrix weight is stored in `weight_type` unless a rule names its role.
-//   Types available: f32, f16 and bf16.
+//   Types available: f32, f16, bf16 and every block-quantized weight format (q4_0,
+//   q4_1, q5_0, q5_1, q8_0, q2_k .. q6_k, iq4_nl, iq4_xs, mxfp4), quantized from the
+//   f32 values by quant.h's `quantize`; the activation-only formats q8_1 and q8_k are
+//   refused. A quantized weight's row length (its input dimension) must be a whole
+//   number of blocks: 32 elements, or 256 for the k-quants and iq4_xs.
 //
 // Example
 //   SyntheticLlamaConfig config;
-//   config.type_rules = {{"ffn_down", DType::kF16}};
+//   config.embedding_length = 256;  // k-quant rows are 256-element super-blocks
+//   config.weight_type = DType::kQ4_K;
+//   config.type_rules = {{"ffn_down", DType::kQ6_K}, {"token_embd", DType::kQ8_0}};
 //   SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model, generate_synthetic_llama(config));
 //   SWITCHYARD_RETURN_IF_ERROR(write_synthetic_model(model, "/tmp/tiny-llama.gguf"));
 #pragma once

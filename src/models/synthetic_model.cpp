@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "switchyard/half.h"
+#include "switchyard/quant.h"
 
 namespace switchyard {
 namespace {
@@ -65,7 +66,16 @@ std::vector<float> uniform_values(std::uint64_t seed, std::string_view name, std
   return values;
 }
 
-bool storable(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+// Dense float types, and the block formats quant.h quantizes except the
+// activation-only ones (q8_1, q8_k), which GGUF files never use for weights.
+bool storable(DType t) {
+  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) return true;
+  return is_quantized(t) && t != DType::kQ8_1 && t != DType::kQ8_K && can_quantize(t);
+}
+
+constexpr std::string_view kStorableText =
+    "f32, f16, bf16 and the block-quantized weight formats (not q8_1 or q8_k, which are for "
+    "activations)";
 
 Result<std::vector<std::byte>> encode(DType t, const std::vector<float>& values) {
   std::vector<std::byte> out;
@@ -83,9 +93,17 @@ Result<std::vector<std::byte>> encode(DType t, const std::vector<float>& values)
       }
       return out;
     }
-    default:
-      return invalid_argument_error(
-          fmt::format("the synthetic generator stores f32, f16 and bf16 weights, not {}", name(t)));
+    default: {
+      if (!storable(t)) {
+        return invalid_argument_error(
+            fmt::format("the synthetic generator stores {}, not {}", kStorableText, name(t)));
+      }
+      SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t bytes,
+                                  row_bytes(t, static_cast<std::int64_t>(values.size())));
+      out.resize(static_cast<std::size_t>(bytes));
+      SWITCHYARD_RETURN_IF_ERROR(quantize(t, values, out));
+      return out;
+    }
   }
 }
 
@@ -137,9 +155,9 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
         "synthetic llama: rope_freq_base and rms_epsilon must be positive and finite");
   }
   if (!storable(c.weight_type)) {
-    return invalid_argument_error(fmt::format(
-        "synthetic llama: weight_type {}: the generator stores f32, f16 and bf16 weights",
-        name(c.weight_type)));
+    return invalid_argument_error(
+        fmt::format("synthetic llama: weight_type {}: the generator stores {}", name(c.weight_type),
+                    kStorableText));
   }
   for (const TensorTypeRule& rule : c.type_rules) {
     bool known = false;
@@ -161,10 +179,9 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
           "synthetic llama: type rule names 'output', but tied embeddings have no output tensor");
     }
     if (!storable(rule.dtype)) {
-      return invalid_argument_error(fmt::format(
-          "synthetic llama: type rule for '{}': the generator stores f32, f16 and bf16 weights, "
-          "not {}",
-          rule.role, name(rule.dtype)));
+      return invalid_argument_error(
+          fmt::format("synthetic llama: type rule for '{}': the generator stores {}, not {}",
+                      rule.role, kStorableText, name(rule.dtype)));
     }
   }
   auto type_for = [&](std::string_view role) {

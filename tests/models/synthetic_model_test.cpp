@@ -15,6 +15,7 @@
 
 #include "switchyard/gguf.h"
 #include "switchyard/half.h"
+#include "switchyard/quant.h"
 
 namespace switchyard {
 namespace {
@@ -271,6 +272,79 @@ TEST(SyntheticModelTest, RefusesBadConfigs) {
     EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(model.status().message().find(c.message), std::string_view::npos)
         << model.status().to_string();
+  }
+}
+
+// Real files mix block formats: q4_k for most weights, q6_k for some, q8_0 or f16
+// for others, f32 norms. Each quantized weight holds exactly quantize() of the f32
+// model's values, so the format layer adds nothing of its own.
+TEST(SyntheticModelTest, QuantizedWeightsAreTheQuantizerOutputOfTheF32Values) {
+  SyntheticLlamaConfig config;
+  config.embedding_length = 256;
+  config.head_count = 4;
+  config.head_count_kv = 2;
+  config.feed_forward_length = 512;
+  config.vocab_size = 64;
+  Result<SyntheticModel> plain = generate_synthetic_llama(config);
+  ASSERT_TRUE(plain.is_ok());
+  config.weight_type = DType::kQ4_K;
+  config.type_rules = {{"ffn_down", DType::kQ6_K},
+                       {"attn_v", DType::kQ5_0},
+                       {"token_embd", DType::kQ8_0},
+                       {"output", DType::kF16}};
+  Result<SyntheticModel> mixed = generate_synthetic_llama(config);
+  ASSERT_TRUE(mixed.is_ok()) << mixed.status().to_string();
+  int quantized = 0;
+  for (const SyntheticTensor& t : mixed->tensors) {
+    SCOPED_TRACE(t.name);
+    DType expected = DType::kQ4_K;
+    if (t.role.find("norm") != std::string::npos) expected = DType::kF32;
+    if (t.role == "ffn_down") expected = DType::kQ6_K;
+    if (t.role == "attn_v") expected = DType::kQ5_0;
+    if (t.role == "token_embd") expected = DType::kQ8_0;
+    if (t.role == "output") expected = DType::kF16;
+    ASSERT_EQ(t.dtype, expected);
+    EXPECT_EQ(static_cast<std::int64_t>(t.data.size()),
+              *row_bytes(t.dtype, t.shape.inner()) * t.shape.outer());
+    if (!is_quantized(t.dtype)) continue;
+    ++quantized;
+    const std::vector<float> reference = as_f32(*plain->find(t.name));
+    std::vector<std::byte> want(t.data.size());
+    ASSERT_TRUE(quantize(t.dtype, reference, want).is_ok());
+    EXPECT_EQ(t.data, want);
+    // And it decodes close to the f32 values (weights are ~1/16 here).
+    std::vector<float> back(reference.size());
+    ASSERT_TRUE(dequantize(t.dtype, t.data, back).is_ok());
+    double err = 0, norm = 0;
+    for (std::size_t i = 0; i < back.size(); ++i) {
+      err += (back[i] - reference[i]) * (back[i] - reference[i]);
+      norm += reference[i] * reference[i];
+    }
+    EXPECT_LT(err / norm, 0.01);
+  }
+  EXPECT_EQ(quantized, 1 + 2 * 7);  // token_embd and seven matrices per block
+}
+
+TEST(SyntheticModelTest, QuantizedModelRoundTripsThroughTheFile) {
+  SyntheticLlamaConfig config;
+  config.weight_type = DType::kQ4_0;
+  config.type_rules = {{"ffn_down", DType::kQ8_0}};
+  config.tied_embeddings = true;
+  Result<SyntheticModel> model = generate_synthetic_llama(config);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  Result<GgufWriter> writer = synthetic_model_writer(*model);
+  ASSERT_TRUE(writer.is_ok());
+  Result<std::vector<std::byte>> bytes = writer->serialize();
+  ASSERT_TRUE(bytes.is_ok());
+  Result<GgufFile> file = GgufFile::parse(*bytes);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  for (const SyntheticTensor& t : model->tensors) {
+    SCOPED_TRACE(t.name);
+    Result<TensorView> view = file->tensor(t.name);
+    ASSERT_TRUE(view.is_ok());
+    EXPECT_EQ(view->dtype(), t.dtype);
+    EXPECT_EQ(view->shape(), t.shape);
+    EXPECT_EQ(std::memcmp(view->first(), t.data.data(), t.data.size()), 0);
   }
 }
 
