@@ -219,8 +219,7 @@ class GraphBuilder {
   ValueId input(std::string name, DType dtype, Shape shape);
   // A constant the graph keeps alive: `data` holds numel elements of `dtype`
   // (row_bytes for block types).
-  ValueId constant(std::string name, DType dtype, Shape shape,
-                   std::shared_ptr<const void> data);
+  ValueId constant(std::string name, DType dtype, Shape shape, std::shared_ptr<const void> data);
   // A constant borrowed from the caller, who keeps it alive while any graph,
   // plan or executor built from this graph exists.
   ValueId constant_borrowed(std::string name, DType dtype, Shape shape, const void* data);

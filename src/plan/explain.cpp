@@ -54,10 +54,9 @@ std::string explain_text(const PlanReport& report) {
   if (!report.casts.empty()) {
     out += "casts inserted:\n";
     for (const InsertedCast& c : report.casts) {
-      out += fmt::format("  '{}': {} -> {} for node '{}' {}\n", c.cast_node, name(c.from),
-                         name(c.to), c.for_node,
-                         c.operand < 0 ? std::string("output")
-                                       : fmt::format("operand {}", c.operand));
+      out += fmt::format(
+          "  '{}': {} -> {} for node '{}' {}\n", c.cast_node, name(c.from), name(c.to), c.for_node,
+          c.operand < 0 ? std::string("output") : fmt::format("operand {}", c.operand));
     }
   }
   for (const BucketReport& b : report.buckets) {
@@ -97,9 +96,9 @@ std::string explain_text(const PlanReport& report) {
 }
 
 std::string explain_summary(const PlanReport& report) {
-  std::string out = fmt::format("table generation {}: {} fusion(s), {} cast(s) inserted\n",
-                                report.table_generation, report.fusions.size(),
-                                report.casts.size());
+  std::string out =
+      fmt::format("table generation {}: {} fusion(s), {} cast(s) inserted\n",
+                  report.table_generation, report.fusions.size(), report.casts.size());
   for (const BucketReport& b : report.buckets) {
     int unresolved = 0;
     for (const NodeReport& n : b.nodes) unresolved += n.resolved ? 0 : 1;
@@ -107,8 +106,8 @@ std::string explain_summary(const PlanReport& report) {
                        sizes_text(b), b.nodes.size(),
                        unresolved ? fmt::format(" ({} without a route)", unresolved) : "",
                        time_text(b.estimated_ns), b.copies);
-    out += fmt::format("  {:<8} {:>6} {:>12} {:>12}\n", "backend", "nodes", "est time",
-                       "peak memory");
+    out +=
+        fmt::format("  {:<8} {:>6} {:>12} {:>12}\n", "backend", "nodes", "est time", "peak memory");
     for (const BackendTotal& t : b.per_backend) {
       out += fmt::format("  {:<8} {:>6} {:>12} {:>12}\n", name(t.backend), t.nodes,
                          time_text(t.estimated_ns), bytes_text(t.peak_bytes));

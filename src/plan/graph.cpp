@@ -49,8 +49,8 @@ Status float_dtype(OpKind op, const OperandInfo& x, std::string_view what) {
 
 Status min_rank(OpKind op, const OperandInfo& x, int rank, std::string_view what) {
   if (x.shape.rank() < rank) {
-    return mismatch(op, fmt::format("{} needs rank >= {}, has shape {}", what, rank,
-                                    shape_text(x.shape)));
+    return mismatch(
+        op, fmt::format("{} needs rank >= {}, has shape {}", what, rank, shape_text(x.shape)));
   }
   return Status::ok();
 }
@@ -58,8 +58,8 @@ Status min_rank(OpKind op, const OperandInfo& x, int rank, std::string_view what
 // A [D] vector matching the last dim of x (norm weights, biases).
 Status vector_of(OpKind op, const OperandInfo& v, std::int64_t d, std::string_view what) {
   if (v.shape.rank() != 1 || v.shape[0] != d) {
-    return mismatch(op, fmt::format("{} must be [{}], is {}", what, shape_text(Shape{d}),
-                                    shape_text(v.shape)));
+    return mismatch(
+        op, fmt::format("{} must be [{}], is {}", what, shape_text(Shape{d}), shape_text(v.shape)));
   }
   return Status::ok();
 }
@@ -100,8 +100,8 @@ std::string describe(const PrecisionFloor& floor) {
   return text;
 }
 
-Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in,
-                                 const OpParams& params, std::optional<DType> out_dtype) {
+Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in, const OpParams& params,
+                                 std::optional<DType> out_dtype) {
   switch (op_family(op)) {
     case OpFamily::kBinary: {
       SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 2));
@@ -192,9 +192,9 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in,
     case OpFamily::kGetRows: {
       SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 2));
       if (in[0].shape.rank() != 2 || in[1].dtype != DType::kI32 || in[1].shape.rank() != 1) {
-        return mismatch(op, fmt::format("takes table [R, C] and i32 indices [N], got {} and {}{}",
-                                        shape_text(in[0].shape), name(in[1].dtype),
-                                        shape_text(in[1].shape)));
+        return mismatch(
+            op, fmt::format("takes table [R, C] and i32 indices [N], got {} and {}{}",
+                            shape_text(in[0].shape), name(in[1].dtype), shape_text(in[1].shape)));
       }
       const DType out = out_dtype.value_or(DType::kF32);
       if (!is_float(out)) return mismatch(op, "output must be a float type");
@@ -254,13 +254,14 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in,
       const Shape& q = in[0].shape;
       const Shape& k = in[1].shape;
       if (!(in[1].shape == in[2].shape) || q.rank() != k.rank() || q.inner() != k.inner()) {
-        return mismatch(op, fmt::format("q {}, k {}, v {} do not fit [.., S, H, Dh]",
-                                        shape_text(q), shape_text(k), shape_text(in[2].shape)));
+        return mismatch(op, fmt::format("q {}, k {}, v {} do not fit [.., S, H, Dh]", shape_text(q),
+                                        shape_text(k), shape_text(in[2].shape)));
       }
       const std::int64_t h = q[q.rank() - 2];
       const std::int64_t hkv = k[k.rank() - 2];
       if (!is_symbolic(h) && !is_symbolic(hkv) && (hkv == 0 || h % hkv != 0)) {
-        return mismatch(op, fmt::format("{} query heads are not a multiple of {} kv heads", h, hkv));
+        return mismatch(op,
+                        fmt::format("{} query heads are not a multiple of {} kv heads", h, hkv));
       }
       if (in.size() == 4 && (in[3].shape.rank() != 2 || in[3].shape[0] != q[q.rank() - 3] ||
                              in[3].shape[1] != k[k.rank() - 3])) {
@@ -286,9 +287,9 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in,
         const Shape& g = in[1].shape;
         if (g.rank() != 2 || g[1] != d || !(in[2].shape == g) || in[3].shape.rank() != 2 ||
             in[3].shape[0] != d || in[3].shape[1] != g[0]) {
-          return mismatch(op, fmt::format("gate {}, up {}, down {} do not fit x {}",
-                                          shape_text(g), shape_text(in[2].shape),
-                                          shape_text(in[3].shape), shape_text(in[0].shape)));
+          return mismatch(op, fmt::format("gate {}, up {}, down {} do not fit x {}", shape_text(g),
+                                          shape_text(in[2].shape), shape_text(in[3].shape),
+                                          shape_text(in[0].shape)));
         }
         return in[0];
       }
@@ -318,8 +319,8 @@ Result<ViewLayout> view_layout(ViewKind kind, const Shape& source, const Shape& 
         } else if (source[s] == target[i]) {
           layout.strides[i] = src_strides[s];
         } else {
-          return invalid_argument_error(fmt::format("cannot broadcast {} to {}", shape_text(source),
-                                                    shape_text(target)));
+          return invalid_argument_error(
+              fmt::format("cannot broadcast {} to {}", shape_text(source), shape_text(target)));
         }
       }
       layout.shape = target;
@@ -401,7 +402,7 @@ std::string Graph::shape_string(const Shape& shape) const {
   std::vector<std::string> dims;
   for (std::int64_t d : shape.dims()) {
     const int s = symbol_index(d);
-    dims.push_back(!is_symbolic(d) ? fmt::format("{}", d)
+    dims.push_back(!is_symbolic(d)                                 ? fmt::format("{}", d)
                    : static_cast<std::size_t>(s) < symbols_.size() ? symbols_[s]
                                                                    : fmt::format("${}", s));
   }
@@ -501,8 +502,8 @@ Status Graph::validate() const {
         }
         const Value& src = values_[v.source.index];
         if (src.kind == ValueKind::kView) {
-          return invalid_argument_error("view " + label + " views another view; view '" +
-                                        src.name + "'s source instead");
+          return invalid_argument_error("view " + label + " views another view; view '" + src.name +
+                                        "'s source instead");
         }
         if (src.dtype != v.dtype) {
           return invalid_argument_error(fmt::format("view {} is {}, its source '{}' is {}", label,
@@ -547,10 +548,10 @@ Status Graph::validate() const {
     const std::string label = fmt::format("node '{}'", node.name);
     if (!inferred.is_ok()) return inferred.status().with_context(label);
     if (inferred->dtype != out.dtype || !(inferred->shape == out.shape)) {
-      return invalid_argument_error(fmt::format(
-          "{}: output '{}' is declared {}{}, the operands give {}{}", label, out.name,
-          name(out.dtype), shape_string(out.shape), name(inferred->dtype),
-          shape_string(inferred->shape)));
+      return invalid_argument_error(
+          fmt::format("{}: output '{}' is declared {}{}, the operands give {}{}", label, out.name,
+                      name(out.dtype), shape_string(out.shape), name(inferred->dtype),
+                      shape_string(inferred->shape)));
     }
   }
   for (ValueId o : outputs_) {
@@ -558,9 +559,9 @@ Status Graph::validate() const {
       return invalid_argument_error(fmt::format("graph output #{} does not exist", o.index));
     }
     if (values_[o.index].kind != ValueKind::kNodeOutput) {
-      return invalid_argument_error(fmt::format(
-          "graph output '{}' is a {}; outputs must be produced by a node (add a copy)",
-          values_[o.index].name, name(values_[o.index].kind)));
+      return invalid_argument_error(
+          fmt::format("graph output '{}' is a {}; outputs must be produced by a node (add a copy)",
+                      values_[o.index].name, name(values_[o.index].kind)));
     }
   }
   return Status::ok();
@@ -572,7 +573,8 @@ bool GraphBuilder::usable(std::span<const ValueId> ids, std::string_view what) {
   if (!status_.is_ok()) return false;
   for (ValueId id : ids) {
     if (!id.valid() || static_cast<std::size_t>(id.index) >= graph_.values().size()) {
-      status_ = invalid_argument_error(fmt::format("{}: operand #{} does not exist", what, id.index));
+      status_ =
+          invalid_argument_error(fmt::format("{}: operand #{} does not exist", what, id.index));
       return false;
     }
   }
@@ -714,7 +716,8 @@ void GraphBuilder::require_precision(ValueId v, PrecisionFloor floor) {
   if (!usable(ids, "require_precision")) return;
   const Value& value = graph_.value(v);
   if (value.kind != ValueKind::kNodeOutput) {
-    status_ = invalid_argument_error("require_precision: '" + value.name + "' is not a node output");
+    status_ =
+        invalid_argument_error("require_precision: '" + value.name + "' is not a node output");
     return;
   }
   graph_.mutable_node(value.producer).precision_floor = floor;

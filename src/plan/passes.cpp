@@ -51,14 +51,14 @@ std::optional<std::pair<RejectReason, std::string>> check_floor(const PrecisionF
                                                                 DType out) {
   if (!floor.any()) return std::nullopt;
   if (p.is_unaudited()) {
-    return std::pair{RejectReason::kPrecisionUnaudited,
-                     fmt::format("floor {} needs an audited claim; the claim is unaudited",
-                                 describe(floor))};
+    return std::pair{
+        RejectReason::kPrecisionUnaudited,
+        fmt::format("floor {} needs an audited claim; the claim is unaudited", describe(floor))};
   }
   if (floor.bit_stable && !p.bit_stable) {
-    return std::pair{RejectReason::kPrecisionBelowFloor,
-                     fmt::format("floor {}: claim '{}' is not bit-stable", describe(floor),
-                                 describe(p))};
+    return std::pair{
+        RejectReason::kPrecisionBelowFloor,
+        fmt::format("floor {}: claim '{}' is not bit-stable", describe(floor), describe(p))};
   }
   if (floor.max_rel) {
     const bool rel_ok = p.max_rel && *p.max_rel <= *floor.max_rel;
@@ -350,8 +350,8 @@ Graph fuse(const Graph& graph, const KernelBindingTable& table, const PlanOption
             why.push_back(fmt::format("{} binds it only at {}", name(b),
                                       dtypes_text(found.dtypes[0].span())));
           } else if (found.kind == RuntimeFusedLookup::Kind::kAmbiguous) {
-            why.push_back(fmt::format("{} binds {} other dtype tuples", name(b),
-                                      found.dtypes.size()));
+            why.push_back(
+                fmt::format("{} binds {} other dtype tuples", name(b), found.dtypes.size()));
           }
         }
       }
@@ -427,8 +427,8 @@ Graph reconcile_dtypes(const Graph& graph, const KernelBindingTable& table,
             if (!(m & (1u << j))) continue;
             const int i = promotable[j];
             const bool is_output = i + 1 == static_cast<int>(dts.size());
-            const DTypeList cast_dtypes = is_output ? DTypeList{DType::kF32, dts[i]}
-                                                    : DTypeList{dts[i], DType::kF32};
+            const DTypeList cast_dtypes =
+                is_output ? DTypeList{DType::kF32, dts[i]} : DTypeList{dts[i], DType::kF32};
             casts_ok = std::any_of(candidates.begin(), candidates.end(), [&](BackendId cb) {
               return !table.lookup_alternatives(cast_key, cast_dtypes, cb).empty();
             });

@@ -24,9 +24,7 @@ std::string_view name(RejectReason reason) {
   return "?";
 }
 
-CostEstimate not_admitted_cost() {
-  return {0, 0, std::numeric_limits<double>::infinity(), true};
-}
+CostEstimate not_admitted_cost() { return {0, 0, std::numeric_limits<double>::infinity(), true}; }
 
 std::vector<BackendId> candidate_backends_for(const Node& node, const PlacementPolicy& policy) {
   for (const PlacementPolicy::Pin& pin : policy.pinned) {
@@ -131,7 +129,8 @@ void assign_offsets(BucketPlan& plan) {
     for (std::size_t i : order) {
       BufferPlan& buf = plan.buffers[i];
       if (buf.backend != backend) continue;
-      std::erase_if(live, [&](std::size_t j) { return plan.buffers[j].last_step < buf.first_step; });
+      std::erase_if(live,
+                    [&](std::size_t j) { return plan.buffers[j].last_step < buf.first_step; });
       std::sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) {
         return plan.buffers[a].offset < plan.buffers[b].offset;
       });
@@ -164,8 +163,7 @@ struct Router {
 
   std::int32_t new_buffer(BackendId b, ValueId v, std::int32_t step) {
     const Value& value = graph.value(v);
-    Result<std::int64_t> bytes =
-        row_bytes(value.dtype, concrete_shape(value.shape, sizes).numel());
+    Result<std::int64_t> bytes = row_bytes(value.dtype, concrete_shape(value.shape, sizes).numel());
     BufferPlan buf;
     buf.backend = b;
     buf.bytes = bytes.is_ok() ? *bytes : 0;
@@ -301,7 +299,8 @@ struct Router {
           nr.rejected.push_back({b, e.name, reason, std::move(detail)});
         };
         if (e.caps.requires_broadcast && !any_broadcast) {
-          reject(RejectReason::kRequiresBroadcast, "takes only broadcast operands; these are dense");
+          reject(RejectReason::kRequiresBroadcast,
+                 "takes only broadcast operands; these are dense");
           continue;
         }
         if (any_broadcast && !e.caps.broadcast_input) {
@@ -349,8 +348,8 @@ struct Router {
     }
     if (viable.empty()) {
       if (!any_bound) {
-        return fail(table.miss_error(key, dtypes, candidates.empty() ? BackendId::kCpu
-                                                                     : candidates.front()));
+        return fail(table.miss_error(key, dtypes,
+                                     candidates.empty() ? BackendId::kCpu : candidates.front()));
       }
       std::string text = fmt::format("every sibling of {} was rejected:", nr.op);
       for (const RejectedCandidate& r : nr.rejected) {
@@ -390,9 +389,8 @@ struct Router {
     }
     const auto step_index = static_cast<std::int32_t>(plan.steps.size());
     for (const OperandRef& r : refs) touch(r.buffer, step_index);
-    const bool is_output =
-        std::find(graph.outputs().begin(), graph.outputs().end(), node.output) !=
-        graph.outputs().end();
+    const bool is_output = std::find(graph.outputs().begin(), graph.outputs().end(), node.output) !=
+                           graph.outputs().end();
     std::int32_t out_storage = kOwnStorage;
     if (!(is_output && b == BackendId::kCpu)) out_storage = new_buffer(b, node.output, step_index);
     resident[node.output.index][static_cast<std::size_t>(b)] = out_storage;
@@ -493,9 +491,8 @@ namespace {
 Status check_buckets(const Graph& graph, const std::vector<ShapeBucket>& buckets) {
   const auto symbols = graph.symbols();
   if (buckets.empty() && !symbols.empty()) {
-    return invalid_argument_error(
-        fmt::format("the graph has symbolic dimension '{}'; give shape buckets with its range",
-                    symbols[0]));
+    return invalid_argument_error(fmt::format(
+        "the graph has symbolic dimension '{}'; give shape buckets with its range", symbols[0]));
   }
   for (const ShapeBucket& b : buckets) {
     for (const SymbolRange& r : b.ranges) {
@@ -531,9 +528,9 @@ void add_violations(PlanReport& report, const PlacementPolicy& policy) {
       if (n.fallback) {
         std::vector<std::string_view> preferred;
         for (BackendId p : policy.preferred) preferred.push_back(name(p));
-        report.violations.push_back(fmt::format(
-            "[{}] node '{}' ({}) runs on fallback backend {} (preferred: {})", b.name, n.name,
-            n.op, name(n.chosen.backend), fmt::join(preferred, ", ")));
+        report.violations.push_back(
+            fmt::format("[{}] node '{}' ({}) runs on fallback backend {} (preferred: {})", b.name,
+                        n.name, n.op, name(n.chosen.backend), fmt::join(preferred, ", ")));
       }
       if (!n.chosen.cost_known) {
         report.violations.push_back(fmt::format("[{}] node '{}': kernel {} has no cost estimate",
@@ -569,16 +566,16 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     const std::size_t n = plan.graph_.symbols().size();
     std::vector<std::int64_t> min(n), max(n);
     for (const SymbolRange& r : b.ranges) {
-      const auto it = std::find(plan.graph_.symbols().begin(), plan.graph_.symbols().end(),
-                                r.symbol);
+      const auto it =
+          std::find(plan.graph_.symbols().begin(), plan.graph_.symbols().end(), r.symbol);
       const auto i = static_cast<std::size_t>(it - plan.graph_.symbols().begin());
       min[i] = r.min;
       max[i] = r.max;
     }
     Status failure;
     std::unique_ptr<detail::BucketPlan> bp =
-        detail::build_bucket(plan.graph_, order, *table, options, failures, b.name,
-                             std::move(min), std::move(max), failure);
+        detail::build_bucket(plan.graph_, order, *table, options, failures, b.name, std::move(min),
+                             std::move(max), failure);
     if (first_failure.is_ok() && !failure.is_ok()) first_failure = failure;
     plan.report_.buckets.push_back(bp->report);
     plan.buckets_.push_back(std::move(bp));
@@ -588,8 +585,8 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     auto payload = std::make_shared<PlanFailure>();
     payload->report = plan.report_;
     payload->cause = first_failure;
-    return Status(first_failure.code(),
-                  "planning failed: " + std::string(first_failure.message()), std::move(payload));
+    return Status(first_failure.code(), "planning failed: " + std::string(first_failure.message()),
+                  std::move(payload));
   }
   return plan;
 }
@@ -598,8 +595,8 @@ Result<std::unique_ptr<detail::BucketPlan>> plan_bucket_for_sizes(
     const ExecutionPlan& plan, std::span<const std::int64_t> sizes) {
   const Graph& g = plan.graph();
   if (sizes.size() != g.symbols().size()) {
-    return invalid_argument_error(fmt::format("{} sizes for {} symbols", sizes.size(),
-                                              g.symbols().size()));
+    return invalid_argument_error(
+        fmt::format("{} sizes for {} symbols", sizes.size(), g.symbols().size()));
   }
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::int32_t> order, g.topological_order());
   std::vector<std::int64_t> exact(sizes.begin(), sizes.end());
