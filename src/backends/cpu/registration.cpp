@@ -490,7 +490,7 @@ PrecisionGuarantee quant_integer_dot() {
 
 // Dequantization is exact to f32 (block scale times a small integer, rounded
 // once); to f16 / bf16 it rounds once more, to nearest: within half an ULP either way.
-PrecisionGuarantee dequant_to(DType to) {
+PrecisionGuarantee dequant_to(DType /*to*/) {
   return exact();
 }
 
