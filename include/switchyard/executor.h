@@ -30,6 +30,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "switchyard/kernel.h"
 #include "switchyard/plan.h"
@@ -51,8 +52,20 @@ class BackendMemory {
 // Host memory: the CPU backend's, and a stand-in for tests of multi-backend plans.
 [[nodiscard]] BackendMemory& host_memory();
 
+// Wall time per step, accumulated over runs, for a caller that wants to know where
+// the time goes (`switchyard run` splits it by op family). Profiling adds two clock
+// reads per step; without a profile the dispatch loop has no timing at all.
+struct ExecProfile {
+  // Indexed by node of the plan's graph (ExecutionPlan::graph()); sized on first use.
+  std::vector<double> node_ns;
+  // Copies between backends.
+  double copy_ns = 0;
+};
+
 struct ExecutorOptions {
   ParallelRunner* runner = nullptr;
+  // Null: no timing. Must outlive every run.
+  ExecProfile* profile = nullptr;
   // Per backend; null means host memory for the CPU and "not available" otherwise.
   std::array<BackendMemory*, kBackendCount> memory{};
   // Per backend stream handed to kernels in ExecContext::stream.

@@ -1,6 +1,7 @@
 // The executor: arenas, operand arrays and the dispatch loop.
 #include "switchyard/executor.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -166,6 +167,49 @@ struct Executor::State {
     return Status::ok();
   }
 
+  // The dispatch loop: pre-resolved function pointers over pre-built operand spans.
+  // kProfile adds a clock read around each step (ExecutorOptions::profile); the
+  // unprofiled instantiation has no timing code at all.
+  template <bool kProfile>
+  Status run_steps(Instance& inst) {
+    using Clock = std::chrono::steady_clock;
+    ExecProfile* profile = options.profile;
+    if constexpr (kProfile) {
+      profile->node_ns.resize(plan->graph().nodes().size(), 0.0);
+    }
+    ExecContext ctx{options.runner, nullptr};
+    const TensorView* views = inst.views.data();
+    for (const detail::PlannedStep& step : inst.plan->steps) {
+      const TensorView* ops = views + step.first_operand;
+      [[maybe_unused]] Clock::time_point start;
+      if constexpr (kProfile) start = Clock::now();
+      if (step.kind == detail::StepKind::kKernel) [[likely]] {
+        ctx.stream = options.streams[static_cast<std::size_t>(step.backend)];
+        const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
+                              std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
+                              ctx};
+        Status st = step.fn(call);
+        if (!st.is_ok()) [[unlikely]]
+          return node_error(step, st);
+      } else {
+        const BackendId from = ops[0].backend();
+        BackendMemory* mem = memory_for(from != BackendId::kCpu ? from : ops[1].backend());
+        Status st = mem->copy(ops[0], ops[1], options.streams[static_cast<std::size_t>(from)]);
+        if (!st.is_ok()) [[unlikely]]
+          return node_error(step, st);
+      }
+      if constexpr (kProfile) {
+        const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+        if (step.node >= 0) {
+          profile->node_ns[static_cast<std::size_t>(step.node)] += ns;
+        } else {
+          profile->copy_ns += ns;
+        }
+      }
+    }
+    return Status::ok();
+  }
+
   Status node_error(const detail::PlannedStep& s, const Status& st) const {
     if (s.node < 0) return st.with_context(fmt::format("copy to {}", name(s.backend)));
     const Node& n = plan->graph().node(s.node);
@@ -316,28 +360,10 @@ Status Executor::run(std::span<const TensorView> inputs, std::span<const TensorV
   ++s.stats.runs;
   if (s.stats.last_bucket != inst->plan->name) s.stats.last_bucket = inst->plan->name;
 
-  // The dispatch loop: pre-resolved function pointers over pre-built operand spans.
-  ExecContext ctx{s.options.runner, nullptr};
-  const TensorView* views = inst->views.data();
-  for (const detail::PlannedStep& step : inst->plan->steps) {
-    const TensorView* ops = views + step.first_operand;
-    if (step.kind == detail::StepKind::kKernel) [[likely]] {
-      ctx.stream = s.options.streams[static_cast<std::size_t>(step.backend)];
-      const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
-                            std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
-                            ctx};
-      Status st = step.fn(call);
-      if (!st.is_ok()) [[unlikely]]
-        return s.node_error(step, st);
-    } else {
-      const BackendId from = ops[0].backend();
-      BackendMemory* mem = s.memory_for(from != BackendId::kCpu ? from : ops[1].backend());
-      Status st = mem->copy(ops[0], ops[1], s.options.streams[static_cast<std::size_t>(from)]);
-      if (!st.is_ok()) [[unlikely]]
-        return s.node_error(step, st);
-    }
+  if (s.options.profile != nullptr) [[unlikely]] {
+    return s.run_steps<true>(*inst);
   }
-  return Status::ok();
+  return s.run_steps<false>(*inst);
 }
 
 }  // namespace switchyard
