@@ -89,8 +89,7 @@ TEST(Fusion, IntermediateUsedElsewhereBlocksFusion) {
   ValueId y = b.add(h, b.broadcast(bias, {2, 4}), "fc_bias");
   b.output(y);
   b.output(b.relu(h, "also_reads_h"));
-  Result<ExecutionPlan> plan =
-      plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
   ASSERT_TRUE(plan.is_ok());
   EXPECT_TRUE(plan->report().fusions.empty());
   ASSERT_EQ(plan->report().skipped_fusions.size(), 1u);
@@ -131,8 +130,7 @@ TEST(Fusion, RuntimeFusedRecipesGoThroughTheirIds) {
   ValueId x = b.input("x", DType::kF32, {2, 4});
   ValueId y = b.input("y", DType::kF32, {2, 4});
   b.output(b.relu(b.add(x, y, "sum"), "act"));
-  Result<ExecutionPlan> plan =
-      plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   ASSERT_EQ(plan->report().fusions.size(), 1u);
   EXPECT_EQ(plan->report().fusions[0].rule, "runtime:add_relu");
@@ -148,18 +146,18 @@ TEST(Fusion, RuntimeRecipeBoundAtOtherDtypesIsSkippedWithAReason) {
   register_basic(t, BackendId::kCpu, "test");
   FusedRegion region{2, {{OpKind::kAdd, {-1, -2}}, {OpKind::kRelu, {0}}}, {1}};
   FusedOpId id = t.register_runtime_fused("add_relu", region).value();
-  t.register_kernel(id, {DType::kF16, DType::kF16, DType::kF16}, BackendId::kCpu,
-                    &add_relu_fused, opts("add_relu_f16__cpu_test", OpKind::kRelu));
+  t.register_kernel(id, {DType::kF16, DType::kF16, DType::kF16}, BackendId::kCpu, &add_relu_fused,
+                    opts("add_relu_f16__cpu_test", OpKind::kRelu));
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {4});
   ValueId y = b.input("y", DType::kF32, {4});
   b.output(b.relu(b.add(x, y, "sum"), "act"));
-  Result<ExecutionPlan> plan =
-      plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
   ASSERT_TRUE(plan.is_ok());
   EXPECT_TRUE(plan->report().fusions.empty());
   ASSERT_EQ(plan->report().skipped_fusions.size(), 1u);
-  EXPECT_THAT(plan->report().skipped_fusions[0].reason, HasSubstr("binds it only at (f16,f16,f16)"));
+  EXPECT_THAT(plan->report().skipped_fusions[0].reason,
+              HasSubstr("binds it only at (f16,f16,f16)"));
 }
 
 }  // namespace
