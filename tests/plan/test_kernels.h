@@ -80,6 +80,12 @@ inline Status matmul_kernel(const KernelCall& call) {
   return Status::ok();
 }
 
+// Distinct functions with matmul's behaviour: siblings under one key must differ.
+template <int kVariant>
+Status matmul_variant(const KernelCall& call) {
+  return matmul_kernel(call);
+}
+
 inline Status linear_kernel(const KernelCall& call) {
   SWITCHYARD_RETURN_IF_ERROR(need_contiguous_f32(call, 3));
   const TensorView& x = call.inputs[0];
@@ -186,7 +192,8 @@ inline void register_fused(KernelBindingTable& t, BackendId b, std::string suffi
 }
 
 inline TableSnapshot finalize(KernelBindingTable t) {
-  SWITCHYARD_CHECK(t.finalize().is_ok());
+  Status s = t.finalize();
+  SWITCHYARD_CHECK_MSG(s.is_ok(), s.to_string());
   return std::make_shared<const KernelBindingTable>(std::move(t));
 }
 
