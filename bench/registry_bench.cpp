@@ -107,6 +107,18 @@ void BM_RegistryDisabledEntryPoint(benchmark::State& state) {
 }
 BENCHMARK(BM_RegistryDisabledEntryPoint);
 
+// The peer of the disabled entry point: the same loop with nothing in it, so the
+// difference is what the entry point itself costs.
+void BM_RegistryEmptyLoopBaseline(benchmark::State& state) {
+  (void)lookup_miss_ns();
+  const Clock::time_point start = Clock::now();
+  for (auto _ : state) {
+    benchmark::ClobberMemory();
+  }
+  report(state, start);
+}
+BENCHMARK(BM_RegistryEmptyLoopBaseline);
+
 // The process-wide entry point; disabled when run with SWITCHYARD_KERNEL_REGISTRY=0
 // (the label says which mode was measured).
 void BM_RegistryGlobalNoteFallback(benchmark::State& state) {

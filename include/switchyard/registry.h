@@ -285,7 +285,9 @@ class Registry {
   void note_fallback(const Lookup& lookup, std::string_view fallback,
                      Severity severity = Severity::kSlowPath,
                      std::source_location site = std::source_location::current()) {
-    record_dispatch(lookup, {false, fallback, severity}, site);
+    // Checked before the outcome is built, so that a disabled registry builds nothing.
+    if (!enabled()) return;
+    record(lookup, {false, fallback, severity}, site, /*build=*/false);
   }
 
   // Switches on post-seal checking and reports the build picture; prints the
