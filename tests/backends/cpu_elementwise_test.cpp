@@ -93,7 +93,8 @@ TEST(CpuElementwiseTest, BinaryOpsBroadcastRowsAndScalars) {
         const std::int64_t row_strides[] = {0, 1};
         const std::int64_t scalar_strides[] = {0, 0};
         const TensorView row_view = TensorView::strided(row.data(), t, {3, n}, row_strides);
-        const TensorView scalar_view = TensorView::strided(scalar.data(), t, {3, n}, scalar_strides);
+        const TensorView scalar_view =
+            TensorView::strided(scalar.data(), t, {3, n}, scalar_strides);
         for (const BindingEntry& e : cpu_entries(op, {t, t, t})) {
           ASSERT_TRUE(e.caps.broadcast_input) << e.name;
           Tensor out(t, {3, n});
@@ -130,7 +131,8 @@ TEST(CpuElementwiseTest, BinaryOpsTakeStridedInputs) {
         ASSERT_TRUE(call_entry(e, {at, b.view()}, {out.view()}).is_ok()) << e.name;
         std::vector<double> expected(static_cast<std::size_t>(3 * n));
         for (std::int64_t i = 0; i < 3; ++i) {
-          for (std::int64_t j = 0; j < n; ++j) expected[i * n + j] = base.get(j * 3 + i) - b.get(i * n + j);
+          for (std::int64_t j = 0; j < n; ++j)
+            expected[i * n + j] = base.get(j * 3 + i) - b.get(i * n + j);
         }
         expect_within(out, expected, e, "strided");
       }
@@ -233,9 +235,9 @@ TEST(CpuElementwiseTest, SimdSiblingsOfExactOpsMatchTheReferenceBitForBit) {
 }
 
 TEST(CpuElementwiseTest, FloatCastsRoundToNearestEvenInEverySibling) {
-  const std::vector<double> values = {0.0,    -0.0,       1.0,      1.00048828125, 1.000732421875,
-                                      65504,  65520,      -70000,   1e-8,          3.0e-5,
-                                      1e38,   1.0 / 3.0,  -2.71828, 0x1.01p0,      0x1.018p0};
+  const std::vector<double> values = {0.0,   -0.0,      1.0,      1.00048828125, 1.000732421875,
+                                      65504, 65520,     -70000,   1e-8,          3.0e-5,
+                                      1e38,  1.0 / 3.0, -2.71828, 0x1.01p0,      0x1.018p0};
   const auto n = static_cast<std::int64_t>(values.size());
   for (DType from : kFloats) {
     Tensor x = Tensor::of(from, {n}, values);
@@ -256,7 +258,8 @@ TEST(CpuElementwiseTest, FloatCastsRoundToNearestEvenInEverySibling) {
 
 TEST(CpuElementwiseTest, CastsToI32RoundHalfToEvenSaturateAndZeroNaN) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> values = {2.5, 3.5, -2.5, -0.5, 0.5, 1.4999, -7.75, 3e9, -3e9, nan, 1e6};
+  const std::vector<double> values = {2.5,   3.5, -2.5, -0.5, 0.5, 1.4999,
+                                      -7.75, 3e9, -3e9, nan,  1e6};
   const std::vector<double> expected = {2, 4, -2, 0, 0, 1, -8, 2147483647, -2147483648.0, 0, 1e6};
   const auto n = static_cast<std::int64_t>(values.size());
   for (DType from : kFloats) {
@@ -266,8 +269,8 @@ TEST(CpuElementwiseTest, CastsToI32RoundHalfToEvenSaturateAndZeroNaN) {
       ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}).is_ok()) << e.name;
       for (std::int64_t i = 0; i < n; ++i) {
         // bf16 and f16 store 1.4999 and 1e6 rounded; compare against the stored value.
-        const double want =
-            (i == 5 || i == 10) ? std::clamp(std::nearbyint(x.get(i)), -2147483648.0, 2147483647.0)
+        const double want = (i == 5 || i == 10)
+                                ? std::clamp(std::nearbyint(x.get(i)), -2147483648.0, 2147483647.0)
                                 : expected[i];
         EXPECT_EQ(out.get(i), want) << e.name << " element " << i;
       }
@@ -278,8 +281,8 @@ TEST(CpuElementwiseTest, CastsToI32RoundHalfToEvenSaturateAndZeroNaN) {
 TEST(CpuElementwiseTest, CastsFromI32RoundOnce) {
   // 2^24 + 2^16 + 1 lies just above the midpoint of two bf16 neighbours; rounding
   // through f32 first would land exactly on the midpoint and round down.
-  const std::vector<double> values = {0, 1, -1, 16777217, 16777216.0 + 65536 + 1, -123456789,
-                                      65519, 65520, 2147483647};
+  const std::vector<double> values = {0,          1,     -1,    16777217,  16777216.0 + 65536 + 1,
+                                      -123456789, 65519, 65520, 2147483647};
   const auto n = static_cast<std::int64_t>(values.size());
   Tensor x = Tensor::of(DType::kI32, {n}, values);
   for (DType to : kFloats) {
@@ -303,7 +306,8 @@ TEST(CpuElementwiseTest, KernelsRefuseMalformedCalls) {
   Tensor a(t, {4}), b(t, {4}), out(t, {4}), wrong_shape(t, {5});
   Tensor half(DType::kF16, {4});
   for (const BindingEntry& e : cpu_entries(OpKind::kAdd, {t, t, t})) {
-    EXPECT_EQ(call_entry(e, {a.view()}, {out.view()}).code(), StatusCode::kInvalidArgument) << e.name;
+    EXPECT_EQ(call_entry(e, {a.view()}, {out.view()}).code(), StatusCode::kInvalidArgument)
+        << e.name;
     EXPECT_EQ(call_entry(e, {a.view(), half.view()}, {out.view()}).code(),
               StatusCode::kInvalidArgument)
         << e.name;
@@ -312,10 +316,10 @@ TEST(CpuElementwiseTest, KernelsRefuseMalformedCalls) {
         << e.name;
     // A broadcast output would be written by several elements.
     const std::int64_t zero_stride[] = {0};
-    EXPECT_EQ(call_entry(e, {a.view(), b.view()},
-                         {TensorView::strided(out.data(), t, {4}, zero_stride)})
-                  .code(),
-              StatusCode::kInvalidArgument)
+    EXPECT_EQ(
+        call_entry(e, {a.view(), b.view()}, {TensorView::strided(out.data(), t, {4}, zero_stride)})
+            .code(),
+        StatusCode::kInvalidArgument)
         << e.name;
   }
   for (const BindingEntry& e : cpu_entries(OpKind::kExp, {t, t})) {

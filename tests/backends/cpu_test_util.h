@@ -26,7 +26,8 @@ namespace switchyard::test {
 class Tensor {
  public:
   Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(shape) {
-    const double bytes = static_cast<double>(shape.numel()) * block_bytes(dtype) / block_elems(dtype);
+    const double bytes =
+        static_cast<double>(shape.numel()) * block_bytes(dtype) / block_elems(dtype);
     bytes_ = static_cast<std::size_t>(std::ceil(bytes));
     storage_.assign(bytes_ / 8 + 16, 0);
   }
@@ -104,7 +105,8 @@ inline std::vector<double> random_values(std::int64_t n, double lo, double hi,
 // The CPU entries at a key, best first; empty on a miss.
 inline std::vector<BindingEntry> cpu_entries(BindingKey key, const DTypeList& dtypes) {
   const TableSnapshot table = current_table();
-  const std::span<const BindingEntry> alts = table->lookup_alternatives(key, dtypes, BackendId::kCpu);
+  const std::span<const BindingEntry> alts =
+      table->lookup_alternatives(key, dtypes, BackendId::kCpu);
   return {alts.begin(), alts.end()};
 }
 

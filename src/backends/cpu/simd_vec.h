@@ -60,9 +60,15 @@ inline VF vround(VF a) {
   return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 inline VI vcvt_i(VF a) { return _mm512_cvtps_epi32(a); }
-inline VF vxor(VF a, VF b) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
-inline VF vand(VF a, VF b) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
-inline VF vor(VF a, VF b) { return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
+inline VF vxor(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VF vand(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VF vor(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
 inline VI iset(int v) { return _mm512_set1_epi32(v); }
 inline VI iadd(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI isub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
@@ -77,7 +83,9 @@ inline VF vnan_lanes(VF a) {
 inline VF vblend_sign(VF a, VF b, VF sel) {
   return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(sel)), a, b);
 }
-inline bool any_lane(VF a) { return _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(a)) != 0; }
+inline bool any_lane(VF a) {
+  return _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(a)) != 0;
+}
 inline float hsum_lanes(VF a, float* tmp) {
   _mm512_storeu_ps(tmp, a);
   float s = 0.0f;
@@ -102,8 +110,8 @@ inline void store(BF16* p, VF v) {
   // could carry it into infinity), as f32_to_bf16 does.
   const __m512i bits = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(
       _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
