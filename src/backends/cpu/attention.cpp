@@ -10,9 +10,8 @@ namespace {
 
 template <typename Q, typename KV, bool kMask>
 Status attention_kernel_impl(const KernelCall& call) {
-  const std::string kName =
-      fmt::format("attention_{}_{}{}__cpu_ref", name(kDTypeOf<Q>), name(kDTypeOf<KV>),
-                  kMask ? "_mask" : "");
+  const std::string kName = fmt::format("attention_{}_{}{}__cpu_ref", name(kDTypeOf<Q>),
+                                        name(kDTypeOf<KV>), kMask ? "_mask" : "");
   SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kMask ? 4 : 3, 1, kName));
   const TensorView& q = call.inputs[0];
   const TensorView& k = call.inputs[1];
@@ -63,45 +62,47 @@ Status attention_kernel_impl(const KernelCall& call) {
   const std::int64_t rows = q.numel() > 0 ? q.numel() / dh : 0;
   call.ctx.parallel_for(rows, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(1, skv * dh)),
                         [&](std::int64_t begin, std::int64_t end) {
-    std::vector<double> p(static_cast<std::size_t>(skv));
-    std::vector<double> acc(static_cast<std::size_t>(dh));
-    for (std::int64_t r = begin; r < end; ++r) {
-      const std::int64_t h = r % heads;
-      const std::int64_t s = (r / heads) % sq;
-      const std::int64_t b = r / (heads * sq);
-      const std::int64_t kvh = h / group;
-      const Q* qr = pq + r * dh;
-      std::int64_t valid = skv;
-      if (causal) valid = std::clamp<std::int64_t>(s + query_offset + 1, 0, skv);
-      double m = -std::numeric_limits<double>::infinity();
-      for (std::int64_t j = 0; j < valid; ++j) {
-        const KV* kr = pk + ((b * skv + j) * kv_heads + kvh) * dh;
-        double dot = 0.0;
-        for (std::int64_t e = 0; e < dh; ++e) {
-          dot += static_cast<double>(to_f32(qr[e])) * to_f32(kr[e]);
-        }
-        double logit = dot * scale;
-        if constexpr (kMask) logit += to_f32(pm[s * skv + j]);
-        p[j] = logit;
-        m = std::max(m, logit);
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      Q* orow = po + r * dh;
-      if (valid == 0 || m == -std::numeric_limits<double>::infinity()) {
-        // Every key masked: the softmax contract gives zero weights.
-        for (std::int64_t e = 0; e < dh; ++e) orow[e] = from_f32<Q>(0.0f);
-        continue;
-      }
-      double sum = 0.0;
-      for (std::int64_t j = 0; j < valid; ++j) {
-        p[j] = std::exp(p[j] - m);
-        sum += p[j];
-        const KV* vr = pv + ((b * skv + j) * kv_heads + kvh) * dh;
-        for (std::int64_t e = 0; e < dh; ++e) acc[e] += p[j] * to_f32(vr[e]);
-      }
-      for (std::int64_t e = 0; e < dh; ++e) orow[e] = from_f32<Q>(static_cast<float>(acc[e] / sum));
-    }
-  });
+                          std::vector<double> p(static_cast<std::size_t>(skv));
+                          std::vector<double> acc(static_cast<std::size_t>(dh));
+                          for (std::int64_t r = begin; r < end; ++r) {
+                            const std::int64_t h = r % heads;
+                            const std::int64_t s = (r / heads) % sq;
+                            const std::int64_t b = r / (heads * sq);
+                            const std::int64_t kvh = h / group;
+                            const Q* qr = pq + r * dh;
+                            std::int64_t valid = skv;
+                            if (causal)
+                              valid = std::clamp<std::int64_t>(s + query_offset + 1, 0, skv);
+                            double m = -std::numeric_limits<double>::infinity();
+                            for (std::int64_t j = 0; j < valid; ++j) {
+                              const KV* kr = pk + ((b * skv + j) * kv_heads + kvh) * dh;
+                              double dot = 0.0;
+                              for (std::int64_t e = 0; e < dh; ++e) {
+                                dot += static_cast<double>(to_f32(qr[e])) * to_f32(kr[e]);
+                              }
+                              double logit = dot * scale;
+                              if constexpr (kMask) logit += to_f32(pm[s * skv + j]);
+                              p[j] = logit;
+                              m = std::max(m, logit);
+                            }
+                            std::fill(acc.begin(), acc.end(), 0.0);
+                            Q* orow = po + r * dh;
+                            if (valid == 0 || m == -std::numeric_limits<double>::infinity()) {
+                              // Every key masked: the softmax contract gives zero weights.
+                              for (std::int64_t e = 0; e < dh; ++e) orow[e] = from_f32<Q>(0.0f);
+                              continue;
+                            }
+                            double sum = 0.0;
+                            for (std::int64_t j = 0; j < valid; ++j) {
+                              p[j] = std::exp(p[j] - m);
+                              sum += p[j];
+                              const KV* vr = pv + ((b * skv + j) * kv_heads + kvh) * dh;
+                              for (std::int64_t e = 0; e < dh; ++e) acc[e] += p[j] * to_f32(vr[e]);
+                            }
+                            for (std::int64_t e = 0; e < dh; ++e)
+                              orow[e] = from_f32<Q>(static_cast<float>(acc[e] / sum));
+                          }
+                        });
   return Status::ok();
 }
 

@@ -187,17 +187,17 @@ Status unary_kernel_impl(const KernelCall& call) {
     const std::int64_t sx = rank ? x.stride(rank - 1) : 0;
     const std::int64_t so = rank ? out.stride(rank - 1) : 1;
     const TensorView* const views[2] = {&x, &out};
-    call.ctx.parallel_for(out.shape().outer(), row_grain(inner),
-                          [&](std::int64_t begin, std::int64_t end) {
-                            std::int64_t off[2];
-                            for (std::int64_t r = begin; r < end; ++r) {
-                              row_offsets(out.shape(), views, r, off);
-                              for (std::int64_t j = 0; j < inner; ++j) {
-                                po[off[1] + j * so] = from_f32<S>(
-                                    unary_scalar<kOp>(to_f32(px[off[0] + j * sx]), scale));
-                              }
-                            }
-                          });
+    call.ctx.parallel_for(
+        out.shape().outer(), row_grain(inner), [&](std::int64_t begin, std::int64_t end) {
+          std::int64_t off[2];
+          for (std::int64_t r = begin; r < end; ++r) {
+            row_offsets(out.shape(), views, r, off);
+            for (std::int64_t j = 0; j < inner; ++j) {
+              po[off[1] + j * so] =
+                  from_f32<S>(unary_scalar<kOp>(to_f32(px[off[0] + j * sx]), scale));
+            }
+          }
+        });
   }
   return Status::ok();
 }
@@ -258,8 +258,8 @@ std::uint16_t i32_to_bf16(std::int32_t v) {
   const auto bits = std::bit_cast<std::uint64_t>(static_cast<double>(v));
   constexpr int kDrop = 52 - 7;
   const std::uint64_t lsb = (bits >> kDrop) & 1u;
-  const std::uint64_t rounded = (bits + ((std::uint64_t{1} << (kDrop - 1)) - 1 + lsb)) &
-                                ~((std::uint64_t{1} << kDrop) - 1);
+  const std::uint64_t rounded =
+      (bits + ((std::uint64_t{1} << (kDrop - 1)) - 1 + lsb)) & ~((std::uint64_t{1} << kDrop) - 1);
   // The rounded value has 8 significant bits: exact in f32 and in bf16.
   return f32_to_bf16(static_cast<float>(std::bit_cast<double>(rounded)));
 }
@@ -296,8 +296,9 @@ Status cast_kernel_impl(const KernelCall& call) {
   const From* src = in.first_as<const From>();
   To* dst = out.first_as<To>();
   if constexpr (kVariant != Variant::kRef) {
-    const CastRowFn fn = simd_table(kVariant).cast[static_cast<int>(kStorageOf<From>)]
-                                                  [static_cast<int>(kStorageOf<To>)];
+    const CastRowFn fn =
+        simd_table(kVariant)
+            .cast[static_cast<int>(kStorageOf<From>)][static_cast<int>(kStorageOf<To>)];
     call.ctx.parallel_for(in.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
       fn(src + begin, dst + begin, end - begin);
     });

@@ -21,9 +21,9 @@ Status get_rows_kernel_impl(const KernelCall& call) {
   }
   if (table.rank() != 2 || idx.rank() != 1 || out.rank() != 2 || out.dim(0) != idx.dim(0) ||
       out.dim(1) != table.dim(1)) {
-    return invalid_argument_error(fmt::format("{}: shapes {}, {} -> {} are not [R, C], [N] -> [N, C]",
-                                              kName, table.shape().to_string(),
-                                              idx.shape().to_string(), out.shape().to_string()));
+    return invalid_argument_error(
+        fmt::format("{}: shapes {}, {} -> {} are not [R, C], [N] -> [N, C]", kName,
+                    table.shape().to_string(), idx.shape().to_string(), out.shape().to_string()));
   }
   const std::int64_t rows = table.dim(0);
   const std::int64_t cols = table.dim(1);
@@ -32,8 +32,8 @@ Status get_rows_kernel_impl(const KernelCall& call) {
   // Every index is checked before anything is written.
   for (std::int64_t i = 0; i < n; ++i) {
     if (pi[i] < 0 || pi[i] >= rows) {
-      return out_of_range_error(fmt::format("{}: index {} at position {} is outside [0, {})",
-                                            kName, pi[i], i, rows));
+      return out_of_range_error(
+          fmt::format("{}: index {} at position {} is outside [0, {})", kName, pi[i], i, rows));
     }
   }
   const T* pt = table.first_as<const T>();

@@ -74,7 +74,8 @@ Status transpose_kernel_impl(const KernelCall& call) {
   const int rank = x.rank();
   bool shape_ok = rank >= 2 && out.rank() == rank;
   for (int i = 0; shape_ok && i < rank - 2; ++i) shape_ok = x.dim(i) == out.dim(i);
-  shape_ok = shape_ok && out.dim(rank - 2) == x.dim(rank - 1) && out.dim(rank - 1) == x.dim(rank - 2);
+  shape_ok =
+      shape_ok && out.dim(rank - 2) == x.dim(rank - 1) && out.dim(rank - 1) == x.dim(rank - 2);
   if (!shape_ok) {
     return invalid_argument_error(fmt::format("{}: {} -> {} is not [..., A, B] -> [..., B, A]",
                                               kName, x.shape().to_string(),
@@ -141,8 +142,8 @@ Status concat_kernel_impl(const KernelCall& call) {
     total += in.dim(axis);
   }
   if (total != out.dim(axis)) {
-    return invalid_argument_error(fmt::format("{}: inputs add up to {} along axis {}, output has {}",
-                                              kName, total, axis, out.dim(axis)));
+    return invalid_argument_error(fmt::format(
+        "{}: inputs add up to {} along axis {}, output has {}", kName, total, axis, out.dim(axis)));
   }
   const auto ostrides = contiguous_strides(out.shape());
   E* po = out.first_as<E>();

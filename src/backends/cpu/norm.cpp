@@ -46,9 +46,11 @@ void layer_norm_ref_row(const S* x, const S* w, const S* b, S* out, std::int64_t
 
 template <OpKind kOp, typename S, int kInputs, Variant kVariant>
 Status norm_kernel_impl(const KernelCall& call) {
-  const std::string kName =
-      fmt::format("{}_{}{}__cpu_{}", name(kOp), name(kDTypeOf<S>),
-                  kInputs == 1 ? "" : kInputs == 2 ? "_w" : "_wb", variant_suffix(kVariant));
+  const std::string kName = fmt::format("{}_{}{}__cpu_{}", name(kOp), name(kDTypeOf<S>),
+                                        kInputs == 1   ? ""
+                                        : kInputs == 2 ? "_w"
+                                                       : "_wb",
+                                        variant_suffix(kVariant));
   SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kInputs, 1, kName));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];

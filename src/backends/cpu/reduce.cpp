@@ -43,9 +43,8 @@ Status reduce_kernel_impl(const KernelCall& call) {
   bool shape_ok = x.rank() >= 1 && out.rank() == x.rank() && out.shape().inner() == 1;
   for (int i = 0; shape_ok && i + 1 < x.rank(); ++i) shape_ok = x.dim(i) == out.dim(i);
   if (!shape_ok) {
-    return invalid_argument_error(fmt::format("{}: output {} is not {} with the last dim 1",
-                                              kName, out.shape().to_string(),
-                                              x.shape().to_string()));
+    return invalid_argument_error(fmt::format("{}: output {} is not {} with the last dim 1", kName,
+                                              out.shape().to_string(), x.shape().to_string()));
   }
   const std::int64_t d = x.shape().inner();
   const S* px = x.first_as<const S>();

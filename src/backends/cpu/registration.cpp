@@ -65,9 +65,7 @@ std::vector<Variant> variants() {
 }
 
 // Relative size of half an ULP of each storage type (the error of rounding once).
-double half_ulp_rel(DType t) {
-  return t == kF16 ? 0x1p-11 : t == kBF16 ? 0x1p-8 : 0x1p-24;
-}
+double half_ulp_rel(DType t) { return t == kF16 ? 0x1p-11 : t == kBF16 ? 0x1p-8 : 0x1p-24; }
 // Below f16's smallest normal the rounding error is absolute: half its subnormal step.
 std::optional<double> subnormal_abs(DType t) {
   return t == kF16 ? std::optional<double>(0x1p-25) : std::nullopt;
@@ -107,8 +105,9 @@ CostEstimate stream_cost(const CostInputs& in) {
 CostEstimate reduce_cost(const CostInputs& in) {
   if (in.shapes.size() < 2) return stream_cost<1>(in);
   const double n = static_cast<double>(in.shapes[0].numel());
-  return {n, n * element_bytes(in.dtypes[0]) +
-                 static_cast<double>(in.shapes[1].numel()) * element_bytes(in.dtypes[1]),
+  return {n,
+          n * element_bytes(in.dtypes[0]) +
+              static_cast<double>(in.shapes[1].numel()) * element_bytes(in.dtypes[1]),
           kCallOverheadNs, true};
 }
 // get_rows reads only the N selected rows of the table, not all of it.
@@ -148,8 +147,7 @@ double simd_unary_rel(OpKind op) {
 }
 
 bool is_exact_unary(OpKind op) {
-  return op == OpKind::kNeg || op == OpKind::kRelu || op == OpKind::kSqrt ||
-         op == OpKind::kScale;
+  return op == OpKind::kNeg || op == OpKind::kRelu || op == OpKind::kSqrt || op == OpKind::kScale;
 }
 
 void append_elementwise_rows(std::vector<Row>& rows) {
@@ -160,10 +158,12 @@ void append_elementwise_rows(std::vector<Row>& rows) {
       for (Variant v : variants()) {
         const KernelFn fn = binary_kernel(op, t, v);
         if (fn == nullptr) continue;
-        rows.push_back({op, {t, t, t}, fn,
-                        options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v,
-                                t == kF32 ? exact() : rounded_once(), &stream_cost<1>,
-                                kBroadcasting)});
+        rows.push_back(
+            {op,
+             {t, t, t},
+             fn,
+             options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v,
+                     t == kF32 ? exact() : rounded_once(), &stream_cost<1>, kBroadcasting)});
       }
     }
   }
@@ -177,7 +177,9 @@ void append_elementwise_rows(std::vector<Row>& rows) {
         if (v != Variant::kRef && !is_exact_unary(op)) {
           p = f32_bound(simd_unary_rel(op), 1e-37, t);
         }
-        rows.push_back({op, {t, t}, fn,
+        rows.push_back({op,
+                        {t, t},
+                        fn,
                         options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p,
                                 &stream_cost<8>, v == Variant::kRef ? kStrided : KernelCaps{})});
       }
@@ -189,7 +191,9 @@ void append_elementwise_rows(std::vector<Row>& rows) {
       for (Variant v : variants()) {
         const KernelFn fn = cast_kernel(from, to, v);
         if (fn == nullptr) continue;
-        rows.push_back({OpKind::kCast, {from, to}, fn,
+        rows.push_back({OpKind::kCast,
+                        {from, to},
+                        fn,
                         options(fmt::format("cast_{}_{}{}", name(from), name(to), suffix(v)), v,
                                 exact(), &stream_cost<1>)});
       }
@@ -215,14 +219,13 @@ void append_rowwise_rows(std::vector<Row>& rows) {
             p = op == OpKind::kRmsNorm ? f32_bound(2e-5, std::nullopt, t)
                                        : f32_bound(2e-5, 1e-4, t);
           }
-          rows.push_back(
-              {op, dtypes, fn,
-               options(fmt::format("{}_{}{}{}", name(op), name(t),
-                                   inputs == 1   ? ""
-                                   : inputs == 2 ? "_w"
-                                                 : "_wb",
-                                   suffix(v)),
-                       v, p, &stream_cost<5>)});
+          rows.push_back({op, dtypes, fn,
+                          options(fmt::format("{}_{}{}{}", name(op), name(t),
+                                              inputs == 1   ? ""
+                                              : inputs == 2 ? "_w"
+                                                            : "_wb",
+                                              suffix(v)),
+                                  v, p, &stream_cost<5>)});
         }
       }
     }
@@ -233,10 +236,10 @@ void append_rowwise_rows(std::vector<Row>& rows) {
         // SIMD: polynomial exp of an f32 logit (its rounding scales with |logit|)
         // and an f32 lane sum.
         const PrecisionGuarantee p = v == Variant::kRef ? rounded_once() : f32_bound(2e-5, 1e-6, t);
-        rows.push_back({OpKind::kSoftmax, mask ? DTypeList{t, t, t} : DTypeList{t, t}, fn,
-                        options(fmt::format("softmax_{}{}{}", name(t), mask ? "_mask" : "",
-                                            suffix(v)),
-                                v, p, &stream_cost<12>)});
+        rows.push_back(
+            {OpKind::kSoftmax, mask ? DTypeList{t, t, t} : DTypeList{t, t}, fn,
+             options(fmt::format("softmax_{}{}{}", name(t), mask ? "_mask" : "", suffix(v)), v, p,
+                     &stream_cost<12>)});
       }
     }
     for (OpKind op : {OpKind::kSum, OpKind::kMean, OpKind::kMax}) {
@@ -248,9 +251,11 @@ void append_rowwise_rows(std::vector<Row>& rows) {
         // row cancels, so it claims no bound.
         PrecisionGuarantee p = op == OpKind::kMax ? exact() : rounded_once();
         if (v != Variant::kRef && op != OpKind::kMax) p = PrecisionGuarantee::no_bound(true, true);
-        rows.push_back({op, {t, t}, fn,
-                        options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p,
-                                &reduce_cost)});
+        rows.push_back(
+            {op,
+             {t, t},
+             fn,
+             options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p, &reduce_cost)});
       }
     }
   }
@@ -262,22 +267,30 @@ void append_tensor_rows(std::vector<Row>& rows) {
   for (DType t : kFloatDTypes) {
     // Rotations in double, rounded once; a rotated pair that cancels to nearly
     // zero keeps a double-rounding error far below an f32 ulp of its inputs.
-    rows.push_back({OpKind::kRope, {t, kI32, t}, rope_kernel(t),
+    rows.push_back({OpKind::kRope,
+                    {t, kI32, t},
+                    rope_kernel(t),
                     options(fmt::format("rope_{}_i32__cpu_ref", name(t)), kRef,
                             PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12),
                             &stream_cost<6>)});
     for (DType out : kFloatDTypes) {
-      rows.push_back({OpKind::kGetRows, {t, kI32, out}, get_rows_kernel(t, out),
+      rows.push_back({OpKind::kGetRows,
+                      {t, kI32, out},
+                      get_rows_kernel(t, out),
                       options(fmt::format("get_rows_{}_i32_{}__cpu_ref", name(t), name(out)), kRef,
                               exact(), &get_rows_cost)});
     }
   }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
   for (DType t : kLayoutDTypes) {
-    rows.push_back({OpKind::kCopy, {t, t}, copy_kernel(t),
+    rows.push_back({OpKind::kCopy,
+                    {t, t},
+                    copy_kernel(t),
                     options(fmt::format("copy_{}__cpu_ref", name(t)), kRef, exact(),
                             &stream_cost<0>, kStridedBroadcast)});
-    rows.push_back({OpKind::kTranspose, {t, t}, transpose_kernel(t),
+    rows.push_back({OpKind::kTranspose,
+                    {t, t},
+                    transpose_kernel(t),
                     options(fmt::format("transpose_{}__cpu_ref", name(t)), kRef, exact(),
                             &stream_cost<0>, kStridedBroadcast)});
     for (int inputs = 2; inputs <= kMaxConcatInputs; ++inputs) {
@@ -289,16 +302,17 @@ void append_tensor_rows(std::vector<Row>& rows) {
   }
   // Attention in double: the only error is the final rounding, plus a double
   // rounding far below it unless the weighted sum cancels by a factor near 2^29.
-  const std::pair<DType, DType> kAttention[] = {{kF32, kF32}, {kF32, kF16}, {kF32, kBF16},
-                                                {kF16, kF16}, {kBF16, kBF16}};
+  const std::pair<DType, DType> kAttention[] = {
+      {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
   for (auto [q, kv] : kAttention) {
     for (bool mask : {false, true}) {
       DTypeList dtypes = mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q};
       rows.push_back(
           {OpKind::kAttention, dtypes, attention_kernel(q, kv, mask),
-           options(fmt::format("attention_{}_{}{}__cpu_ref", name(q), name(kv), mask ? "_mask" : ""),
-                   kRef, PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9),
-                   default_cost_for(OpKind::kAttention))});
+           options(
+               fmt::format("attention_{}_{}{}__cpu_ref", name(q), name(kv), mask ? "_mask" : ""),
+               kRef, PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9),
+               default_cost_for(OpKind::kAttention))});
     }
   }
 }

@@ -33,8 +33,8 @@ Status rope_kernel_impl(const KernelCall& call) {
   }
   const std::int64_t dims = call.params.rope_dims == 0 ? d : call.params.rope_dims;
   if (dims < 0 || dims > d || dims % 2 != 0) {
-    return invalid_argument_error(fmt::format(
-        "{}: rope_dims {} must be even and within the head size {}", kName, dims, d));
+    return invalid_argument_error(
+        fmt::format("{}: rope_dims {} must be even and within the head size {}", kName, dims, d));
   }
   const std::int64_t half = dims / 2;
   const bool neox = call.params.rope_mode == RopeMode::kNeox;

@@ -98,9 +98,7 @@ inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d
 }
 
 // 1 / sqrt(v + eps), computed in a vector so no scalar library call is needed.
-inline VF inv_sqrt(float v, float eps) {
-  return vdiv(vset(1.0f), vsqrt(vadd(vset(v), vset(eps))));
-}
+inline VF inv_sqrt(float v, float eps) { return vdiv(vset(1.0f), vsqrt(vadd(vset(v), vset(eps)))); }
 
 template <typename S>
 void rms_norm_row(const void* xv, const void* wv, void* ov, std::int64_t d, float eps) {
@@ -119,18 +117,19 @@ void layer_norm_row(const void* xv, const void* wv, const void* bv, void* ov, st
   const float mean = row_sum(x, d, [](VF v) { return v; }) / fd;
   const VF m = vset(mean);
   // Two passes: the variance of the centred values does not cancel.
-  const float var = row_sum(x, d, [&](VF v) {
-                      const VF c = vsub(v, m);
-                      return vmul(c, c);
-                    }) /
+  const float var = row_sum(x, d,
+                            [&](VF v) {
+                              const VF c = vsub(v, m);
+                              return vmul(c, c);
+                            }) /
                     fd;
   scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov), d, m,
             inv_sqrt(var, eps));
 }
 
 template <typename S>
-void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
-                 std::int64_t valid, float scale) {
+void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols, std::int64_t valid,
+                 float scale) {
   const S* x = static_cast<const S*>(xv);
   const S* mask = static_cast<const S*>(maskv);
   S* out = static_cast<S*>(ov);

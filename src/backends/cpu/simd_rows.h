@@ -68,8 +68,8 @@ struct RowwiseSimd {
   // Softmax of x * scale [+ mask] over the first `valid` columns; columns from
   // `valid` on are written as 0 (causal masking), as is a row with nothing left
   // unmasked. mask may be null.
-  void (*softmax[kFloatStorageCount])(const void* x, const void* mask, void* out,
-                                      std::int64_t cols, std::int64_t valid, float scale);
+  void (*softmax[kFloatStorageCount])(const void* x, const void* mask, void* out, std::int64_t cols,
+                                      std::int64_t valid, float scale);
   // The sum and the maximum of n elements, in f32 (NaN propagates through max).
   float (*sum[kFloatStorageCount])(const void* x, std::int64_t n);
   float (*max[kFloatStorageCount])(const void* x, std::int64_t n);

@@ -60,9 +60,15 @@ inline VF vround(VF a) {
   return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 inline VI vcvt_i(VF a) { return _mm512_cvtps_epi32(a); }
-inline VF vxor(VF a, VF b) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
-inline VF vand(VF a, VF b) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
-inline VF vor(VF a, VF b) { return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))); }
+inline VF vxor(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VF vand(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VF vor(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
 inline VI iset(int v) { return _mm512_set1_epi32(v); }
 inline VI iadd(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI isub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
@@ -73,7 +79,13 @@ inline VF as_f(VI a) { return _mm512_castsi512_ps(a); }
 inline VF vnan_lanes(VF a) {
   return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)));
 }
-inline bool any_lane(VF a) { return _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(a)) != 0; }
+// b where the sign bit of `sel` is set, else a.
+inline VF vblend_sign(VF a, VF b, VF sel) {
+  return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(sel)), a, b);
+}
+inline bool any_lane(VF a) {
+  return _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(a)) != 0;
+}
 inline float hsum_lanes(VF a, float* tmp) {
   _mm512_storeu_ps(tmp, a);
   float s = 0.0f;
@@ -98,8 +110,8 @@ inline void store(BF16* p, VF v) {
   // could carry it into infinity), as f32_to_bf16 does.
   const __m512i bits = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(
       _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
@@ -132,6 +144,8 @@ inline VI israi1(VI a) { return _mm256_srai_epi32(a, 1); }
 inline VI ishl23(VI a) { return _mm256_slli_epi32(a, 23); }
 inline VF as_f(VI a) { return _mm256_castsi256_ps(a); }
 inline VF vnan_lanes(VF a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+// b where the sign bit of `sel` is set, else a.
+inline VF vblend_sign(VF a, VF b, VF sel) { return _mm256_blendv_ps(a, b, sel); }
 inline bool any_lane(VF a) { return _mm256_movemask_ps(a) != 0; }
 inline float hsum_lanes(VF a, float* tmp) {
   _mm256_storeu_ps(tmp, a);
@@ -246,8 +260,12 @@ inline VF vtanh(VF x) {
   return vor(vdiv(em1, vadd(em1, vset(2.0f))), sign);
 }
 
+// sigmoid(x) = 1 / (1 + e^-|x|) for x >= 0 and e^-|x| / (1 + e^-|x|) below: the
+// exponential never overflows, and tiny results keep their relative accuracy.
 inline VF vsigmoid(VF x) {
-  return vdiv(vset(1.0f), vadd(vset(1.0f), vexp(vxor(x, vset(-0.0f)))));
+  const VF e = vexp(vor(x, vset(-0.0f)));
+  const VF r = vdiv(vset(1.0f), vadd(vset(1.0f), e));
+  return vblend_sign(r, vmul(e, r), x);
 }
 
 }  // namespace

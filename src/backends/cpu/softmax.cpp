@@ -71,22 +71,22 @@ Status softmax_kernel_impl(const KernelCall& call) {
   const std::int64_t query_offset = call.params.query_offset;
   const S* px = x.first_as<const S>();
   S* po = out.first_as<S>();
-  call.ctx.parallel_for(x.shape().outer(), row_grain(cols), [&](std::int64_t begin,
-                                                                std::int64_t end) {
-    std::vector<double> logits;
-    for (std::int64_t r = begin; r < end; ++r) {
-      const std::int64_t i = rows_per_matrix > 0 ? r % rows_per_matrix : 0;
-      std::int64_t valid = cols;
-      if (causal) valid = std::clamp<std::int64_t>(i + query_offset + 1, 0, cols);
-      const S* mrow = pmask != nullptr ? pmask + i * cols : nullptr;
-      if constexpr (kVariant == Variant::kRef) {
-        softmax_ref_row(px + r * cols, mrow, po + r * cols, cols, valid, scale, logits);
-      } else {
-        simd_table(kVariant).softmax[static_cast<int>(kStorageOf<S>)](
-            px + r * cols, mrow, po + r * cols, cols, valid, scale);
-      }
-    }
-  });
+  call.ctx.parallel_for(
+      x.shape().outer(), row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
+        std::vector<double> logits;
+        for (std::int64_t r = begin; r < end; ++r) {
+          const std::int64_t i = rows_per_matrix > 0 ? r % rows_per_matrix : 0;
+          std::int64_t valid = cols;
+          if (causal) valid = std::clamp<std::int64_t>(i + query_offset + 1, 0, cols);
+          const S* mrow = pmask != nullptr ? pmask + i * cols : nullptr;
+          if constexpr (kVariant == Variant::kRef) {
+            softmax_ref_row(px + r * cols, mrow, po + r * cols, cols, valid, scale, logits);
+          } else {
+            simd_table(kVariant).softmax[static_cast<int>(kStorageOf<S>)](
+                px + r * cols, mrow, po + r * cols, cols, valid, scale);
+          }
+        }
+      });
   return Status::ok();
 }
 
