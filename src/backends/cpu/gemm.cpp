@@ -17,134 +17,136 @@ namespace switchyard::cpu {
 namespace {
 
 // Columns of the f32 scratch that accumulates a block when the output is not
-// written directly (f16/bf16 outputs, ffn_swiglu): rows x 1024 floats.
+// written directly (f16/bf16 outputs, ffn_swiglu): rows x 1024 floats per thread.
 constexpr std::int64_t kScratchCols = 1024;
 // The largest micro-kernel tile, for the partial-tile buffer.
 constexpr int kMaxTile = 8 * 32;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// A 64-byte aligned float buffer (the micro-kernels use aligned panel loads).
-class AlignedFloats {
- public:
-  explicit AlignedFloats(std::int64_t count)
-      : storage_(static_cast<std::size_t>(count + 16)),
-        data_(reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(storage_.data()) + 63) &
-                                       ~std::uintptr_t{63})) {}
-  [[nodiscard]] float* data() { return data_; }
+// A per-thread, 64-byte aligned float buffer (the micro-kernels load weight panels
+// aligned). Each thread has `Slot` distinct buffers; they grow once and are reused.
+template <int Slot>
+float* thread_buffer(std::int64_t count) {
+  thread_local std::vector<float> storage;
+  const auto need = static_cast<std::size_t>(count + 16);
+  if (storage.size() < need) storage.resize(need);
+  const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
+  return reinterpret_cast<float*>((address + 63) & ~std::uintptr_t{63});
+}
 
- private:
-  std::vector<float> storage_;
-  float* data_;
+// The output region one thread owns: rows [m0, m1), columns [n0, n1).
+struct Region {
+  std::int64_t m0, m1, n0, n1;
 };
 
-// Per-thread packed-activation buffer; grows once and is reused across calls.
-float* thread_a_buffer(std::int64_t count) {
-  thread_local std::vector<float> buffer;
-  if (static_cast<std::int64_t>(buffer.size()) < count)
-    buffer.resize(static_cast<std::size_t>(count));
-  return buffer.data();
+// The BLIS loop nest over one region, with the thread's own packed buffers.
+void gemm_region(const GemmKernels& kn, const GemmProblem& p, const Region& region) {
+  const std::int64_t mr = kn.mr, nr = kn.nr, mc = kn.mc, kc = kn.kc;
+  const bool direct = p.c != nullptr;
+  const std::int64_t nc = direct ? kn.nc : std::min(kn.nc, kScratchCols);
+  const std::int64_t k_blocks = std::max<std::int64_t>(1, ceil_div(p.k, kc));
+  const int fa = float_storage_index(p.a.dtype);
+  const int fb = float_storage_index(p.b.dtype);
+  const auto* a_bytes = static_cast<const std::byte*>(p.a.data);
+  const auto* b_bytes = static_cast<const std::byte*>(p.b.data);
+  const std::int64_t a_elem = float_bytes(p.a.dtype);
+  const std::int64_t b_elem = fb >= 0 ? float_bytes(p.b.dtype) : 0;
+
+  float* pb = thread_buffer<0>(kc * nc);
+  float* pa = thread_buffer<1>(mc * kc);
+  float* scratch = direct ? nullptr : thread_buffer<2>((region.m1 - region.m0) * nc);
+  alignas(64) float tile[kMaxTile];
+
+  for (std::int64_t jc = region.n0; jc < region.n1; jc += nc) {
+    const std::int64_t ncb = std::min(nc, region.n1 - jc);
+    // C for this column block: the output itself, or the scratch (row m at
+    // (m - m0) * nc).
+    float* c_base = direct ? p.c + jc : scratch - region.m0 * nc;
+    const std::int64_t ldc = direct ? p.ldc : nc;
+    for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
+      const std::int64_t k0 = kb * kc;
+      const std::int64_t kcb = std::min(kc, p.k - k0);
+      const bool accumulate = kb > 0;
+      if (p.pack_b != nullptr) {
+        (*p.pack_b)(jc, ncb, k0, kcb, pb);
+      } else {
+        kn.pack_b[fb](b_bytes + jc * p.b.ld * b_elem, p.b.ld, ncb, k0, kcb, pb);
+      }
+      for (std::int64_t ic = region.m0; ic < region.m1; ic += mc) {
+        const std::int64_t mcb = std::min(mc, region.m1 - ic);
+        kn.pack_a[fa](a_bytes + ic * p.a.ld * a_elem, p.a.ld, mcb, k0, kcb, pa);
+        for (std::int64_t jr = 0; jr < ncb; jr += nr) {
+          const std::int64_t cols = std::min(nr, ncb - jr);
+          const float* b_panel = pb + jr * kcb;
+          for (std::int64_t ir = 0; ir < mcb; ir += mr) {
+            const std::int64_t rows = std::min(mr, mcb - ir);
+            const float* a_panel = pa + ir * kcb;
+            float* c = c_base + (ic + ir) * ldc + jr;
+            if (rows == mr && cols == nr) {
+              kn.micro(kcb, a_panel, b_panel, c, ldc, accumulate);
+              continue;
+            }
+            // Edge tile: the same micro-kernel into a buffer, then the same addition
+            // into C, so edge elements round exactly as interior ones do.
+            kn.micro(kcb, a_panel, b_panel, tile, nr, false);
+            for (std::int64_t r = 0; r < rows; ++r) {
+              for (std::int64_t j = 0; j < cols; ++j) {
+                float& dst = c[r * ldc + j];
+                dst = accumulate ? dst + tile[r * nr + j] : tile[r * nr + j];
+              }
+            }
+          }
+        }
+        if (kb + 1 == k_blocks && p.epilogue != nullptr) {
+          (*p.epilogue)(ic, ic + mcb, jc, jc + ncb, c_base + ic * ldc, ldc);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
 
+// Threads split the output into a grid of regions, one per thread, each running
+// the whole loop nest with its own packing: one fork-join per call (a shared packed
+// block would need a barrier per K block, and wake-ups are what a loaded machine
+// makes slow). Splitting columns makes every thread pack all of a; splitting rows,
+// all of w; the grid is chosen to pack the least.
 void run_gemm(const GemmKernels& kn, const GemmProblem& p, const ExecContext& ctx) {
-  const std::int64_t m = p.m, n = p.n, k = p.k;
+  const std::int64_t m = p.m, n = p.n;
   if (m == 0 || n == 0) return;
-  const int fa = float_storage_index(p.a.dtype);
-  const int fb = float_storage_index(p.b.dtype);
-  SWITCHYARD_CHECK(fa >= 0 && (p.pack_b != nullptr || fb >= 0));
+  SWITCHYARD_CHECK(float_storage_index(p.a.dtype) >= 0);
+  SWITCHYARD_CHECK(p.pack_b != nullptr || float_storage_index(p.b.dtype) >= 0);
   SWITCHYARD_CHECK(p.c != nullptr || p.epilogue != nullptr);
-  const std::int64_t mr = kn.mr, nr = kn.nr, mc = kn.mc, kc = kn.kc;
-  const std::int64_t unit = nr * std::max(p.panel_align, 1);
-  const bool direct = p.c != nullptr;
-  // nc must stay a multiple of `unit`; every kernel set's nc and kScratchCols are
-  // multiples of 2 * nr.
-  const std::int64_t nc = direct ? kn.nc : std::min(kn.nc, kScratchCols);
-  SWITCHYARD_CHECK(nc % unit == 0);
-
-  std::vector<float> scratch;
-  if (!direct) scratch.resize(static_cast<std::size_t>(m * nc));
-  AlignedFloats packed_b(kc * nc);
-  const std::int64_t k_blocks = std::max<std::int64_t>(1, ceil_div(k, kc));
-  const std::int64_t m_blocks = ceil_div(m, mc);
-  const auto* a_bytes = static_cast<const std::byte*>(p.a.data);
-  const std::int64_t a_elem = float_bytes(p.a.dtype);
-
-  for (std::int64_t jc = 0; jc < n; jc += nc) {
-    const std::int64_t ncb = std::min(nc, n - jc);
-    const std::int64_t panels = ceil_div(ncb, nr);
-    const std::int64_t col_units = ceil_div(ncb, unit);
-    // Split columns too when there are fewer row blocks than threads.
-    const std::int64_t groups =
-        std::min(col_units, std::max<std::int64_t>(1, ceil_div(ctx.num_threads(), m_blocks)));
-    float* c_block = direct ? p.c + jc : scratch.data();
-    const std::int64_t ldc = direct ? p.ldc : nc;
-
-    for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
-      const std::int64_t k0 = kb * kc;
-      const std::int64_t kcb = std::min(kc, k - k0);
-      const bool accumulate = kb > 0;
-      const bool last = kb + 1 == k_blocks;
-      float* pb = packed_b.data();
-
-      ctx.parallel_for(panels, 8, [&](std::int64_t begin, std::int64_t end) {
-        const std::int64_t rows = std::min(end * nr, ncb) - begin * nr;
-        float* dst = pb + begin * nr * kcb;
-        if (p.pack_b != nullptr) {
-          (*p.pack_b)(jc + begin * nr, rows, k0, kcb, dst);
-        } else {
-          const auto* b_bytes = static_cast<const std::byte*>(p.b.data);
-          const std::int64_t b_elem = float_bytes(p.b.dtype);
-          kn.pack_b[fb](b_bytes + (jc + begin * nr) * p.b.ld * b_elem, p.b.ld, rows, k0, kcb, dst);
-        }
-      });
-
-      ctx.parallel_for(m_blocks * groups, 1, [&](std::int64_t begin, std::int64_t end) {
-        float* pa = thread_a_buffer(mc * kc);
-        std::int64_t packed_block = -1;
-        alignas(64) float tile[kMaxTile];
-        for (std::int64_t item = begin; item < end; ++item) {
-          const std::int64_t mb = item / groups;
-          const std::int64_t g = item % groups;
-          const std::int64_t m0 = mb * mc;
-          const std::int64_t mcb = std::min(mc, m - m0);
-          const std::int64_t n0 = (g * col_units / groups) * unit;
-          const std::int64_t n1 = std::min(((g + 1) * col_units / groups) * unit, ncb);
-          if (n0 >= n1) continue;
-          if (packed_block != mb) {
-            kn.pack_a[fa](a_bytes + m0 * p.a.ld * a_elem, p.a.ld, mcb, k0, kcb, pa);
-            packed_block = mb;
-          }
-          for (std::int64_t jr = n0; jr < n1; jr += nr) {
-            const std::int64_t cols = std::min(nr, n1 - jr);
-            const float* b_panel = pb + jr * kcb;
-            for (std::int64_t ir = 0; ir < mcb; ir += mr) {
-              const std::int64_t rows = std::min(mr, mcb - ir);
-              const float* a_panel = pa + ir * kcb;
-              float* c = c_block + (m0 + ir) * ldc + jr;
-              if (rows == mr && cols == nr) {
-                kn.micro(kcb, a_panel, b_panel, c, ldc, accumulate);
-                continue;
-              }
-              // Edge tile: the same micro-kernel into a buffer, then the same
-              // addition into C, so the edge elements round exactly as interior ones.
-              kn.micro(kcb, a_panel, b_panel, tile, nr, false);
-              for (std::int64_t r = 0; r < rows; ++r) {
-                for (std::int64_t j = 0; j < cols; ++j) {
-                  float& dst = c[r * ldc + j];
-                  dst = accumulate ? dst + tile[r * nr + j] : tile[r * nr + j];
-                }
-              }
-            }
-          }
-          if (last && p.epilogue != nullptr) {
-            (*p.epilogue)(m0, m0 + mcb, jc + n0, jc + n1, c_block + m0 * ldc + n0, ldc);
-          }
-        }
-      });
+  const std::int64_t unit = kn.nr * std::max(p.panel_align, 1);
+  // Every kernel set's nc and kScratchCols are multiples of 2 * nr.
+  SWITCHYARD_CHECK(kn.nc % unit == 0 && kScratchCols % unit == 0);
+  const std::int64_t a_panels = ceil_div(m, kn.mr);
+  const std::int64_t col_units = ceil_div(n, unit);
+  const std::int64_t threads = ctx.num_threads();
+  // The grid with the most regions (at most one per thread), then the least packing.
+  std::int64_t tr = 0, tc = 0;
+  double best = 0;
+  for (std::int64_t r = 1; r <= std::min(threads, a_panels); ++r) {
+    const std::int64_t c = std::min(threads / r, col_units);
+    const double packing = static_cast<double>(c * m + r * n);
+    if (r * c > tr * tc || (r * c == tr * tc && packing < best)) {
+      tr = r;
+      tc = c;
+      best = packing;
     }
   }
+  ctx.parallel_for(tr * tc, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t r = item / tc, c = item % tc;
+      const Region region{.m0 = (r * a_panels / tr) * kn.mr,
+                          .m1 = std::min(((r + 1) * a_panels / tr) * kn.mr, m),
+                          .n0 = (c * col_units / tc) * unit,
+                          .n1 = std::min(((c + 1) * col_units / tc) * unit, n)};
+      if (region.m0 < region.m1 && region.n0 < region.n1) gemm_region(kn, p, region);
+    }
+  });
 }
 
 // --- shared checks and costs ------------------------------------------------------

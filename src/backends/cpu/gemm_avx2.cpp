@@ -17,7 +17,13 @@ void micro_6x16(std::int64_t kc, const float* a, const float* b, float* c, std::
                 bool accumulate) {
   __m256 acc[kMr][2];
 #pragma GCC unroll 6
-  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < kMr; ++i) {
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    // The tile's C rows are written at the end: start fetching them now.
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 15), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
   for (std::int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_load_ps(b);
     const __m256 b1 = _mm256_load_ps(b + 8);
