@@ -56,6 +56,7 @@
 #include "switchyard/plan.h"
 #include "switchyard/registry.h"
 #include "switchyard/status.h"
+#include "switchyard/synthetic_model.h"
 
 namespace switchyard {
 
@@ -69,6 +70,9 @@ struct LlamaConfig {
   std::int64_t head_count_kv = 0;
   std::int64_t vocab_size = 0;
   float rope_freq_base = 10000.0f;
+  // Leading dimensions of each head that rope rotates (`llama.rope.dimension_count`,
+  // default the whole head); the rest pass through.
+  std::int64_t rope_dims = 0;
   float rms_eps = 1e-5f;
   // True when the file has no `output.weight` and the logits reuse token_embd.
   bool tied_embeddings = false;
@@ -80,9 +84,9 @@ struct LlamaConfig {
   // required keys (context_length, embedding_length, block_count,
   // feed_forward_length, attention.head_count, attention.layer_norm_rms_epsilon)
   // must be present and positive; head_count_kv defaults to head_count, the rope
-  // base to 10000, the vocabulary size to the length of `tokenizer.ggml.tokens`
-  // or else token_embd's rows. Heads must divide the embedding (into an even
-  // head_dim, which rope rotates in pairs) and kv heads must divide heads.
+  // base to 10000, the rotated dimensions to head_dim (even, at most head_dim), the vocabulary size
+  // to the length of `tokenizer.ggml.tokens` or else token_embd's rows. Heads must divide the
+  // embedding (into an even head_dim, which rope rotates in pairs) and kv heads must divide heads.
   // kInvalidArgument naming the key or the inconsistency.
   [[nodiscard]] static Result<LlamaConfig> from_metadata(const GgufMetadata& metadata);
 
@@ -196,40 +200,22 @@ class LlamaModel {
 
 namespace switchyard {
 
-// A deterministic llama model for runs and tests with nothing to download: the
-// weights come from a seeded generator (scaled like a trained model's, so the
-// activations stay in range), the metadata and tensor names are the standard
-// ones, and each matrix has the dtype its role has in the spec.
-struct SyntheticLlamaSpec {
-  std::int64_t vocab_size = 512;
-  std::int64_t embedding_length = 256;
-  std::int64_t block_count = 4;
-  std::int64_t head_count = 8;
-  std::int64_t head_count_kv = 4;
-  std::int64_t feed_forward_length = 768;
-  std::int64_t context_length = 1024;
-  float rope_freq_base = 10000.0f;
-  float rms_eps = 1e-5f;
-  std::uint64_t seed = 0x5eed;
-  // Weight dtypes by role, mixed as quantized files mix them. Norms are f32.
-  DType token_embd = DType::kQ4_K;
-  DType attn_q = DType::kQ4_K;
-  DType attn_k = DType::kQ4_K;
-  DType attn_v = DType::kQ8_0;
-  DType attn_output = DType::kQ4_K;
-  DType ffn_gate = DType::kQ4_K;
-  DType ffn_up = DType::kQ4_K;
-  DType ffn_down = DType::kQ6_K;
-  // nullopt: no output.weight (tied embeddings).
-  std::optional<DType> output = DType::kQ6_K;
+// The embedded default model of `switchyard run`: small enough to prefill and
+// generate in seconds on two cores (vocab 512, dim 256, 4 blocks, 8 heads / 4 kv
+// heads, ff 768), generated f32 by generate_synthetic_llama and then stored as
+// quantized files mix types (quantize_synthetic_llama with
+// default_synthetic_llama_types()).
+[[nodiscard]] SyntheticLlamaConfig default_synthetic_llama_config();
+// q4_k for most matrices, q8_0 for attn_v, q6_k for ffn_down and output.
+[[nodiscard]] std::vector<TensorTypeRule> default_synthetic_llama_types();
 
-  // Every weight in `dtype` (f32, f16, bf16 or a quantized type), output included.
-  [[nodiscard]] static SyntheticLlamaSpec uniform(DType dtype);
-};
-
-// The GGUF writer holding the spec's model. kInvalidArgument when the spec is
-// inconsistent (the same checks as LlamaConfig) or a dtype cannot hold a row
-// (row length not a whole number of its blocks).
-[[nodiscard]] Result<GgufWriter> synthetic_llama(const SyntheticLlamaSpec& spec);
+// Re-stores every f32 matrix weight of `model` whose role a rule names in that
+// rule's dtype (f16, bf16 or any quantizable block type), so a generated model can
+// carry the quantized types the generator itself does not produce. The first rule
+// naming a role wins. kInvalidArgument for a rule naming an unknown role or a
+// dtype that cannot store the tensor (its rows not whole blocks: the message
+// names the tensor and the dtype).
+[[nodiscard]] Status quantize_synthetic_llama(SyntheticModel& model,
+                                              std::span<const TensorTypeRule> rules);
 
 }  // namespace switchyard

@@ -88,6 +88,7 @@ class GraphAssembler {
     OpParams rope;
     rope.rope_mode = RopeMode::kNormal;
     rope.rope_base = c_.rope_freq_base;
+    rope.rope_dims = static_cast<int>(c_.rope_dims);
     OpParams attn;
     attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
     OpParams norm;

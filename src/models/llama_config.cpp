@@ -119,6 +119,16 @@ Result<LlamaConfig> LlamaConfig::from_metadata(const GgufMetadata& md) {
                     "rotates pairs",
                     c.head_dim()));
   }
+  c.rope_dims = c.head_dim();
+  if (md.find("llama.rope.dimension_count") != nullptr) {
+    SWITCHYARD_ASSIGN_OR_RETURN(c.rope_dims, positive_key(md, "llama.rope.dimension_count"));
+    if (c.rope_dims > c.head_dim() || c.rope_dims % 2 != 0) {
+      return invalid_argument_error(
+          fmt::format("llama: rope.dimension_count {} must be even and at most the head "
+                      "dimension {}",
+                      c.rope_dims, c.head_dim()));
+    }
+  }
   if (c.head_count % c.head_count_kv != 0) {
     return invalid_argument_error(
         fmt::format("llama: head_count {} is not a multiple of head_count_kv {} (grouped-query "

@@ -34,6 +34,9 @@ class LlamaReference {
                     : heads_;
     base_ = md.contains("llama.rope.freq_base") ? *md.get_float("llama.rope.freq_base") : 10000.0;
     eps_ = *md.get_float("llama.attention.layer_norm_rms_epsilon");
+    rope_dims_ = md.contains("llama.rope.dimension_count")
+                     ? *md.get_integer("llama.rope.dimension_count")
+                     : dim_ / heads_;
     embd_ = load("token_embd.weight");
     vocab_ = static_cast<std::int64_t>(embd_.size()) / dim_;
     out_norm_ = load("output_norm.weight");
@@ -167,14 +170,15 @@ class LlamaReference {
     return y;
   }
 
-  // Adjacent pairs (2i, 2i+1) of each head rotated by pos * base^(-2i/hd).
+  // Adjacent pairs (2i, 2i+1) of each head's first rope_dims dimensions rotated by
+  // pos * base^(-2i/rope_dims); the rest unchanged.
   void rope(std::vector<double>& x, std::int64_t n, std::int64_t heads, std::int64_t hd) const {
     for (std::int64_t t = 0; t < n; ++t) {
       for (std::int64_t h = 0; h < heads; ++h) {
-        for (std::int64_t i = 0; i < hd / 2; ++i) {
+        for (std::int64_t i = 0; i < rope_dims_ / 2; ++i) {
           const double theta =
               static_cast<double>(t) *
-              std::pow(base_, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+              std::pow(base_, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims_));
           const std::size_t a = at(t, h * hd + 2 * i, heads * hd);
           const double u = x[a], v = x[a + 1];
           x[a] = u * std::cos(theta) - v * std::sin(theta);
@@ -185,6 +189,7 @@ class LlamaReference {
   }
 
   const GgufFile& file_;
+  std::int64_t rope_dims_ = 0;
   std::int64_t dim_ = 0, blocks_ = 0, ff_ = 0, heads_ = 0, kv_heads_ = 0, vocab_ = 0;
   double base_ = 10000.0, eps_ = 1e-5;
   std::vector<double> embd_, out_norm_, out_;

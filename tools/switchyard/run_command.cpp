@@ -89,11 +89,14 @@ Result<BackendId> pick_backend(std::string_view text) {
 // temporary file and mapped back through the reader. The file is unlinked once
 // mapped (the mapping keeps the data).
 Result<GgufFile> synthetic_file() {
-  SWITCHYARD_ASSIGN_OR_RETURN(GgufWriter writer, synthetic_llama(SyntheticLlamaSpec{}));
+  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model,
+                              generate_synthetic_llama(default_synthetic_llama_config()));
+  const std::vector<TensorTypeRule> types = default_synthetic_llama_types();
+  SWITCHYARD_RETURN_IF_ERROR(quantize_synthetic_llama(model, types));
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() /
       fmt::format("switchyard-synthetic-llama-{}.gguf", static_cast<long>(getpid()));
-  SWITCHYARD_RETURN_IF_ERROR(writer.write(path));
+  SWITCHYARD_RETURN_IF_ERROR(write_synthetic_model(model, path));
   Result<GgufFile> file = GgufFile::open(path);
   std::error_code ec;
   std::filesystem::remove(path, ec);
