@@ -280,10 +280,11 @@ struct LlamaModel::State {
   std::int64_t position = 0;
   // Per layer: [max_context, kv_heads, head_dim] f32.
   std::vector<std::vector<float>> k_cache, v_cache;
-  // Where each named input/output sits in the plan's order.
-  std::vector<ValueId> input_ids;
-  std::vector<std::string> input_names;
-  std::vector<std::string> output_names;
+  // The tensors one eval binds, by slot (see slot_of), and which slot each of the
+  // plan's inputs and outputs takes, resolved once at load.
+  std::vector<TensorView> slots;
+  std::vector<std::size_t> input_slots, output_slots;
+  std::vector<TensorView> inputs, outputs;
   std::vector<std::int32_t> positions;
   std::vector<float> mask;
 };
@@ -343,11 +344,38 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   s.executor.emplace(std::move(exec));
 
   const Graph& g = s.plan->graph();
-  for (ValueId id : s.plan->inputs()) s.input_names.push_back(g.value(id).name);
+  std::map<std::string, std::size_t, std::less<>> slot_of = {{std::string(kTokens), 0},
+                                                             {std::string(kPositions), 1},
+                                                             {std::string(kMask), 2},
+                                                             {std::string(kLogits), 3}};
+  for (std::int64_t i = 0; i < c.block_count; ++i) {
+    const auto base = static_cast<std::size_t>(4 + 4 * i);
+    slot_of[k_cache_name(i)] = base;
+    slot_of[v_cache_name(i)] = base + 1;
+    slot_of[k_new_name(i)] = base + 2;
+    slot_of[v_new_name(i)] = base + 3;
+  }
+  auto slot = [&](const std::string& name) -> Result<std::size_t> {
+    auto it = slot_of.find(name);
+    if (it == slot_of.end()) {
+      return internal_error(
+          fmt::format("llama: the plan has an unexpected input/output '{}'", name));
+    }
+    return it->second;
+  };
+  for (ValueId id : s.plan->inputs()) {
+    SWITCHYARD_ASSIGN_OR_RETURN(std::size_t k, slot(g.value(id).name));
+    s.input_slots.push_back(k);
+  }
   for (ValueId id : s.plan->outputs()) {
     const Value& v = g.value(id);
-    s.output_names.push_back(v.producer >= 0 ? g.node(v.producer).name : v.name);
+    SWITCHYARD_ASSIGN_OR_RETURN(std::size_t k,
+                                slot(v.producer >= 0 ? g.node(v.producer).name : v.name));
+    s.output_slots.push_back(k);
   }
+  s.slots.resize(slot_of.size());
+  s.inputs.resize(s.input_slots.size());
+  s.outputs.resize(s.output_slots.size());
   const std::size_t cache = static_cast<std::size_t>(s.max_context * c.kv_dim());
   s.k_cache.assign(static_cast<std::size_t>(c.block_count), std::vector<float>(cache));
   s.v_cache.assign(static_cast<std::size_t>(c.block_count), std::vector<float>(cache));
@@ -412,25 +440,23 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
 
   const std::int64_t hkv = c.head_count_kv;
   const std::int64_t dh = c.head_dim();
-  std::map<std::string, TensorView, std::less<>> bound;
-  bound[std::string(kTokens)] =
-      TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
-  bound[std::string(kPositions)] = TensorView::contiguous(s.positions.data(), DType::kI32, {n});
-  bound[std::string(kMask)] = TensorView::contiguous(s.mask.data(), DType::kF32, {n, kv});
-  bound[std::string(kLogits)] =
-      TensorView::contiguous(logits.data(), DType::kF32, {n, c.vocab_size});
+  std::vector<TensorView>& slots = s.slots;
+  slots[0] = TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
+  slots[1] = TensorView::contiguous(s.positions.data(), DType::kI32, {n});
+  slots[2] = TensorView::contiguous(s.mask.data(), DType::kF32, {n, kv});
+  slots[3] = TensorView::contiguous(logits.data(), DType::kF32, {n, c.vocab_size});
   for (std::int64_t i = 0; i < c.block_count; ++i) {
     float* k = s.k_cache[static_cast<std::size_t>(i)].data();
     float* v = s.v_cache[static_cast<std::size_t>(i)].data();
-    bound[k_cache_name(i)] = TensorView::contiguous(k, DType::kF32, {kv, hkv, dh});
-    bound[v_cache_name(i)] = TensorView::contiguous(v, DType::kF32, {kv, hkv, dh});
-    bound[k_new_name(i)] = TensorView::contiguous(k + past * hkv * dh, DType::kF32, {n, hkv, dh});
-    bound[v_new_name(i)] = TensorView::contiguous(v + past * hkv * dh, DType::kF32, {n, hkv * dh});
+    const auto base = static_cast<std::size_t>(4 + 4 * i);
+    slots[base] = TensorView::contiguous(k, DType::kF32, {kv, hkv, dh});
+    slots[base + 1] = TensorView::contiguous(v, DType::kF32, {kv, hkv, dh});
+    slots[base + 2] = TensorView::contiguous(k + past * hkv * dh, DType::kF32, {n, hkv, dh});
+    slots[base + 3] = TensorView::contiguous(v + past * hkv * dh, DType::kF32, {n, hkv * dh});
   }
-  std::vector<TensorView> inputs, outputs;
-  for (const std::string& name : s.input_names) inputs.push_back(bound.at(name));
-  for (const std::string& name : s.output_names) outputs.push_back(bound.at(name));
-  SWITCHYARD_RETURN_IF_ERROR(s.executor->run(inputs, outputs));
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) s.inputs[i] = slots[s.input_slots[i]];
+  for (std::size_t i = 0; i < s.outputs.size(); ++i) s.outputs[i] = slots[s.output_slots[i]];
+  SWITCHYARD_RETURN_IF_ERROR(s.executor->run(s.inputs, s.outputs));
   s.position = kv;
 
   if (!s.exec_profile.node_ns.empty()) {
