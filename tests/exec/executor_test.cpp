@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/reference_kernels.h"
 #include "plan/plan_internal.h"
 #include "plan/test_kernels.h"
@@ -84,11 +85,12 @@ TEST(Executor, BuiltinMlpMatchesReferenceKernelsNodeByNode) {
   const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {5, 8});
   const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {5, 8});
   ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
-  const auto expect = run_node_by_node(g,
-                                       {{OpKind::kMatmul, &cpu::matmul_f32_ref},
-                                        {OpKind::kAdd, &cpu::add_f32_ref},
-                                        {OpKind::kMul, &cpu::mul_f32_ref}},
-                                       {x});
+  const auto expect = run_node_by_node(
+      g,
+      {{OpKind::kMatmul, &cpu::matmul_f32_ref},
+       {OpKind::kAdd, cpu::binary_kernel(OpKind::kAdd, DType::kF32, cpu::Variant::kRef)},
+       {OpKind::kMul, cpu::binary_kernel(OpKind::kMul, DType::kF32, cpu::Variant::kRef)}},
+      {x});
   EXPECT_EQ(y, expect[0]);  // the same kernels in the same order: the same bytes
   EXPECT_EQ(exec->stats().runs, 1u);
   EXPECT_EQ(exec->stats().unplanned_runs, 0u);
@@ -96,11 +98,12 @@ TEST(Executor, BuiltinMlpMatchesReferenceKernelsNodeByNode) {
   std::vector<float> x2 = ramp(40, 10);
   const TensorView in2 = TensorView::contiguous(x2.data(), DType::kF32, {5, 8});
   ASSERT_TRUE(exec->run({&in2, 1}, {&out, 1}).is_ok());
-  const auto expect2 = run_node_by_node(g,
-                                        {{OpKind::kMatmul, &cpu::matmul_f32_ref},
-                                         {OpKind::kAdd, &cpu::add_f32_ref},
-                                         {OpKind::kMul, &cpu::mul_f32_ref}},
-                                        {x2});
+  const auto expect2 = run_node_by_node(
+      g,
+      {{OpKind::kMatmul, &cpu::matmul_f32_ref},
+       {OpKind::kAdd, cpu::binary_kernel(OpKind::kAdd, DType::kF32, cpu::Variant::kRef)},
+       {OpKind::kMul, cpu::binary_kernel(OpKind::kMul, DType::kF32, cpu::Variant::kRef)}},
+      {x2});
   EXPECT_EQ(y, expect2[0]);
 }
 

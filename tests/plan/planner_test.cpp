@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/reference_kernels.h"
 #include "plan/plan_internal.h"
 #include "plan/test_kernels.h"
@@ -226,9 +227,11 @@ TEST(DtypeReconciliation, InsertsLosslessCastsWhenThePromotedKeyIsServed) {
   KernelBindingTable t;
   register_basic(t, BackendId::kCpu, "test");
   t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
-                    &cpu::cast_bf16_f32_ref, opts("cast_bf16_f32", OpKind::kCast));
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
   t.register_kernel(OpKind::kCast, {DType::kF32, DType::kBF16}, BackendId::kCpu,
-                    &cpu::cast_f32_bf16_ref, opts("cast_f32_bf16", OpKind::kCast));
+                    cpu::cast_kernel(DType::kF32, DType::kBF16, cpu::Variant::kRef),
+                    opts("cast_f32_bf16", OpKind::kCast));
   Result<ExecutionPlan> plan = plan_graph(bf16_add_graph(), finalize(std::move(t)));
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   const auto& casts = plan->report().casts;
@@ -254,9 +257,11 @@ TEST(DtypeReconciliation, PrefersTheFewestCasts) {
   t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<15>,
                     opts("matmul_f32", OpKind::kMatmul));
   t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
-                    &cpu::cast_bf16_f32_ref, opts("cast_bf16_f32", OpKind::kCast));
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
   t.register_kernel(OpKind::kCast, {DType::kF32, DType::kBF16}, BackendId::kCpu,
-                    &cpu::cast_f32_bf16_ref, opts("cast_f32_bf16", OpKind::kCast));
+                    cpu::cast_kernel(DType::kF32, DType::kBF16, cpu::Variant::kRef),
+                    opts("cast_f32_bf16", OpKind::kCast));
   GraphBuilder b;
   ValueId x = b.input("x", DType::kBF16, {2, 8});
   ValueId w = b.input("w", DType::kBF16, {4, 8});
@@ -276,7 +281,8 @@ TEST(DtypeReconciliation, FailsWhenTheCastItselfIsMissing) {
   t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<16>,
                     opts("matmul_f32", OpKind::kMatmul));
   t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
-                    &cpu::cast_bf16_f32_ref, opts("cast_bf16_f32", OpKind::kCast));
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
   GraphBuilder b;
   ValueId x = b.input("x", DType::kBF16, {2, 8});
   ValueId w = b.input("w", DType::kBF16, {4, 8});
