@@ -134,6 +134,13 @@ struct KernelCaps {
   friend bool operator==(const KernelCaps&, const KernelCaps&) = default;
 };
 
+// Shape admission of a sibling that serves only some shapes (a matvec kernel for
+// M = 1). Receives the call's shapes in binding-key order (inputs, then outputs) and
+// says whether this sibling is the right kernel for them. A sibling with a predicate
+// must still be correct (or refuse with a Status) for any shape it is handed; the
+// predicate states where it is meant to be chosen, not where it is safe.
+using ShapeAdmitFn = bool (*)(std::span<const Shape> shapes);
+
 // Optional metadata of a registration. Every field has a safe default; use
 // designated initializers: {.name = "...", .precision = ..., .source = "openblas"}.
 struct KernelOptions {
@@ -149,6 +156,10 @@ struct KernelOptions {
   std::string source = "portable";
   // The kernel handles any layout by construction (a structural fallback).
   bool is_generic = false;
+  // Null: the sibling serves every shape. Otherwise only the shapes it admits;
+  // lookup_with_caps and backend_supports skip it (it is no general fallback), and a
+  // planner that ranks siblings for a concrete shape asks `admits_shapes` first.
+  ShapeAdmitFn admits = nullptr;
   // Bump when the kernel's numerics change: the verification ledger keys audits by
   // (name, revision hash), so a new revision needs a new audit.
   std::uint32_t revision = 1;
@@ -164,12 +175,18 @@ struct BindingEntry {
   std::shared_ptr<const CostExpr> cost_expr;
   std::string source;
   bool is_generic = false;
+  ShapeAdmitFn admits = nullptr;
   // Stable across runs and builds: a hash of name, source and revision.
   std::uint64_t revision_hash = 0;
   std::source_location site;
 
   [[nodiscard]] bool has_known_cost() const {
     return cost_expr != nullptr || cost != &unknown_cost;
+  }
+  // Whether this sibling serves a call with these shapes (inputs, then outputs):
+  // true when it has no admission predicate.
+  [[nodiscard]] bool admits_shapes(std::span<const Shape> shapes) const {
+    return admits == nullptr || admits(shapes);
   }
   // The estimate from cost_expr when set, else from cost.
   [[nodiscard]] CostEstimate estimate(const CostInputs& in) const;
@@ -301,9 +318,9 @@ class KernelBindingTable {
   // The first sibling at the key. kNotFound with a NoBackendForOp payload on a miss.
   [[nodiscard]] Result<const BindingEntry*> lookup(BindingKey key, const DTypeList& dtypes,
                                                    BackendId backend) const;
-  // The first sibling that can take dense operands (caps.requires_broadcast unset),
-  // whatever the registration order. Misses as lookup does, also when every
-  // sibling requires a broadcast operand.
+  // The first sibling that can take dense operands of any shape
+  // (caps.requires_broadcast and admits unset), whatever the registration order. Misses as lookup
+  // does, also when every sibling requires a broadcast operand.
   [[nodiscard]] Result<const BindingEntry*> lookup_with_caps(BindingKey key,
                                                              const DTypeList& dtypes,
                                                              BackendId backend) const;

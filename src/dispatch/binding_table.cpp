@@ -43,6 +43,11 @@ std::string key_name(BindingKey key) {
   return fmt::format("fused#{}", key.raw());
 }
 
+// A sibling that a shape-blind lookup may hand out: dense operands of any shape.
+bool serves_any_dense_shape(const BindingEntry& e) {
+  return !e.caps.requires_broadcast && e.admits == nullptr;
+}
+
 }  // namespace
 
 // --- DTypeList --------------------------------------------------------------
@@ -145,6 +150,7 @@ void KernelBindingTable::register_kernel(BindingKey key, DTypeList dtypes, Backe
   entry.cost_expr = std::move(options.cost_expr);
   entry.source = std::move(options.source);
   entry.is_generic = options.is_generic;
+  entry.admits = options.admits;
   entry.site = site;
 
   const PackedKey packed = pack(key, dtypes, backend);
@@ -274,7 +280,7 @@ Result<const BindingEntry*> KernelBindingTable::lookup_with_caps(BindingKey key,
                                                                  BackendId backend) const {
   if (const Slot* slot = find(key, dtypes, backend)) [[likely]] {
     for (const BindingEntry& e : slot->alternatives) {
-      if (!e.caps.requires_broadcast) return &e;
+      if (serves_any_dense_shape(e)) return &e;
     }
   }
   return miss_error(key, dtypes, backend);
@@ -292,7 +298,7 @@ bool KernelBindingTable::backend_supports(BindingKey key, const DTypeList& dtype
   const Slot* slot = find(key, dtypes, backend);
   if (slot == nullptr) return false;
   return std::any_of(slot->alternatives.begin(), slot->alternatives.end(),
-                     [](const BindingEntry& e) { return !e.caps.requires_broadcast; });
+                     [](const BindingEntry& e) { return serves_any_dense_shape(e); });
 }
 
 PrecisionGuarantee KernelBindingTable::lookup_precision(BindingKey key, const DTypeList& dtypes,
@@ -352,6 +358,9 @@ Status KernelBindingTable::miss_error(BindingKey key, const DTypeList& dtypes,
       if (e.caps.requires_broadcast) {
         payload->rejected.push_back(
             fmt::format("{}: requires a broadcast operand, operands are dense", e.name));
+      } else if (e.admits != nullptr) {
+        payload->rejected.push_back(
+            fmt::format("{}: serves only the shapes it admits, not every shape", e.name));
       }
     }
   }

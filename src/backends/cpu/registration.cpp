@@ -1,15 +1,26 @@
 // The CPU backend's kernels, best first and the portable reference last at every
 // key. This file is the only place CPU kernels enter the binding table.
+//
+// SIMD siblings are listed only when the running CPU can execute them
+// (cpu_features()); the order at a key is AVX-512, AVX2, portable reference.
+//
+// Precision claims: ULP bounds are in units of the output dtype's last place;
+// relative and absolute bounds are against the exact (float64) result of the op on
+// the stored input values. An element passes when it is within any one bound.
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <utility>
 
 #include "backends/backend_list.h"
-#include "backends/cpu/reference_kernels.h"
-// --- quantized kernels (issue 5) ---
 #include "backends/cpu/cpu_features.h"
+#include "backends/cpu/dense_kernels.h"
+#include "backends/cpu/dense_reference.h"
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/quant_kernels.h"
-// --- end quantized kernels ---
+#include "backends/cpu/reference_kernels.h"
+#include "backends/cpu/rowwise.h"
+#include "backends/cpu/tensor_kernels.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -18,21 +29,12 @@ using Row = KernelBindingTable::Row;
 constexpr DType kF32 = DType::kF32;
 constexpr DType kF16 = DType::kF16;
 constexpr DType kBF16 = DType::kBF16;
-
-// Exactly rounded elementwise arithmetic: within half an ULP of the exact result.
-PrecisionGuarantee exact_elementwise() {
-  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
-}
+constexpr DType kI32 = DType::kI32;
 
 // A sequential f32 dot product of length K is within about K * 2^-24 of the exact
 // result relative to sum |x_i * w_i|; the bound is stated at a K of a few thousand.
 PrecisionGuarantee sequential_dot() {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, 1e-4, std::nullopt);
-}
-
-// A conversion to a narrower float type rounds once, to nearest even.
-PrecisionGuarantee rounding_cast() {
-  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
 }
 
 KernelOptions reference(std::string name, PrecisionGuarantee precision, OpKind op,
@@ -44,48 +46,420 @@ KernelOptions reference(std::string name, PrecisionGuarantee precision, OpKind o
           .source = "portable"};
 }
 
-const std::vector<Row>& rows() {
+// ---------------------------------------------------------------------------
+// Elementwise, casts, norms, softmax, reductions, rope, get_rows, layout and
+// attention: the non-matmul dense kernels. Generated per (op, dtypes) from the
+// family accessors, siblings best first.
+// ---------------------------------------------------------------------------
+
+constexpr DType kFloatDTypes[] = {kF32, kF16, kBF16};
+
+// The variants this CPU runs, best first; the reference is always last.
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512) v.push_back(Variant::kAvx512);
+  if (f.avx2 && f.f16c) v.push_back(Variant::kAvx2);
+  v.push_back(Variant::kRef);
+  return v;
+}
+
+// Relative size of half an ULP of each storage type (the error of rounding once).
+double half_ulp_rel(DType t) { return t == kF16 ? 0x1p-11 : t == kBF16 ? 0x1p-8 : 0x1p-24; }
+// Below f16's smallest normal the rounding error is absolute: half its subnormal step.
+std::optional<double> subnormal_abs(DType t) {
+  return t == kF16 ? std::optional<double>(0x1p-25) : std::nullopt;
+}
+
+// Exactly rounded: within half an ULP (casts, get_rows, max, f32 add/sub/mul/div,
+// neg, relu, sqrt, scale).
+PrecisionGuarantee exact() {
+  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
+}
+// Computed in f32 or double and rounded once more to a narrower output: within one
+// ULP of the output type.
+PrecisionGuarantee rounded_once() {
+  return PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, std::nullopt);
+}
+// An f32 computation with relative error `rel`, rounded to the output type; `abs`
+// covers results near zero that the relative bound cannot (cancellation, underflow).
+PrecisionGuarantee f32_bound(double rel, std::optional<double> abs, DType out) {
+  std::optional<double> a = abs;
+  if (const std::optional<double> s = subnormal_abs(out)) a = a ? *a + *s : *s;
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, rel + half_ulp_rel(out), a);
+}
+
+// Roofline cost: every operand read or written once, kFlops per output element, and
+// the fixed cost of a call that fans out to the thread pool.
+constexpr double kCallOverheadNs = 300;
+template <int kFlops>
+CostEstimate stream_cost(const CostInputs& in) {
+  double bytes = 0;
+  for (std::size_t i = 0; i < in.shapes.size() && i < in.dtypes.size(); ++i) {
+    bytes += static_cast<double>(in.shapes[i].numel()) * element_bytes(in.dtypes[i]);
+  }
+  const double out = in.shapes.empty() ? 0.0 : static_cast<double>(in.shapes.back().numel());
+  return {kFlops * out, bytes, kCallOverheadNs, true};
+}
+// Reductions: the work is per input element.
+CostEstimate reduce_cost(const CostInputs& in) {
+  if (in.shapes.size() < 2) return stream_cost<1>(in);
+  const double n = static_cast<double>(in.shapes[0].numel());
+  return {n,
+          n * element_bytes(in.dtypes[0]) +
+              static_cast<double>(in.shapes[1].numel()) * element_bytes(in.dtypes[1]),
+          kCallOverheadNs, true};
+}
+// get_rows reads only the N selected rows of the table, not all of it.
+CostEstimate get_rows_cost(const CostInputs& in) {
+  if (in.shapes.size() < 3) return stream_cost<0>(in);
+  const double out = static_cast<double>(in.shapes[2].numel());
+  return {0,
+          out * (element_bytes(in.dtypes[0]) + element_bytes(in.dtypes[2])) +
+              static_cast<double>(in.shapes[1].numel()) * 4.0,
+          kCallOverheadNs, true};
+}
+
+KernelOptions options(std::string name, Variant v, PrecisionGuarantee precision, CostFn cost,
+                      KernelCaps caps = {}) {
+  return {.name = std::move(name),
+          .caps = caps,
+          .precision = precision,
+          .cost = cost,
+          .source = std::string(v == Variant::kRef ? "portable" : variant_suffix(v))};
+}
+
+std::string suffix(Variant v) { return fmt::format("__cpu_{}", variant_suffix(v)); }
+
+// f32 relative error of the SIMD transcendental rows (simd_vec.h), measured over
+// the whole f32 range by cpu_elementwise_test with a margin; gelu's argument is
+// itself rounded, which scales the exp error by up to |2y| where the result is tiny.
+double simd_unary_rel(OpKind op) {
+  switch (op) {
+    case OpKind::kExp: return 4e-7;
+    case OpKind::kSigmoid:
+    case OpKind::kSilu: return 6e-7;
+    case OpKind::kTanh: return 6e-7;
+    case OpKind::kGelu: return 2e-5;
+    case OpKind::kRsqrt: return 1.2e-7;
+    default: return 0;
+  }
+}
+
+bool is_exact_unary(OpKind op) {
+  return op == OpKind::kNeg || op == OpKind::kRelu || op == OpKind::kSqrt || op == OpKind::kScale;
+}
+
+void append_elementwise_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kBroadcasting{.strided_input = true, .broadcast_input = true};
-  static const std::vector<Row> kRows = {
-      {OpKind::kAdd,
-       {kF32, kF32, kF32},
-       &add_f32_ref,
-       reference("add_f32__cpu_ref", exact_elementwise(), OpKind::kAdd, kBroadcasting)},
-      {OpKind::kMul,
-       {kF32, kF32, kF32},
-       &mul_f32_ref,
-       reference("mul_f32__cpu_ref", exact_elementwise(), OpKind::kMul, kBroadcasting)},
-      {OpKind::kMatmul,
-       {kF32, kF32, kF32},
-       &matmul_f32_ref,
-       reference("matmul_f32__cpu_ref", sequential_dot(), OpKind::kMatmul)},
-      {OpKind::kCast,
-       {kF32, kF16},
-       &cast_f32_f16_ref,
-       reference("cast_f32_f16__cpu_ref", rounding_cast(), OpKind::kCast)},
-      {OpKind::kCast,
-       {kF16, kF32},
-       &cast_f16_f32_ref,
-       reference("cast_f16_f32__cpu_ref", exact_elementwise(), OpKind::kCast)},
-      {OpKind::kCast,
-       {kF32, kBF16},
-       &cast_f32_bf16_ref,
-       reference("cast_f32_bf16__cpu_ref", rounding_cast(), OpKind::kCast)},
-      {OpKind::kCast,
-       {kBF16, kF32},
-       &cast_bf16_f32_ref,
-       reference("cast_bf16_f32__cpu_ref", exact_elementwise(), OpKind::kCast)},
-      {OpKind::kCast,
-       {kF16, kBF16},
-       &cast_f16_bf16_ref,
-       reference("cast_f16_bf16__cpu_ref", rounding_cast(), OpKind::kCast)},
-      {OpKind::kCast,
-       {kBF16, kF16},
-       &cast_bf16_f16_ref,
-       reference("cast_bf16_f16__cpu_ref", rounding_cast(), OpKind::kCast)},
-  };
+  constexpr KernelCaps kStrided{.strided_input = true};
+  for (OpKind op : kBinaryOps) {
+    for (DType t : kFloatDTypes) {
+      for (Variant v : variants()) {
+        const KernelFn fn = binary_kernel(op, t, v);
+        if (fn == nullptr) continue;
+        rows.push_back(
+            {op,
+             {t, t, t},
+             fn,
+             options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v,
+                     t == kF32 ? exact() : rounded_once(), &stream_cost<1>, kBroadcasting)});
+      }
+    }
+  }
+  for (OpKind op : kUnaryOps) {
+    for (DType t : kFloatDTypes) {
+      for (Variant v : variants()) {
+        const KernelFn fn = unary_kernel(op, t, v);
+        if (fn == nullptr) continue;
+        PrecisionGuarantee p = is_exact_unary(op) && t == kF32 ? exact() : rounded_once();
+        // Polynomial SIMD functions; the max_abs covers results that underflow.
+        if (v != Variant::kRef && !is_exact_unary(op)) {
+          p = f32_bound(simd_unary_rel(op), 1e-37, t);
+        }
+        rows.push_back({op,
+                        {t, t},
+                        fn,
+                        options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p,
+                                &stream_cost<8>, v == Variant::kRef ? kStrided : KernelCaps{})});
+      }
+    }
+  }
+  constexpr DType kCastDTypes[] = {kF32, kF16, kBF16, kI32};
+  for (DType from : kCastDTypes) {
+    for (DType to : kCastDTypes) {
+      for (Variant v : variants()) {
+        const KernelFn fn = cast_kernel(from, to, v);
+        if (fn == nullptr) continue;
+        rows.push_back({OpKind::kCast,
+                        {from, to},
+                        fn,
+                        options(fmt::format("cast_{}_{}{}", name(from), name(to), suffix(v)), v,
+                                exact(), &stream_cost<1>)});
+      }
+    }
+  }
+}
+
+void append_rowwise_rows(std::vector<Row>& rows) {
+  for (DType t : kFloatDTypes) {
+    for (int inputs = 1; inputs <= 3; ++inputs) {
+      for (OpKind op : {OpKind::kRmsNorm, OpKind::kLayerNorm}) {
+        for (Variant v : variants()) {
+          const KernelFn fn = norm_kernel(op, t, inputs, v);
+          if (fn == nullptr) continue;
+          DTypeList dtypes = inputs == 1   ? DTypeList{t, t}
+                             : inputs == 2 ? DTypeList{t, t, t}
+                                           : DTypeList{t, t, t, t};
+          // SIMD rows sum in f32 lanes (relative error ~ D/32 * 2^-24 for the
+          // squares); layer_norm's centring adds an absolute error of a few f32
+          // ulps of |mean| / std, stated for |mean| / std up to about 100.
+          PrecisionGuarantee p = rounded_once();
+          if (v != Variant::kRef) {
+            p = op == OpKind::kRmsNorm ? f32_bound(2e-5, std::nullopt, t)
+                                       : f32_bound(2e-5, 1e-4, t);
+          }
+          rows.push_back({op, dtypes, fn,
+                          options(fmt::format("{}_{}{}{}", name(op), name(t),
+                                              inputs == 1   ? ""
+                                              : inputs == 2 ? "_w"
+                                                            : "_wb",
+                                              suffix(v)),
+                                  v, p, &stream_cost<5>)});
+        }
+      }
+    }
+    for (bool mask : {false, true}) {
+      for (Variant v : variants()) {
+        const KernelFn fn = softmax_kernel(t, mask, v);
+        if (fn == nullptr) continue;
+        // SIMD: polynomial exp of an f32 logit (its rounding scales with |logit|)
+        // and an f32 lane sum.
+        const PrecisionGuarantee p = v == Variant::kRef ? rounded_once() : f32_bound(2e-5, 1e-6, t);
+        rows.push_back(
+            {OpKind::kSoftmax, mask ? DTypeList{t, t, t} : DTypeList{t, t}, fn,
+             options(fmt::format("softmax_{}{}{}", name(t), mask ? "_mask" : "", suffix(v)), v, p,
+                     &stream_cost<12>)});
+      }
+    }
+    for (OpKind op : {OpKind::kSum, OpKind::kMean, OpKind::kMax}) {
+      for (Variant v : variants()) {
+        const KernelFn fn = reduce_kernel(op, t, v);
+        if (fn == nullptr) continue;
+        // max picks an element: exact. The reference sums in double; the SIMD sum
+        // in f32 lanes, whose error relative to the result is unbounded when the
+        // row cancels, so it claims no bound.
+        PrecisionGuarantee p = op == OpKind::kMax ? exact() : rounded_once();
+        if (v != Variant::kRef && op != OpKind::kMax) p = PrecisionGuarantee::no_bound(true, true);
+        rows.push_back(
+            {op,
+             {t, t},
+             fn,
+             options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p, &reduce_cost)});
+      }
+    }
+  }
+}
+
+void append_tensor_rows(std::vector<Row>& rows) {
+  constexpr KernelCaps kStridedBroadcast{.strided_input = true, .broadcast_input = true};
+  constexpr Variant kRef = Variant::kRef;
+  for (DType t : kFloatDTypes) {
+    // Rotations in double, rounded once; a rotated pair that cancels to nearly
+    // zero keeps a double-rounding error far below an f32 ulp of its inputs.
+    rows.push_back({OpKind::kRope,
+                    {t, kI32, t},
+                    rope_kernel(t),
+                    options(fmt::format("rope_{}_i32__cpu_ref", name(t)), kRef,
+                            PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12),
+                            &stream_cost<6>)});
+    for (DType out : kFloatDTypes) {
+      rows.push_back({OpKind::kGetRows,
+                      {t, kI32, out},
+                      get_rows_kernel(t, out),
+                      options(fmt::format("get_rows_{}_i32_{}__cpu_ref", name(t), name(out)), kRef,
+                              exact(), &get_rows_cost)});
+    }
+  }
+  constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
+  for (DType t : kLayoutDTypes) {
+    rows.push_back({OpKind::kCopy,
+                    {t, t},
+                    copy_kernel(t),
+                    options(fmt::format("copy_{}__cpu_ref", name(t)), kRef, exact(),
+                            &stream_cost<0>, kStridedBroadcast)});
+    rows.push_back({OpKind::kTranspose,
+                    {t, t},
+                    transpose_kernel(t),
+                    options(fmt::format("transpose_{}__cpu_ref", name(t)), kRef, exact(),
+                            &stream_cost<0>, kStridedBroadcast)});
+    for (int inputs = 2; inputs <= kMaxConcatInputs; ++inputs) {
+      std::vector<DType> dtypes(static_cast<std::size_t>(inputs) + 1, t);
+      rows.push_back({OpKind::kConcat, DTypeList(dtypes), concat_kernel(t, inputs),
+                      options(fmt::format("concat{}_{}__cpu_ref", inputs, name(t)), kRef, exact(),
+                              &stream_cost<0>, kStridedBroadcast)});
+    }
+  }
+  // Attention in double: the only error is the final rounding, plus a double
+  // rounding far below it unless the weighted sum cancels by a factor near 2^29.
+  const std::pair<DType, DType> kAttention[] = {
+      {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
+  for (auto [q, kv] : kAttention) {
+    for (bool mask : {false, true}) {
+      DTypeList dtypes = mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q};
+      rows.push_back(
+          {OpKind::kAttention, dtypes, attention_kernel(q, kv, mask),
+           options(
+               fmt::format("attention_{}_{}{}__cpu_ref", name(q), name(kv), mask ? "_mask" : ""),
+               kRef, PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9),
+               default_cost_for(OpKind::kAttention))});
+    }
+  }
+}
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> kRows = [] {
+    std::vector<Row> r;
+    append_elementwise_rows(r);
+    append_rowwise_rows(r);
+    append_tensor_rows(r);
+    return r;
+  }();
   return kRows;
 }
+
+// --- dense matmul family: matmul, linear, ffn_swiglu ---------------------------
+//
+// Per key, best first: the AVX-512 GEMM, the AVX2 GEMM, the matvec siblings (they
+// admit one activation row per weight matrix, where streaming the weights beats
+// packing them), OpenBLAS for f32, the portable reference last. SIMD rows are
+// listed only when cpu_features() says the CPU runs them.
+
+// Blocked f32 sums: within a K block in k order with FMA, across blocks in block
+// order. The error is within a few K * 2^-24 of sum |a_k * w_k|; the bound is
+// stated at a K of a few thousand, as for the reference.
+PrecisionGuarantee blocked_dot(DType out) {
+  // Rounding the f32 sum once to f16 (2^-11) or bf16 (2^-8) adds its half-ULP; f16
+  // results below its normal range round to its subnormal step, 2^-24, instead.
+  const double rel = out == kF16 ? 1e-3 : out == kBF16 ? 8e-3 : 1e-4;
+  const std::optional<double> abs = out == kF16 ? std::optional<double>(0x1p-24) : std::nullopt;
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, rel, abs);
+}
+
+// OpenBLAS splits its sums differently at different thread counts.
+PrecisionGuarantee openblas_dot() {
+  return PrecisionGuarantee::bounded(true, false, std::nullopt, 1e-4, std::nullopt);
+}
+
+KernelOptions simd(std::string name, DType out, CostFn cost, const char* source,
+                   ShapeAdmitFn admits = nullptr) {
+  return {.name = std::move(name),
+          .precision = blocked_dot(out),
+          .cost = cost,
+          .source = source,
+          .admits = admits};
+}
+
+std::string dense_name(std::string_view op, DType a, DType w, DType o, std::string_view variant) {
+  if (a == w && w == o) return fmt::format("{}_{}__cpu_{}", op, name(a), variant);
+  return fmt::format("{}_{}_{}_{}__cpu_{}", op, name(a), name(w), name(o), variant);
+}
+
+template <DType A, DType W, DType O>
+void add_matmul_rows(std::vector<Row>& rows, const CpuFeatures& cpu, KernelFn reference_fn) {
+  const DTypeList key{A, W, O};
+  if (cpu.avx512) {
+    rows.push_back({OpKind::kMatmul, key, &matmul_gemm<Isa::kAvx512, A, W, O>,
+                    simd(dense_name("matmul", A, W, O, "avx512"), O, &gemm_cost, "avx512")});
+  }
+  if (cpu.avx2 && cpu.f16c) {
+    rows.push_back({OpKind::kMatmul, key, &matmul_gemm<Isa::kAvx2, A, W, O>,
+                    simd(dense_name("matmul", A, W, O, "avx2"), O, &gemm_cost, "avx2")});
+  }
+  if (cpu.avx512) {
+    rows.push_back({OpKind::kMatmul, key, &matmul_matvec<Isa::kAvx512, A, W, O>,
+                    simd(dense_name("matmul", A, W, O, "avx512_matvec"), O, &matvec_cost, "avx512",
+                         &admits_single_row)});
+  }
+  if (cpu.avx2 && cpu.f16c) {
+    rows.push_back({OpKind::kMatmul, key, &matmul_matvec<Isa::kAvx2, A, W, O>,
+                    simd(dense_name("matmul", A, W, O, "avx2_matvec"), O, &matvec_cost, "avx2",
+                         &admits_single_row)});
+  }
+#if defined(SWITCHYARD_HAVE_OPENBLAS)
+  if constexpr (A == kF32 && W == kF32 && O == kF32) {
+    rows.push_back({OpKind::kMatmul,
+                    key,
+                    &matmul_f32_openblas,
+                    {.name = "matmul_f32__cpu_openblas",
+                     .precision = openblas_dot(),
+                     .cost = &gemm_cost,
+                     .source = "openblas"}});
+  }
+#endif
+  rows.push_back({OpKind::kMatmul, key, reference_fn,
+                  reference(dense_name("matmul", A, W, O, "ref"),
+                            O == kF32 ? sequential_dot() : blocked_dot(O), OpKind::kMatmul)});
+}
+
+template <DType W>
+void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
+  const DTypeList linear_key{kF32, W, kF32, kF32};
+  const DTypeList ffn_key{kF32, W, W, W, kF32};
+  const std::string linear =
+      W == kF32 ? "linear_f32" : fmt::format("linear_f32_{}_f32_f32", name(W));
+  const std::string ffn = W == kF32 ? "ffn_swiglu_f32" : fmt::format("ffn_swiglu_f32_{}", name(W));
+  if (cpu.avx512) {
+    rows.push_back({OpKind::kLinear, linear_key, &linear_gemm<Isa::kAvx512, W>,
+                    simd(linear + "__cpu_avx512", kF32, &gemm_cost, "avx512")});
+  }
+  if (cpu.avx2 && cpu.f16c) {
+    rows.push_back({OpKind::kLinear, linear_key, &linear_gemm<Isa::kAvx2, W>,
+                    simd(linear + "__cpu_avx2", kF32, &gemm_cost, "avx2")});
+  }
+  if (cpu.avx512) {
+    rows.push_back(
+        {OpKind::kLinear, linear_key, &linear_matvec<Isa::kAvx512, W>,
+         simd(linear + "__cpu_avx512_matvec", kF32, &matvec_cost, "avx512", &admits_single_row)});
+  }
+  if (cpu.avx2 && cpu.f16c) {
+    rows.push_back(
+        {OpKind::kLinear, linear_key, &linear_matvec<Isa::kAvx2, W>,
+         simd(linear + "__cpu_avx2_matvec", kF32, &matvec_cost, "avx2", &admits_single_row)});
+  }
+  rows.push_back({OpKind::kLinear, linear_key, &linear_ref<W>,
+                  reference(linear + "__cpu_ref", sequential_dot(), OpKind::kLinear)});
+  if (cpu.avx512) {
+    rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_fused<Isa::kAvx512, W>,
+                    simd(ffn + "__cpu_avx512", kF32, &ffn_swiglu_cost, "avx512")});
+  }
+  if (cpu.avx2 && cpu.f16c) {
+    rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_fused<Isa::kAvx2, W>,
+                    simd(ffn + "__cpu_avx2", kF32, &ffn_swiglu_cost, "avx2")});
+  }
+  KernelOptions ffn_reference = reference(ffn + "__cpu_ref", sequential_dot(), OpKind::kFfnSwiglu);
+  ffn_reference.cost = &ffn_swiglu_cost;
+  rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_ref<W>, std::move(ffn_reference)});
+}
+
+const std::vector<Row>& dense_rows() {
+  static const std::vector<Row> kDenseRows = [] {
+    const CpuFeatures& cpu = cpu_features();
+    std::vector<Row> rows;
+    add_matmul_rows<kF32, kF32, kF32>(rows, cpu, &matmul_f32_ref);
+    add_matmul_rows<kF32, kF16, kF32>(rows, cpu, &matmul_ref<kF32, kF16, kF32>);
+    add_matmul_rows<kF32, kBF16, kF32>(rows, cpu, &matmul_ref<kF32, kBF16, kF32>);
+    add_matmul_rows<kF16, kF16, kF16>(rows, cpu, &matmul_ref<kF16, kF16, kF16>);
+    add_matmul_rows<kBF16, kBF16, kBF16>(rows, cpu, &matmul_ref<kBF16, kBF16, kBF16>);
+    add_fused_rows<kF32>(rows, cpu);
+    add_fused_rows<kF16>(rows, cpu);
+    add_fused_rows<kBF16>(rows, cpu);
+    return rows;
+  }();
+  return kDenseRows;
+}
+
+// --- end of the dense matmul family ----------------------------------------------
 
 // ===========================================================================
 // Quantized kernels (issue 5): matmul with block-quantized weights, get_rows
@@ -129,9 +503,9 @@ PrecisionGuarantee quant_integer_dot() {
 }
 
 // Dequantization is exact to f32 (block scale times a small integer, rounded
-// once); to f16 / bf16 it rounds once more.
-PrecisionGuarantee dequant_to(DType to) {
-  return to == kF32 ? exact_elementwise() : rounding_cast();
+// once); to f16 / bf16 it rounds once more, to nearest: within half an ULP either way.
+PrecisionGuarantee dequant_to(DType /*to*/) {
+  return exact();
 }
 
 template <DType W>
@@ -205,6 +579,7 @@ const std::vector<Row>& quant_rows() {
 
 void register_kernels(KernelBindingTable& table) {
   table.register_rows(BackendId::kCpu, rows());
+  table.register_rows(BackendId::kCpu, dense_rows());
   table.register_rows(BackendId::kCpu, quant_rows());
   // Every CPU row above states its cost; the fill is a safety net for rows added
   // without one, and the lint test insists that it never has anything to do.

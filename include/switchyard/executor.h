@@ -1,0 +1,109 @@
+// Executor: runs an ExecutionPlan. Planned shapes run on pre-resolved kernels with
+// pre-built operand arrays: the per-node loop calls a function pointer and does no
+// table lookup, map lookup, allocation or virtual call.
+//
+// Overview
+//   An executor owns the arenas of one plan (one per backend and shape bucket,
+//   sized by the plan's buffer plan) and the TensorView arrays every kernel call
+//   reads. `run` binds the caller's input and output tensors, deduces the symbolic
+//   sizes from the input shapes, picks the first bucket whose ranges hold them and
+//   runs its steps in order. A size outside every bucket is planned on the spot
+//   against the plan's table snapshot (run-time lookups, counted in
+//   `stats().unplanned_runs`) unless `allow_unplanned_shapes` is off.
+//
+//   Stale plans are refused: when the plan was made against a published table
+//   (generation > 0) and the published generation has moved on, `run` fails with
+//   kFailedPrecondition naming both generations; plan again with the new snapshot.
+//
+//   CPU kernels parallelise through `ExecutorOptions::runner` (null: serial).
+//   Memory of another backend comes from a BackendMemory the caller provides.
+//   A failing kernel's Status comes back with the node's name, op and kernel.
+//
+// Example
+//   auto plan = std::make_shared<const ExecutionPlan>(std::move(planned));
+//   SWITCHYARD_ASSIGN_OR_RETURN(Executor exec, Executor::create(plan, {.runner = &pool}));
+//   SWITCHYARD_RETURN_IF_ERROR(exec.run({x_view}, {y_view}));
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "switchyard/kernel.h"
+#include "switchyard/plan.h"
+
+namespace switchyard {
+
+// Memory of one backend, for arenas, constant uploads and copies between backends.
+class BackendMemory {
+ public:
+  virtual ~BackendMemory() = default;
+  // `bytes` of memory aligned to 64 bytes, or kResourceExhausted.
+  [[nodiscard]] virtual Result<void*> allocate(std::int64_t bytes) = 0;
+  virtual void deallocate(void* pointer) = 0;
+  // Copies `src` into `dst` (same dtype and shape, `dst` contiguous). One side may
+  // be host memory: the executor asks the non-host side's memory to copy.
+  [[nodiscard]] virtual Status copy(const TensorView& src, const TensorView& dst, void* stream) = 0;
+};
+
+// Host memory: the CPU backend's, and a stand-in for tests of multi-backend plans.
+[[nodiscard]] BackendMemory& host_memory();
+
+// Wall time per step, accumulated over runs, for a caller that wants to know where
+// the time goes (`switchyard run` splits it by op family). Profiling adds two clock
+// reads per step; without a profile the dispatch loop has no timing at all.
+struct ExecProfile {
+  // Indexed by node of the plan's graph (ExecutionPlan::graph()); sized on first use.
+  std::vector<double> node_ns;
+  // Copies between backends.
+  double copy_ns = 0;
+};
+
+struct ExecutorOptions {
+  ParallelRunner* runner = nullptr;
+  // Null: no timing. Must outlive every run.
+  ExecProfile* profile = nullptr;
+  // Per backend; null means host memory for the CPU and "not available" otherwise.
+  std::array<BackendMemory*, kBackendCount> memory{};
+  // Per backend stream handed to kernels in ExecContext::stream.
+  std::array<void*, kBackendCount> streams{};
+  bool allow_unplanned_shapes = true;
+};
+
+struct ExecStats {
+  std::uint64_t runs = 0;
+  // Runs whose sizes fell outside every planned bucket (run-time lookups).
+  std::uint64_t unplanned_runs = 0;
+  // The bucket the last run used.
+  std::string last_bucket;
+};
+
+class Executor {
+ public:
+  // Sets up arenas and operand arrays for every bucket of `plan` and uploads
+  // constants to non-host backends. Fails with kUnavailable when a backend the plan
+  // uses has no memory, kResourceExhausted when an arena cannot be allocated.
+  [[nodiscard]] static Result<Executor> create(std::shared_ptr<const ExecutionPlan> plan,
+                                               ExecutorOptions options = {});
+  Executor(Executor&&) noexcept;
+  Executor& operator=(Executor&&) noexcept;
+  ~Executor();
+
+  // Runs the plan once. `inputs` follow plan.inputs(), `outputs` plan.outputs();
+  // each must have the planned dtype, be contiguous host memory and match the
+  // planned shape (symbols consistently sized). Errors name the failing node.
+  [[nodiscard]] Status run(std::span<const TensorView> inputs, std::span<const TensorView> outputs);
+
+  [[nodiscard]] const ExecStats& stats() const;
+  [[nodiscard]] const ExecutionPlan& plan() const;
+
+ private:
+  struct State;
+  explicit Executor(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace switchyard

@@ -1,0 +1,223 @@
+// Llama-family models: configuration from GGUF metadata, a graph builder over the
+// standard tensor names, load-time kernel probing with a sealed registry, and a
+// model that runs prefill and decode against a KV cache.
+//
+// Overview
+//   `LlamaConfig::from_gguf` reads the `llama.*` keys and checks them against each
+//   other and against the tensors (every required tensor present with the shape
+//   and a dtype the config implies). `LlamaModel::load` then:
+//     1. probes every weight with its role ("attn_q", "ffn_down", ...) on the
+//        selected backend, with the lookup dispatch will make. A quantized weight
+//        whose matmul is missing is dequantized to f32 once at load (the slow path
+//        the registry names); any other miss makes planning fail;
+//     2. builds one graph for every step (many tokens or one), probes its other
+//        nodes (attention, rope, norms ...) by role, and seals the registry: the
+//        KernelReport lists nodes per backend and every violation by tensor and
+//        dtype; with a strict policy a violation refuses the load;
+//     3. plans the graph with two shape buckets, "decode" (one token) and
+//        "prefill" (2 to max_batch tokens), and sets up an executor.
+//
+// KV cache and the planner
+//   The planner has no op that writes into a persistent buffer and cannot join
+//   along a symbolic dimension, so the cache lives outside the graph as caller
+//   memory: per layer, a k and a v buffer of [max_context, n_kv_heads, head_dim]
+//   f32. Each step binds, as graph inputs, the first `kv = position + tokens` rows
+//   of both buffers (symbol "kv"), and as graph outputs the rows
+//   [position, position + tokens) that this step's k and v projections write.
+//   The executor reads and writes caller tensors in place, so the new rows are in
+//   the cache when the layer's attention reads it; that ordering is a dependency
+//   the graph cannot state, so `load` checks in every planned bucket that each
+//   layer's k and v producers run before its attention and refuses the plan
+//   otherwise. Causality is a mask input [tokens, kv] (0 or -inf) the model fills
+//   per step, so a prefill can continue a cache at any position.
+//
+// Determinism: the same tokens from the same cache state give bit-identical logits
+// (kernels are deterministic for a fixed thread count; see precision claims).
+//
+// Example
+//   SWITCHYARD_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open("model.gguf"));
+//   SWITCHYARD_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::load(file, {}));
+//   std::vector<float> logits(prompt.size() * model.config().vocab_size);
+//   SWITCHYARD_RETURN_IF_ERROR(model.eval(prompt, logits));
+//   std::int32_t next = argmax_token(std::span(logits).last(model.config().vocab_size));
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "switchyard/backend.h"
+#include "switchyard/gguf.h"
+#include "switchyard/kernel.h"
+#include "switchyard/plan.h"
+#include "switchyard/registry.h"
+#include "switchyard/status.h"
+#include "switchyard/synthetic_model.h"
+
+namespace switchyard {
+
+// The hyperparameters of a llama-family model, as the `llama.*` GGUF keys state.
+struct LlamaConfig {
+  std::int64_t context_length = 0;
+  std::int64_t embedding_length = 0;
+  std::int64_t block_count = 0;
+  std::int64_t feed_forward_length = 0;
+  std::int64_t head_count = 0;
+  std::int64_t head_count_kv = 0;
+  std::int64_t vocab_size = 0;
+  float rope_freq_base = 10000.0f;
+  // Leading dimensions of each head that rope rotates (`llama.rope.dimension_count`,
+  // default the whole head); the rest pass through.
+  std::int64_t rope_dims = 0;
+  float rms_eps = 1e-5f;
+  // True when the file has no `output.weight` and the logits reuse token_embd.
+  bool tied_embeddings = false;
+
+  [[nodiscard]] std::int64_t head_dim() const { return embedding_length / head_count; }
+  [[nodiscard]] std::int64_t kv_dim() const { return head_dim() * head_count_kv; }
+
+  // Reads and checks the metadata: `general.architecture` must be "llama"; the
+  // required keys (context_length, embedding_length, block_count,
+  // feed_forward_length, attention.head_count, attention.layer_norm_rms_epsilon)
+  // must be present and positive; head_count_kv defaults to head_count, the rope
+  // base to 10000, the rotated dimensions to head_dim (even, at most head_dim), the vocabulary size
+  // to the length of `tokenizer.ggml.tokens` or else token_embd's rows. Heads must divide the
+  // embedding (into an even head_dim, which rope rotates in pairs) and kv heads must divide heads.
+  // kInvalidArgument naming the key or the inconsistency.
+  [[nodiscard]] static Result<LlamaConfig> from_metadata(const GgufMetadata& metadata);
+
+  // from_metadata, then every tensor the config implies is checked: present
+  // (kNotFound naming it), with its exact shape and a dtype the model can use
+  // (kInvalidArgument naming the tensor, its shape and the expected one).
+  [[nodiscard]] static Result<LlamaConfig> from_gguf(const GgufFile& file);
+};
+
+// The standard tensor name of a block's weight: block_tensor_name(3, "attn_q") is
+// "blk.3.attn_q.weight".
+[[nodiscard]] std::string block_tensor_name(std::int64_t block, std::string_view role);
+
+// What the load found about kernels.
+struct LlamaKernelReport {
+  BackendId backend = BackendId::kCpu;
+  // Planned nodes per backend in the prefill and decode buckets.
+  struct BucketNodes {
+    std::string bucket;
+    std::vector<std::pair<BackendId, int>> nodes;
+  };
+  std::vector<BucketNodes> buckets;
+  // A weight or node whose kernel is missing on the selected backend: the tensor
+  // (or node) name, its role, the op and dtype key, and what runs instead.
+  struct Violation {
+    std::string tensor;
+    std::string role;
+    std::string op;
+    DType dtype = DType::kF32;
+    std::string fallback;
+  };
+  std::vector<Violation> violations;
+  // Probes that hit, for the summary line.
+  int probes = 0;
+  // The registry's seal report (every row, misses, masked bindings).
+  SealReport seal;
+
+  // A few lines: probes, nodes per backend per bucket, every violation by tensor
+  // and dtype, masked bindings.
+  [[nodiscard]] std::string render() const;
+};
+
+struct LlamaLoadOptions {
+  BackendId backend = BackendId::kCpu;
+  // The strict policy for this load; nullopt keeps the registry's own (the
+  // environment's SWITCHYARD_STRICT_KERNELS for the global registry).
+  std::optional<StrictPolicy> strict;
+  // Null: the process-wide registry.
+  Registry* registry = nullptr;
+  // Cache capacity in tokens; 0 means min(context_length, 2048).
+  std::int64_t max_context = 0;
+  // The largest number of tokens one eval call takes (the prefill bucket's max);
+  // 0 means min(max_context, 512).
+  std::int64_t max_batch = 0;
+  // CPU parallelism for the executor; null runs serially.
+  ParallelRunner* runner = nullptr;
+  // Collect per-node kernel times on every eval (profile()).
+  bool profile = false;
+};
+
+// Time spent per op family over the evals since the last reset_profile().
+struct LlamaProfile {
+  std::array<double, kOpFamilyCount> family_ns{};
+  double copy_ns = 0;
+};
+
+class LlamaModel {
+ public:
+  // Loads the model in `file` (which the model keeps alive: weights are borrowed
+  // from its mapping). The registry is told that `options.backend` is the selected
+  // backend (so its slow paths are violations, the CPU's included) and, when
+  // `options.strict` is set, given that policy; both stay set on the registry. Errors: the config's (from_gguf); kFailedPrecondition with a
+  // StrictKernelFailure payload when the strict policy refuses a violation;
+  // kUnavailable for a backend this build lacks; the planner's miss when a node
+  // has no kernel anywhere it may run.
+  [[nodiscard]] static Result<LlamaModel> load(GgufFile file, const LlamaLoadOptions& options);
+
+  LlamaModel(LlamaModel&&) noexcept;
+  LlamaModel& operator=(LlamaModel&&) noexcept;
+  ~LlamaModel();
+
+  [[nodiscard]] const LlamaConfig& config() const;
+  [[nodiscard]] const LlamaKernelReport& kernel_report() const;
+  [[nodiscard]] const ExecutionPlan& plan() const;
+  [[nodiscard]] std::int64_t max_context() const;
+  [[nodiscard]] std::int64_t max_batch() const;
+  // Tokens in the cache.
+  [[nodiscard]] std::int64_t position() const;
+
+  // Runs `tokens` (1 to max_batch of them) at positions [position(), position() +
+  // n), appends their keys and values to the cache and writes their logits,
+  // [n, vocab_size] row-major, to `logits`. kInvalidArgument for a wrong count or
+  // logits size, kOutOfRange for a token outside the vocabulary or a cache that
+  // would overflow; on error the position does not move.
+  [[nodiscard]] Status eval(std::span<const std::int32_t> tokens, std::span<float> logits);
+  // Empties the cache.
+  void reset();
+
+  [[nodiscard]] const LlamaProfile& profile() const;
+  void reset_profile();
+
+ private:
+  struct State;
+  explicit LlamaModel(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// The index of the largest logit, the first on a tie (greedy decoding). -1 for an
+// empty span.
+[[nodiscard]] std::int32_t argmax_token(std::span<const float> logits);
+
+}  // namespace switchyard
+
+namespace switchyard {
+
+// The embedded default model of `switchyard run`: small enough to prefill and
+// generate in seconds on two cores (vocab 512, dim 256, 4 blocks, 8 heads / 4 kv
+// heads, ff 768), generated f32 by generate_synthetic_llama and then stored as
+// quantized files mix types (quantize_synthetic_llama with
+// default_synthetic_llama_types()).
+[[nodiscard]] SyntheticLlamaConfig default_synthetic_llama_config();
+// q4_k for most matrices, q8_0 for attn_v, q6_k for ffn_down and output.
+[[nodiscard]] std::vector<TensorTypeRule> default_synthetic_llama_types();
+
+// Re-stores every f32 matrix weight of `model` whose role a rule names in that
+// rule's dtype (f16, bf16 or any quantizable block type), so a generated model can
+// carry the quantized types the generator itself does not produce. The first rule
+// naming a role wins. kInvalidArgument for a rule naming an unknown role or a
+// dtype that cannot store the tensor (its rows not whole blocks: the message
+// names the tensor and the dtype).
+[[nodiscard]] Status quantize_synthetic_llama(SyntheticModel& model,
+                                              std::span<const TensorTypeRule> rules);
+
+}  // namespace switchyard

@@ -1,0 +1,40 @@
+// The CPU backend's elementwise kernels: binary arithmetic with broadcasting, the
+// unary functions, scale and casts, for f32, f16 and bf16 storage (casts also to
+// and from i32).
+//
+// Each accessor returns the kernel of one variant at one key, or null where that
+// variant does not serve the key (registration.cpp skips nulls). Reference kernels
+// compute in f32 for add/sub/mul/div/neg/relu/scale and in double for the
+// transcendental functions, rounding once to the output type; SIMD kernels compute
+// in f32 through the rows of simd_rows.h.
+//
+// Example
+//   KernelFn fn = binary_kernel(OpKind::kAdd, DType::kF16, Variant::kAvx2);
+//   if (fn != nullptr) table.register_kernel(OpKind::kAdd, {kF16, kF16, kF16}, ...);
+#pragma once
+
+#include "backends/cpu/kernel_util.h"
+
+namespace switchyard::cpu {
+
+// add, sub, mul, div: a, b -> out, one float dtype, same shape (broadcast inputs
+// have stride 0). Both variants accept broadcast and strided inputs; the SIMD rows
+// run where the last dimension is unit-stride or broadcast, other rows go through
+// the same arithmetic one element at a time (exact ops, so the bytes agree).
+[[nodiscard]] KernelFn binary_kernel(OpKind op, DType dtype, Variant variant);
+
+// neg, exp, silu, gelu, gelu_erf, relu, sqrt, rsqrt, sigmoid, tanh, scale. The
+// reference takes strided input; SIMD kernels need contiguous operands.
+[[nodiscard]] KernelFn unary_kernel(OpKind op, DType dtype, Variant variant);
+
+// cast between f32, f16, bf16 and i32 (not i32 to i32), contiguous operands. SIMD
+// siblings exist for the float-to-float casts.
+[[nodiscard]] KernelFn cast_kernel(DType from, DType to, Variant variant);
+
+// The ops unary_kernel serves, in registration order.
+inline constexpr OpKind kUnaryOps[] = {
+    OpKind::kNeg,  OpKind::kExp,   OpKind::kSilu,    OpKind::kGelu, OpKind::kGeluErf, OpKind::kRelu,
+    OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSigmoid, OpKind::kTanh, OpKind::kScale};
+inline constexpr OpKind kBinaryOps[] = {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv};
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,141 @@
+// The elementwise SIMD rows (binary, unary, casts), written once over simd_vec.h
+// and compiled per instruction set by elementwise_avx2.cpp and
+// elementwise_avx512.cpp. See simd_rows.h for the contracts and simd_vec.h for the
+// rules every ISA file keeps.
+#include "backends/cpu/simd_rows.h"
+#include "backends/cpu/simd_vec.h"
+
+namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
+namespace {
+
+template <BinaryFn kOp>
+inline VF apply_binary(VF a, VF b) {
+  if constexpr (kOp == BinaryFn::kAdd) return vadd(a, b);
+  if constexpr (kOp == BinaryFn::kSub) return vsub(a, b);
+  if constexpr (kOp == BinaryFn::kMul) return vmul(a, b);
+  if constexpr (kOp == BinaryFn::kDiv) return vdiv(a, b);
+}
+
+template <BinaryFn kOp, typename S>
+void binary_row(const void* av, std::int64_t sa, const void* bv, std::int64_t sb, void* ov,
+                std::int64_t n) {
+  const S* a = static_cast<const S*>(av);
+  const S* b = static_cast<const S*>(bv);
+  S* out = static_cast<S*>(ov);
+  // A broadcast operand is converted once, through the same vector load.
+  const VF a0 = splat(a);
+  const VF b0 = splat(b);
+  const S zero{};
+  std::int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const VF x = sa ? load(a + i) : a0;
+    const VF y = sb ? load(b + i) : b0;
+    store(out + i, apply_binary<kOp>(x, y));
+  }
+  if (i < n) {
+    const VF x = sa ? load_partial(a + i, n - i, zero) : a0;
+    const VF y = sb ? load_partial(b + i, n - i, zero) : b0;
+    store_partial(out + i, n - i, apply_binary<kOp>(x, y));
+  }
+}
+
+template <UnaryFn kOp>
+inline VF apply_unary(VF x, VF param) {
+  if constexpr (kOp == UnaryFn::kNeg) return vxor(x, vset(-0.0f));
+  if constexpr (kOp == UnaryFn::kExp) return vexp(x);
+  if constexpr (kOp == UnaryFn::kSilu) return vmul(x, vsigmoid(x));
+  if constexpr (kOp == UnaryFn::kGelu) {
+    // 0.5 x (1 + tanh(y)) == x sigmoid(2y): no cancellation for negative x.
+    const VF x2 = vmul(x, x);
+    const VF y2 =
+        vmul(vmul(x, vset(2.0f * 0.7978845608028654f)), vfma(x2, vset(0.044715f), vset(1.0f)));
+    return vmul(x, vsigmoid(y2));
+  }
+  // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
+  // reference's `x > 0 ? x : 0`.
+  if constexpr (kOp == UnaryFn::kRelu) return vmax(x, vset(0.0f));
+  if constexpr (kOp == UnaryFn::kSqrt) return vsqrt(x);
+  if constexpr (kOp == UnaryFn::kRsqrt) return vdiv(vset(1.0f), vsqrt(x));
+  if constexpr (kOp == UnaryFn::kSigmoid) return vsigmoid(x);
+  if constexpr (kOp == UnaryFn::kTanh) return vtanh(x);
+  if constexpr (kOp == UnaryFn::kScale) return vmul(x, param);
+}
+
+template <UnaryFn kOp, typename S>
+void unary_row(const void* xv, void* ov, std::int64_t n, float param) {
+  const S* x = static_cast<const S*>(xv);
+  S* out = static_cast<S*>(ov);
+  const VF p = vset(param);
+  std::int64_t i = 0;
+  // Two vectors per step keep two independent dependency chains in flight for the
+  // transcendental ops.
+  for (; i + 2 * kW <= n; i += 2 * kW) {
+    const VF r0 = apply_unary<kOp>(load(x + i), p);
+    const VF r1 = apply_unary<kOp>(load(x + i + kW), p);
+    store(out + i, r0);
+    store(out + i + kW, r1);
+  }
+  for (; i + kW <= n; i += kW) store(out + i, apply_unary<kOp>(load(x + i), p));
+  if (i < n) {
+    const S zero{};
+    store_partial(out + i, n - i, apply_unary<kOp>(load_partial(x + i, n - i, zero), p));
+  }
+}
+
+template <typename From, typename To>
+void cast_row(const void* xv, void* ov, std::int64_t n) {
+  const From* x = static_cast<const From*>(xv);
+  To* out = static_cast<To*>(ov);
+  std::int64_t i = 0;
+  for (; i + kW <= n; i += kW) store(out + i, load(x + i));
+  if (i < n) {
+    const From zero{};
+    store_partial(out + i, n - i, load_partial(x + i, n - i, zero));
+  }
+}
+
+template <BinaryFn kOp>
+constexpr void fill_binary(ElementwiseSimd& t) {
+  const int op = static_cast<int>(kOp);
+  t.binary[op][0] = &binary_row<kOp, float>;
+  t.binary[op][1] = &binary_row<kOp, F16>;
+  t.binary[op][2] = &binary_row<kOp, BF16>;
+}
+
+template <UnaryFn kOp>
+constexpr void fill_unary(ElementwiseSimd& t) {
+  const int op = static_cast<int>(kOp);
+  t.unary[op][0] = &unary_row<kOp, float>;
+  t.unary[op][1] = &unary_row<kOp, F16>;
+  t.unary[op][2] = &unary_row<kOp, BF16>;
+}
+
+constexpr ElementwiseSimd make_table() {
+  ElementwiseSimd t{};
+  fill_binary<BinaryFn::kAdd>(t);
+  fill_binary<BinaryFn::kSub>(t);
+  fill_binary<BinaryFn::kMul>(t);
+  fill_binary<BinaryFn::kDiv>(t);
+  fill_unary<UnaryFn::kNeg>(t);
+  fill_unary<UnaryFn::kExp>(t);
+  fill_unary<UnaryFn::kSilu>(t);
+  fill_unary<UnaryFn::kGelu>(t);
+  fill_unary<UnaryFn::kRelu>(t);
+  fill_unary<UnaryFn::kSqrt>(t);
+  fill_unary<UnaryFn::kRsqrt>(t);
+  fill_unary<UnaryFn::kSigmoid>(t);
+  fill_unary<UnaryFn::kTanh>(t);
+  fill_unary<UnaryFn::kScale>(t);
+  t.cast[0][1] = &cast_row<float, F16>;
+  t.cast[0][2] = &cast_row<float, BF16>;
+  t.cast[1][0] = &cast_row<F16, float>;
+  t.cast[1][2] = &cast_row<F16, BF16>;
+  t.cast[2][0] = &cast_row<BF16, float>;
+  t.cast[2][1] = &cast_row<BF16, F16>;
+  return t;
+}
+
+constexpr ElementwiseSimd kTable = make_table();
+
+}  // namespace
+}  // namespace switchyard::cpu::SWITCHYARD_SIMD_NS

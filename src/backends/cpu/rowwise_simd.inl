@@ -1,0 +1,200 @@
+// The row-reduction SIMD rows (rms_norm, layer_norm, softmax, sum, max), written
+// once over simd_vec.h and compiled per instruction set by rowwise_avx2.cpp and
+// rowwise_avx512.cpp. See simd_rows.h for the contracts.
+//
+// Summation order: four vector accumulators over blocks of 4 vectors, the
+// remaining whole vectors into the first, a zero-padded tail into the second, then
+// the accumulators pairwise and the lanes in index order. The order depends only on
+// the row length, so a row's result is the same bytes on every run and at every
+// thread count (threads split rows, never a row).
+#include "backends/cpu/simd_rows.h"
+#include "backends/cpu/simd_vec.h"
+
+namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
+namespace {
+
+constexpr float kInf = __builtin_inff();
+
+// Lanes from `n` on replaced by `fill`.
+inline VF keep_first(VF v, std::int64_t n, float fill) {
+  float buf[kW];
+  store(buf, v);
+  for (int i = 0; i < kW; ++i) {
+    if (i >= n) buf[i] = fill;
+  }
+  return load(buf);
+}
+
+// Sum over the row of f(load(x + i)), f applied to whole vectors; the tail's
+// padded lanes are zeroed after f.
+template <typename S, typename F>
+inline float row_sum(const S* x, std::int64_t n, F f) {
+  VF acc0 = vset(0.0f), acc1 = vset(0.0f), acc2 = vset(0.0f), acc3 = vset(0.0f);
+  std::int64_t i = 0;
+  for (; i + 4 * kW <= n; i += 4 * kW) {
+    acc0 = vadd(acc0, f(load(x + i)));
+    acc1 = vadd(acc1, f(load(x + i + kW)));
+    acc2 = vadd(acc2, f(load(x + i + 2 * kW)));
+    acc3 = vadd(acc3, f(load(x + i + 3 * kW)));
+  }
+  for (; i + kW <= n; i += kW) acc0 = vadd(acc0, f(load(x + i)));
+  if (i < n) {
+    const S zero{};
+    acc1 = vadd(acc1, keep_first(f(load_partial(x + i, n - i, zero)), n - i, 0.0f));
+  }
+  float tmp[kW];
+  return hsum_lanes(vadd(vadd(acc0, acc1), vadd(acc2, acc3)), tmp);
+}
+
+template <typename S>
+float sum_row(const void* xv, std::int64_t n) {
+  return row_sum(static_cast<const S*>(xv), n, [](VF v) { return v; });
+}
+
+template <typename S>
+float max_row(const void* xv, std::int64_t n) {
+  const S* x = static_cast<const S*>(xv);
+  VF acc = vset(-kInf);
+  VF nan = vset(0.0f);
+  std::int64_t i = 0;
+  for (; i + kW <= n; i += kW) {
+    const VF v = load(x + i);
+    nan = vor(nan, vnan_lanes(v));
+    acc = vmax(acc, v);
+  }
+  if (i < n) {
+    const S zero{};
+    const VF v = keep_first(load_partial(x + i, n - i, zero), n - i, -kInf);
+    nan = vor(nan, vnan_lanes(v));
+    acc = vmax(acc, v);
+  }
+  if (any_lane(nan)) return __builtin_nanf("");
+  float tmp[kW];
+  store(tmp, acc);
+  float m = tmp[0];
+  for (int l = 1; l < kW; ++l) m = tmp[l] > m ? tmp[l] : m;
+  return m;
+}
+
+// x * inv [* w] [+ b] over the row.
+template <typename S>
+inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d, VF shift,
+                      VF inv) {
+  const S zero{};
+  auto one = [&](VF v, const S* wp, const S* bp, std::int64_t n, bool partial) {
+    VF t = vmul(vsub(v, shift), inv);
+    if (w != nullptr) t = vmul(t, partial ? load_partial(wp, n, zero) : load(wp));
+    if (b != nullptr) t = vadd(t, partial ? load_partial(bp, n, zero) : load(bp));
+    return t;
+  };
+  std::int64_t i = 0;
+  for (; i + kW <= d; i += kW) {
+    store(out + i, one(load(x + i), w + i, b + i, kW, false));
+  }
+  if (i < d) {
+    const VF v = load_partial(x + i, d - i, zero);
+    store_partial(out + i, d - i, one(v, w + i, b + i, d - i, true));
+  }
+}
+
+// 1 / sqrt(v + eps), computed in a vector so no scalar library call is needed.
+inline VF inv_sqrt(float v, float eps) { return vdiv(vset(1.0f), vsqrt(vadd(vset(v), vset(eps)))); }
+
+template <typename S>
+void rms_norm_row(const void* xv, const void* wv, void* ov, std::int64_t d, float eps) {
+  const S* x = static_cast<const S*>(xv);
+  const float sumsq = row_sum(x, d, [](VF v) { return vmul(v, v); });
+  const float mean = d > 0 ? sumsq / static_cast<float>(d) : 0.0f;
+  scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(nullptr), static_cast<S*>(ov), d,
+            vset(0.0f), inv_sqrt(mean, eps));
+}
+
+template <typename S>
+void layer_norm_row(const void* xv, const void* wv, const void* bv, void* ov, std::int64_t d,
+                    float eps) {
+  const S* x = static_cast<const S*>(xv);
+  const float fd = d > 0 ? static_cast<float>(d) : 1.0f;
+  const float mean = row_sum(x, d, [](VF v) { return v; }) / fd;
+  const VF m = vset(mean);
+  // Two passes: the variance of the centred values does not cancel.
+  const float var = row_sum(x, d,
+                            [&](VF v) {
+                              const VF c = vsub(v, m);
+                              return vmul(c, c);
+                            }) /
+                    fd;
+  scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov), d, m,
+            inv_sqrt(var, eps));
+}
+
+template <typename S>
+void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols, std::int64_t valid,
+                 float scale) {
+  const S* x = static_cast<const S*>(xv);
+  const S* mask = static_cast<const S*>(maskv);
+  S* out = static_cast<S*>(ov);
+  const S zero{};
+  const VF sc = vset(scale);
+  // The logits of the vector at i (n lanes valid), padded with -inf.
+  auto logits = [&](std::int64_t i, std::int64_t n) {
+    VF v = vmul(n == kW ? load(x + i) : load_partial(x + i, n, zero), sc);
+    if (mask != nullptr) v = vadd(v, n == kW ? load(mask + i) : load_partial(mask + i, n, zero));
+    return n == kW ? v : keep_first(v, n, -kInf);
+  };
+  auto width = [&](std::int64_t i) { return valid - i < kW ? valid - i : kW; };
+  VF mx = vset(-kInf);
+  for (std::int64_t i = 0; i < valid; i += kW) mx = vmax(mx, logits(i, width(i)));
+  float tmp[kW];
+  store(tmp, mx);
+  float m = tmp[0];
+  for (int l = 1; l < kW; ++l) m = tmp[l] > m ? tmp[l] : m;
+  std::int64_t written = 0;
+  if (valid > 0 && m != -kInf) {
+    const VF mv = vset(m);
+    VF acc0 = vset(0.0f), acc1 = vset(0.0f);
+    std::int64_t i = 0;
+    for (; i + 2 * kW <= valid; i += 2 * kW) {
+      acc0 = vadd(acc0, vexp(vsub(logits(i, kW), mv)));
+      acc1 = vadd(acc1, vexp(vsub(logits(i + kW, kW), mv)));
+    }
+    for (; i < valid; i += kW) {
+      // exp(-inf - m) is 0, so padded lanes add nothing.
+      acc0 = vadd(acc0, vexp(vsub(logits(i, width(i)), mv)));
+    }
+    const float sum = hsum_lanes(vadd(acc0, acc1), tmp);
+    const VF inv = vdiv(vset(1.0f), vset(sum));
+    for (i = 0; i < valid; i += kW) {
+      const std::int64_t n = width(i);
+      const VF e = vmul(vexp(vsub(logits(i, n), mv)), inv);
+      if (n == kW) {
+        store(out + i, e);
+      } else {
+        store_partial(out + i, n, e);
+      }
+    }
+    written = valid;
+  }
+  for (std::int64_t j = written; j < cols; ++j) out[j] = zero;
+}
+
+template <typename S>
+constexpr void fill_storage(RowwiseSimd& t, int s) {
+  t.rms_norm[s] = &rms_norm_row<S>;
+  t.layer_norm[s] = &layer_norm_row<S>;
+  t.softmax[s] = &softmax_row<S>;
+  t.sum[s] = &sum_row<S>;
+  t.max[s] = &max_row<S>;
+}
+
+constexpr RowwiseSimd make_table() {
+  RowwiseSimd t{};
+  fill_storage<float>(t, 0);
+  fill_storage<F16>(t, 1);
+  fill_storage<BF16>(t, 2);
+  return t;
+}
+
+constexpr RowwiseSimd kTable = make_table();
+
+}  // namespace
+}  // namespace switchyard::cpu::SWITCHYARD_SIMD_NS

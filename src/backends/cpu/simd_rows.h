@@ -1,0 +1,85 @@
+// The row functions that the instruction-set files (`*_avx2.cpp`, `*_avx512.cpp`)
+// export to the portable kernels.
+//
+// Why the split: a kernel's argument checks, error messages and thread fan-out use
+// the standard library and {fmt}; compiling those in a translation unit built with
+// -mavx512f would let the linker keep a wide-ISA copy of some inline library
+// function for the whole program. So the ISA files hold only intrinsics on raw
+// pointers, behind these plain function-pointer tables, and the portable kernel
+// files (elementwise.cpp, norm.cpp, ...) do everything else. A table is only asked
+// for after cpu_features() says the running CPU can execute it.
+//
+// Every row function computes each element with the same vector instruction
+// sequence wherever it sits in the row (a short tail goes through a padded vector),
+// so a row's bytes do not depend on how the caller split the work between threads.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/storage.h"
+
+namespace switchyard::cpu {
+
+// The binary ops with SIMD rows, in table order.
+enum class BinaryFn : std::uint8_t { kAdd, kSub, kMul, kDiv };
+inline constexpr int kBinaryFnCount = 4;
+
+// The unary ops with SIMD rows, in table order. gelu_erf has none: an accurate
+// vector erfc is not worth its code while the op stays off hot paths.
+enum class UnaryFn : std::uint8_t {
+  kNeg,
+  kExp,
+  kSilu,
+  kGelu,
+  kRelu,
+  kSqrt,
+  kRsqrt,
+  kSigmoid,
+  kTanh,
+  kScale
+};
+inline constexpr int kUnaryFnCount = 10;
+
+// out[i] = a[i * sa] op b[i * sb] for i < n; sa and sb are 0 (a broadcast scalar)
+// or 1. Pointers are to the storage type of the table slot.
+using BinaryRowFn = void (*)(const void* a, std::int64_t sa, const void* b, std::int64_t sb,
+                             void* out, std::int64_t n);
+// out[i] = f(x[i]) for i < n; `param` is scale's multiplier (ignored by the rest).
+using UnaryRowFn = void (*)(const void* x, void* out, std::int64_t n, float param);
+// Converts n contiguous elements between float storage types.
+using CastRowFn = void (*)(const void* x, void* out, std::int64_t n);
+
+struct ElementwiseSimd {
+  BinaryRowFn binary[kBinaryFnCount][kFloatStorageCount];
+  UnaryRowFn unary[kUnaryFnCount][kFloatStorageCount];
+  // [from][to]; the diagonal is null.
+  CastRowFn cast[kFloatStorageCount][kFloatStorageCount];
+};
+
+// Row kernels of the normalisation, softmax and reduction families. x, w, b, mask
+// and out share the slot's storage type; `d` / `cols` is the row length.
+struct RowwiseSimd {
+  // out = x / sqrt(mean(x^2) + eps) [* w]; w may be null.
+  void (*rms_norm[kFloatStorageCount])(const void* x, const void* w, void* out, std::int64_t d,
+                                       float eps);
+  // out = (x - mean) / sqrt(var + eps) [* w] [+ b]; w and b may be null.
+  void (*layer_norm[kFloatStorageCount])(const void* x, const void* w, const void* b, void* out,
+                                         std::int64_t d, float eps);
+  // Softmax of x * scale [+ mask] over the first `valid` columns; columns from
+  // `valid` on are written as 0 (causal masking), as is a row with nothing left
+  // unmasked. mask may be null.
+  void (*softmax[kFloatStorageCount])(const void* x, const void* mask, void* out, std::int64_t cols,
+                                      std::int64_t valid, float scale);
+  // The sum and the maximum of n elements, in f32 (NaN propagates through max).
+  float (*sum[kFloatStorageCount])(const void* x, std::int64_t n);
+  float (*max[kFloatStorageCount])(const void* x, std::int64_t n);
+};
+
+// The tables of each instruction set. Call only when cpu_features() reports the
+// instruction set (avx2 also needs f16c; AVX-512 is F+BW+VL+DQ).
+[[nodiscard]] const ElementwiseSimd& elementwise_avx2();
+[[nodiscard]] const ElementwiseSimd& elementwise_avx512();
+[[nodiscard]] const RowwiseSimd& rowwise_avx2();
+[[nodiscard]] const RowwiseSimd& rowwise_avx512();
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,272 @@
+// A thin vector layer over AVX2 (8 floats) or AVX-512 (16 floats) for the CPU
+// backend's SIMD rows, plus the vector math they share (exp, expm1-based tanh).
+//
+// Include only from an instruction-set file, after defining exactly one of
+// SWITCHYARD_SIMD_AVX2 or SWITCHYARD_SIMD_AVX512. Everything here has internal
+// linkage (an unnamed namespace inside a per-ISA namespace), so the AVX-512 and the
+// AVX2 versions can never be merged by the linker, and no function here calls
+// inline code of another header (that code would be compiled for the wide ISA and
+// could be picked for the whole program). Scalar conversions are done through
+// vector loads for the same reason.
+//
+// Numerics (f32, round to nearest, no FTZ/DAZ assumed):
+//   vexp   Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, a degree-7 Taylor
+//          polynomial for e^r - 1 (truncation below 1e-8 relative) and an exact
+//          two-step scaling by 2^n, so subnormal results are rounded once. Inputs
+//          are clamped to [-104, 88.8] (constant first, so NaN passes through).
+//   vtanh  expm1(2|x|) / (expm1(2|x|) + 2) with expm1 rebuilt from the same
+//          polynomial, accurate near zero; |x| is clamped at 9, where tanh rounds
+//          to 1 in f32.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backends/cpu/storage.h"
+
+#if defined(SWITCHYARD_SIMD_AVX512) == defined(SWITCHYARD_SIMD_AVX2)
+#error "define exactly one of SWITCHYARD_SIMD_AVX2 and SWITCHYARD_SIMD_AVX512"
+#endif
+
+#if defined(SWITCHYARD_SIMD_AVX512)
+#define SWITCHYARD_SIMD_NS avx512
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which its
+// -Wmaybe-uninitialized / -Wuninitialized report at every use; they are wrong there.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#else
+#define SWITCHYARD_SIMD_NS avx2
+#endif
+
+namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
+namespace {
+
+#if defined(SWITCHYARD_SIMD_AVX512)
+using VF = __m512;
+using VI = __m512i;
+constexpr int kW = 16;
+inline VF vset(float v) { return _mm512_set1_ps(v); }
+inline VF vadd(VF a, VF b) { return _mm512_add_ps(a, b); }
+inline VF vsub(VF a, VF b) { return _mm512_sub_ps(a, b); }
+inline VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
+inline VF vdiv(VF a, VF b) { return _mm512_div_ps(a, b); }
+inline VF vfma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VF vfnma(VF a, VF b, VF c) { return _mm512_fnmadd_ps(a, b, c); }
+inline VF vmax(VF a, VF b) { return _mm512_max_ps(a, b); }
+inline VF vmin(VF a, VF b) { return _mm512_min_ps(a, b); }
+inline VF vsqrt(VF a) { return _mm512_sqrt_ps(a); }
+inline VF vround(VF a) {
+  return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+inline VI vcvt_i(VF a) { return _mm512_cvtps_epi32(a); }
+inline VF vxor(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VF vand(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VF vor(VF a, VF b) {
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+inline VI iset(int v) { return _mm512_set1_epi32(v); }
+inline VI iadd(VI a, VI b) { return _mm512_add_epi32(a, b); }
+inline VI isub(VI a, VI b) { return _mm512_sub_epi32(a, b); }
+inline VI israi1(VI a) { return _mm512_srai_epi32(a, 1); }
+inline VI ishl23(VI a) { return _mm512_slli_epi32(a, 23); }
+inline VF as_f(VI a) { return _mm512_castsi512_ps(a); }
+// All-ones lanes where a is NaN.
+inline VF vnan_lanes(VF a) {
+  return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)));
+}
+// b where the sign bit of `sel` is set, else a.
+inline VF vblend_sign(VF a, VF b, VF sel) {
+  return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(sel)), a, b);
+}
+inline bool any_lane(VF a) {
+  return _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_castps_si512(a)) != 0;
+}
+inline float hsum_lanes(VF a, float* tmp) {
+  _mm512_storeu_ps(tmp, a);
+  float s = 0.0f;
+  for (int i = 0; i < kW; ++i) s += tmp[i];
+  return s;
+}
+
+inline VF load(const float* p) { return _mm512_loadu_ps(p); }
+inline VF load(const F16* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline VF load(const BF16* p) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline void store(float* p, VF v) { _mm512_storeu_ps(p, v); }
+inline void store(F16* p, VF v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+inline void store(BF16* p, VF v) {
+  // Round to nearest even on the bit pattern; a NaN is quieted instead (rounding
+  // could carry it into infinity), as f32_to_bf16 does.
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+      _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i r = _mm512_mask_blend_epi32(nan, rounded, quiet);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+}
+#else
+using VF = __m256;
+using VI = __m256i;
+constexpr int kW = 8;
+inline VF vset(float v) { return _mm256_set1_ps(v); }
+inline VF vadd(VF a, VF b) { return _mm256_add_ps(a, b); }
+inline VF vsub(VF a, VF b) { return _mm256_sub_ps(a, b); }
+inline VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
+inline VF vdiv(VF a, VF b) { return _mm256_div_ps(a, b); }
+inline VF vfma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
+inline VF vfnma(VF a, VF b, VF c) { return _mm256_fnmadd_ps(a, b, c); }
+inline VF vmax(VF a, VF b) { return _mm256_max_ps(a, b); }
+inline VF vmin(VF a, VF b) { return _mm256_min_ps(a, b); }
+inline VF vsqrt(VF a) { return _mm256_sqrt_ps(a); }
+inline VF vround(VF a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline VI vcvt_i(VF a) { return _mm256_cvtps_epi32(a); }
+inline VF vxor(VF a, VF b) { return _mm256_xor_ps(a, b); }
+inline VF vand(VF a, VF b) { return _mm256_and_ps(a, b); }
+inline VF vor(VF a, VF b) { return _mm256_or_ps(a, b); }
+inline VI iset(int v) { return _mm256_set1_epi32(v); }
+inline VI iadd(VI a, VI b) { return _mm256_add_epi32(a, b); }
+inline VI isub(VI a, VI b) { return _mm256_sub_epi32(a, b); }
+inline VI israi1(VI a) { return _mm256_srai_epi32(a, 1); }
+inline VI ishl23(VI a) { return _mm256_slli_epi32(a, 23); }
+inline VF as_f(VI a) { return _mm256_castsi256_ps(a); }
+inline VF vnan_lanes(VF a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+// b where the sign bit of `sel` is set, else a.
+inline VF vblend_sign(VF a, VF b, VF sel) { return _mm256_blendv_ps(a, b, sel); }
+inline bool any_lane(VF a) { return _mm256_movemask_ps(a) != 0; }
+inline float hsum_lanes(VF a, float* tmp) {
+  _mm256_storeu_ps(tmp, a);
+  float s = 0.0f;
+  for (int i = 0; i < kW; ++i) s += tmp[i];
+  return s;
+}
+
+inline VF load(const float* p) { return _mm256_loadu_ps(p); }
+inline VF load(const F16* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline VF load(const BF16* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+inline void store(float* p, VF v) { _mm256_storeu_ps(p, v); }
+inline void store(F16* p, VF v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+inline void store(BF16* p, VF v) {
+  // Round to nearest even on the bit pattern; a NaN is quieted instead (rounding
+  // could carry it into infinity), as f32_to_bf16 does.
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+  // Every lane is <= 0xffff, so the saturating pack is exact; it interleaves the
+  // 128-bit halves, which the permute undoes.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+#endif
+
+// Element-by-element copies (no library calls, see the banner).
+template <typename S>
+inline void copy_elems(const S* src, S* dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+// A vector holding p[0] in every lane, converted as a vector load converts.
+template <typename S>
+inline VF splat(const S* p) {
+  S buf[kW];
+  for (int i = 0; i < kW; ++i) buf[i] = p[0];
+  return load(buf);
+}
+
+// Loads the first n < kW elements of p, filling the other lanes with `fill`.
+template <typename S>
+inline VF load_partial(const S* p, std::int64_t n, const S& fill) {
+  S buf[kW];
+  for (int i = 0; i < kW; ++i) buf[i] = i < n ? p[i] : fill;
+  return load(buf);
+}
+template <typename S>
+inline void store_partial(S* p, std::int64_t n, VF v) {
+  S buf[kW];
+  store(buf, v);
+  copy_elems(buf, p, n);
+}
+
+// 2^n for lanes with n in [-126, 127].
+inline VF pow2i(VI n) { return as_f(ishl23(iadd(n, iset(127)))); }
+
+// e^r - 1 for |r| <= ln2/2: r + r^2/2! + ... + r^7/7!.
+inline VF expm1_poly(VF r) {
+  VF p = vset(1.0f / 5040.0f);
+  p = vfma(p, r, vset(1.0f / 720.0f));
+  p = vfma(p, r, vset(1.0f / 120.0f));
+  p = vfma(p, r, vset(1.0f / 24.0f));
+  p = vfma(p, r, vset(1.0f / 6.0f));
+  p = vfma(p, r, vset(0.5f));
+  p = vfma(p, r, vset(1.0f));
+  return vmul(p, r);
+}
+
+constexpr float kLog2e = 1.44269504088896341f;
+// ln 2 split so that n * kLn2Hi is exact for |n| < 2^9.
+constexpr float kLn2Hi = 0.693145751953125f;
+constexpr float kLn2Lo = 1.42860682030941723212e-6f;
+
+inline VF vexp(VF x) {
+  x = vmin(vset(88.8f), vmax(vset(-104.0f), x));
+  const VF nf = vround(vmul(x, vset(kLog2e)));
+  VF r = vfnma(nf, vset(kLn2Hi), x);
+  r = vfnma(nf, vset(kLn2Lo), r);
+  const VF p = vadd(expm1_poly(r), vset(1.0f));
+  // n in [-150, 128]: scale in two exact steps, each factor a normal power of two.
+  const VI n = vcvt_i(nf);
+  const VI k1 = israi1(n);
+  const VI k2 = isub(n, k1);
+  return vmul(vmul(p, pow2i(k1)), pow2i(k2));
+}
+
+inline VF vtanh(VF x) {
+  const VF sign_bit = vset(-0.0f);
+  const VF sign = vand(x, sign_bit);
+  const VF a = vmin(vset(9.0f), vxor(x, sign));
+  const VF y = vadd(a, a);
+  const VF nf = vround(vmul(y, vset(kLog2e)));
+  VF r = vfnma(nf, vset(kLn2Hi), y);
+  r = vfnma(nf, vset(kLn2Lo), r);
+  const VF q = expm1_poly(r);
+  // expm1(y) = 2^n q + (2^n - 1); n in [0, 26] here, 2^n - 1 exact while it matters.
+  const VF two_n = pow2i(vcvt_i(nf));
+  const VF em1 = vfma(two_n, q, vsub(two_n, vset(1.0f)));
+  return vor(vdiv(em1, vadd(em1, vset(2.0f))), sign);
+}
+
+// sigmoid(x) = 1 / (1 + e^-|x|) for x >= 0 and e^-|x| / (1 + e^-|x|) below: the
+// exponential never overflows, and tiny results keep their relative accuracy.
+inline VF vsigmoid(VF x) {
+  const VF e = vexp(vor(x, vset(-0.0f)));
+  const VF r = vdiv(vset(1.0f), vadd(vset(1.0f), e));
+  return vblend_sign(r, vmul(e, r), x);
+}
+
+}  // namespace
+}  // namespace switchyard::cpu::SWITCHYARD_SIMD_NS

@@ -1,0 +1,38 @@
+// The CPU backend's data-movement and sequence kernels: rope (rope.cpp), get_rows
+// (get_rows.cpp), copy / transpose / concat (layout.cpp) and attention
+// (attention.cpp). Portable reference kernels, multi-threaded by output rows and
+// deterministic at any thread count.
+//
+// Example
+//   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32);  // f16 table, f32 rows
+#pragma once
+
+#include "backends/cpu/kernel_util.h"
+
+namespace switchyard::cpu {
+
+// rope: x [..., T, H, D] (f32, f16 or bf16), pos i32 [T] -> out like x; contiguous.
+// Angles and rotations are computed in double and rounded once.
+[[nodiscard]] KernelFn rope_kernel(DType dtype);
+
+// get_rows: table [R, C] of `table` dtype, idx i32 [N] -> out [N, C] of `out`
+// dtype (f32, f16 or bf16 each); contiguous. kOutOfRange names the first index
+// outside [0, R), and nothing is written then.
+[[nodiscard]] KernelFn get_rows_kernel(DType table, DType out);
+
+// copy, transpose: input of any strides (broadcast too), contiguous output, for
+// f32, f16, bf16 and i32.
+[[nodiscard]] KernelFn copy_kernel(DType dtype);
+[[nodiscard]] KernelFn transpose_kernel(DType dtype);
+
+// concat of `inputs` tensors (2 to kMaxConcatInputs) of any strides into a
+// contiguous output, along params.axis.
+inline constexpr int kMaxConcatInputs = 7;
+[[nodiscard]] KernelFn concat_kernel(DType dtype, int inputs);
+
+// attention: q [..., Sq, H, Dh] of `q` dtype, k and v [..., Skv, Hkv, Dh] of `kv`
+// dtype, an optional mask [Sq, Skv] of `q` dtype, out like q; contiguous. Scores,
+// softmax and the weighted sum are computed in double and rounded once.
+[[nodiscard]] KernelFn attention_kernel(DType q, DType kv, bool with_mask);
+
+}  // namespace switchyard::cpu

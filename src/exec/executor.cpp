@@ -1,0 +1,369 @@
+// The executor: arenas, operand arrays and the dispatch loop.
+#include "switchyard/executor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "plan/plan_internal.h"
+#include "switchyard/dispatch.h"
+
+namespace switchyard {
+namespace {
+
+class HostMemory final : public BackendMemory {
+ public:
+  Result<void*> allocate(std::int64_t bytes) override {
+    if (bytes <= 0) return static_cast<void*>(nullptr);
+    const auto size = static_cast<std::size_t>((bytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, size);
+    if (p == nullptr) {
+      return resource_exhausted_error(fmt::format("cannot allocate {} bytes", bytes));
+    }
+    return p;
+  }
+  void deallocate(void* pointer) override { std::free(pointer); }
+  Status copy(const TensorView& src, const TensorView& dst, void* /*stream*/) override {
+    if (src.dtype() != dst.dtype() || !(src.shape() == dst.shape()) || !src.is_contiguous() ||
+        !dst.is_contiguous()) {
+      return invalid_argument_error(
+          fmt::format("host copy: {} into {}", describe(src), describe(dst)));
+    }
+    SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t bytes, row_bytes(src.dtype(), src.numel()));
+    if (bytes > 0) std::memmove(dst.first(), src.first(), static_cast<std::size_t>(bytes));
+    return Status::ok();
+  }
+};
+
+// One bucket, ready to run: arenas, the operand views and what to patch per run.
+struct Instance {
+  const detail::BucketPlan* plan = nullptr;
+  std::unique_ptr<detail::BucketPlan> owned;  // for unplanned sizes
+  std::array<std::byte*, kBackendCount> arena{};
+  std::vector<TensorView> views;
+  std::vector<ViewLayout> layouts;
+  // Operands on caller tensors: (operand index, external index: inputs then outputs).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> external;
+  std::vector<std::int64_t> bound_sizes;
+  bool bound = false;
+};
+
+}  // namespace
+
+BackendMemory& host_memory() {
+  static HostMemory memory;
+  return memory;
+}
+
+struct Executor::State {
+  std::shared_ptr<const ExecutionPlan> plan;
+  ExecutorOptions options;
+  std::array<BackendMemory*, kBackendCount> memory{};
+  std::vector<std::unique_ptr<Instance>> planned;
+  std::vector<std::unique_ptr<Instance>> unplanned;
+  // Per graph value: its index among the external tensors, or -1.
+  std::vector<std::int32_t> external_index;
+  std::vector<void*> external_ptrs;
+  std::vector<std::int64_t> sizes;
+  ExecStats stats;
+
+  ~State() {
+    for (auto* list : {&planned, &unplanned}) {
+      for (auto& inst : *list) release(*inst);
+    }
+  }
+
+  void release(Instance& inst) {
+    for (BackendId b : kAllBackends) {
+      auto i = static_cast<std::size_t>(b);
+      if (inst.arena[i] != nullptr) memory[i]->deallocate(inst.arena[i]);
+      inst.arena[i] = nullptr;
+    }
+  }
+
+  BackendMemory* memory_for(BackendId b) const { return memory[static_cast<std::size_t>(b)]; }
+
+  void* storage(const Instance& inst, const detail::OperandRef& ref) const {
+    const Graph& g = plan->graph();
+    const Value& v = g.value(ref.value);
+    const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
+    if (ref.buffer >= 0) {
+      const detail::BufferPlan& buf = inst.plan->buffers[ref.buffer];
+      return inst.arena[static_cast<std::size_t>(buf.backend)] + buf.offset;
+    }
+    const Value& bv = g.value(base);
+    if (bv.kind == ValueKind::kConstant) return const_cast<void*>(bv.data);
+    const std::int32_t ext = external_index[base.index];
+    return ext >= 0 ? external_ptrs[ext] : nullptr;
+  }
+
+  static TensorView make_view(void* data, DType dtype, const ViewLayout& l, BackendId b) {
+    return TensorView::strided(
+        data, dtype, l.shape,
+        std::span<const std::int64_t>(l.strides.data(), std::size_t(l.shape.rank())), 0, b);
+  }
+
+  Status prepare(Instance& inst) {
+    const detail::BucketPlan& bp = *inst.plan;
+    for (BackendId b : kAllBackends) {
+      const auto i = static_cast<std::size_t>(b);
+      if (bp.arena_bytes[i] == 0) continue;
+      if (memory[i] == nullptr) {
+        return unavailable_error(fmt::format(
+            "the plan puts buffers on backend {}, and the executor has no memory for it", name(b)));
+      }
+      SWITCHYARD_ASSIGN_OR_RETURN(void* p, memory[i]->allocate(bp.arena_bytes[i]));
+      inst.arena[i] = static_cast<std::byte*>(p);
+    }
+    for (const detail::PlannedStep& s : bp.steps) {
+      if (memory_for(s.backend) == nullptr) {
+        return unavailable_error(
+            fmt::format("the plan runs work on backend {}, and the executor has no memory "
+                        "for it",
+                        name(s.backend)));
+      }
+    }
+    inst.views.resize(bp.operands.size());
+    inst.layouts.resize(bp.operands.size());
+    for (std::uint32_t i = 0; i < bp.operands.size(); ++i) {
+      const detail::OperandRef& ref = bp.operands[i];
+      const Value& v = plan->graph().value(ref.value);
+      const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
+      if (ref.buffer < 0 && external_index[base.index] >= 0) {
+        inst.external.emplace_back(i, static_cast<std::uint32_t>(external_index[base.index]));
+      }
+    }
+    // Constants needed on other backends are uploaded once, now.
+    for (const detail::BufferPlan& buf : bp.buffers) {
+      if (!buf.upload.valid()) continue;
+      const Value& c = plan->graph().value(buf.upload);
+      const Shape shape = c.shape;
+      const TensorView src = TensorView::contiguous(const_cast<void*>(c.data), c.dtype, shape);
+      const TensorView dst =
+          TensorView::contiguous(inst.arena[static_cast<std::size_t>(buf.backend)] + buf.offset,
+                                 c.dtype, shape, buf.backend);
+      SWITCHYARD_RETURN_IF_ERROR(memory_for(buf.backend)
+                                     ->copy(src, dst, options.streams[std::size_t(buf.backend)])
+                                     .with_context("uploading constant '" + c.name + "'"));
+    }
+    return Status::ok();
+  }
+
+  // Rebuilds every operand view for new symbol sizes (once per change of sizes).
+  Status bind_sizes(Instance& inst) {
+    const detail::BucketPlan& bp = *inst.plan;
+    for (std::size_t i = 0; i < bp.operands.size(); ++i) {
+      const detail::OperandRef& ref = bp.operands[i];
+      SWITCHYARD_ASSIGN_OR_RETURN(inst.layouts[i],
+                                  detail::operand_layout(plan->graph(), ref.value, sizes));
+      inst.views[i] = make_view(storage(inst, ref), plan->graph().value(ref.value).dtype,
+                                inst.layouts[i], ref.backend);
+    }
+    inst.bound_sizes = sizes;
+    inst.bound = true;
+    return Status::ok();
+  }
+
+  // The dispatch loop: pre-resolved function pointers over pre-built operand spans.
+  // kProfile adds a clock read around each step (ExecutorOptions::profile); the
+  // unprofiled instantiation has no timing code at all.
+  template <bool kProfile>
+  Status run_steps(Instance& inst) {
+    using Clock = std::chrono::steady_clock;
+    ExecProfile* profile = options.profile;
+    if constexpr (kProfile) {
+      profile->node_ns.resize(plan->graph().nodes().size(), 0.0);
+    }
+    ExecContext ctx{options.runner, nullptr};
+    const TensorView* views = inst.views.data();
+    for (const detail::PlannedStep& step : inst.plan->steps) {
+      const TensorView* ops = views + step.first_operand;
+      [[maybe_unused]] Clock::time_point start;
+      if constexpr (kProfile) start = Clock::now();
+      if (step.kind == detail::StepKind::kKernel) [[likely]] {
+        ctx.stream = options.streams[static_cast<std::size_t>(step.backend)];
+        const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
+                              std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
+                              ctx};
+        Status st = step.fn(call);
+        if (!st.is_ok()) [[unlikely]]
+          return node_error(step, st);
+      } else {
+        const BackendId from = ops[0].backend();
+        BackendMemory* mem = memory_for(from != BackendId::kCpu ? from : ops[1].backend());
+        Status st = mem->copy(ops[0], ops[1], options.streams[static_cast<std::size_t>(from)]);
+        if (!st.is_ok()) [[unlikely]]
+          return node_error(step, st);
+      }
+      if constexpr (kProfile) {
+        const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+        if (step.node >= 0) {
+          profile->node_ns[static_cast<std::size_t>(step.node)] += ns;
+        } else {
+          profile->copy_ns += ns;
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  Status node_error(const detail::PlannedStep& s, const Status& st) const {
+    if (s.node < 0) return st.with_context(fmt::format("copy to {}", name(s.backend)));
+    const Node& n = plan->graph().node(s.node);
+    return st.with_context(fmt::format("node '{}' ({}, kernel {} on {})", n.name, name(n.op),
+                                       s.entry ? s.entry->name : "?", name(s.backend)));
+  }
+
+  Status bind_external(std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+    const Graph& g = plan->graph();
+    const auto in_ids = plan->inputs();
+    const auto out_ids = plan->outputs();
+    if (inputs.size() != in_ids.size() || outputs.size() != out_ids.size()) {
+      return invalid_argument_error(
+          fmt::format("run: the plan takes {} inputs and {} outputs, got {} and {}", in_ids.size(),
+                      out_ids.size(), inputs.size(), outputs.size()));
+    }
+    std::fill(sizes.begin(), sizes.end(), -1);
+    auto bind = [&](const TensorView& t, ValueId id, bool deduce) -> Status {
+      const Value& v = g.value(id);
+      if (t.dtype() != v.dtype || t.backend() != BackendId::kCpu || !t.is_contiguous() ||
+          t.rank() != v.shape.rank()) {
+        return invalid_argument_error(
+            fmt::format("run: '{}' must be a contiguous host {} tensor of shape {}, got {}", v.name,
+                        name(v.dtype), g.shape_string(v.shape), describe(t)));
+      }
+      for (int d = 0; d < t.rank(); ++d) {
+        const std::int64_t want = v.shape[d];
+        std::int64_t expect = want;
+        if (is_symbolic(want)) {
+          std::int64_t& size = sizes[symbol_index(want)];
+          if (size < 0 && deduce) size = t.dim(d);
+          expect = size;
+        }
+        if (expect != t.dim(d)) {
+          return invalid_argument_error(
+              fmt::format("run: '{}' has shape {}; the plan expects {} ({})", v.name,
+                          t.shape().to_string(), g.shape_string(v.shape),
+                          is_symbolic(want) ? "a symbol sized differently elsewhere"
+                                            : "a fixed dimension differs"));
+        }
+      }
+      return Status::ok();
+    };
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      SWITCHYARD_RETURN_IF_ERROR(bind(inputs[i], in_ids[i], true));
+      external_ptrs[i] = inputs[i].data();
+    }
+    for (std::int64_t s : sizes) {
+      if (s < 0) return invalid_argument_error("run: a symbolic dimension appears in no input");
+    }
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      SWITCHYARD_RETURN_IF_ERROR(bind(outputs[i], out_ids[i], false));
+      external_ptrs[in_ids.size() + i] = outputs[i].data();
+    }
+    return Status::ok();
+  }
+
+  Result<Instance*> select() {
+    for (auto& inst : planned) {
+      if (inst->plan->accepts(sizes)) return inst.get();
+    }
+    for (auto& inst : unplanned) {
+      if (inst->plan->accepts(sizes)) {
+        ++stats.unplanned_runs;
+        return inst.get();
+      }
+    }
+    if (!options.allow_unplanned_shapes) {
+      std::vector<std::string> names;
+      for (const auto& inst : planned) names.push_back(inst->plan->name);
+      return failed_precondition_error(
+          fmt::format("run: sizes [{}] fall outside every planned bucket ({})",
+                      fmt::join(sizes, ", "), fmt::join(names, ", ")));
+    }
+    // The slow path: a run-time lookup for every node at these sizes.
+    SWITCHYARD_ASSIGN_OR_RETURN(std::unique_ptr<detail::BucketPlan> bp,
+                                plan_bucket_for_sizes(*plan, sizes));
+    auto inst = std::make_unique<Instance>();
+    inst->owned = std::move(bp);
+    inst->plan = inst->owned.get();
+    Status prepared = prepare(*inst);
+    if (!prepared.is_ok()) {
+      release(*inst);
+      return prepared;
+    }
+    ++stats.unplanned_runs;
+    unplanned.push_back(std::move(inst));
+    return unplanned.back().get();
+  }
+};
+
+Executor::Executor(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Executor::Executor(Executor&&) noexcept = default;
+Executor& Executor::operator=(Executor&&) noexcept = default;
+Executor::~Executor() = default;
+
+const ExecStats& Executor::stats() const { return state_->stats; }
+const ExecutionPlan& Executor::plan() const { return *state_->plan; }
+
+Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
+                                  ExecutorOptions options) {
+  if (plan == nullptr) return invalid_argument_error("Executor::create: no plan");
+  auto state = std::make_unique<State>();
+  state->plan = std::move(plan);
+  state->options = options;
+  state->memory = options.memory;
+  if (state->memory[static_cast<std::size_t>(BackendId::kCpu)] == nullptr) {
+    state->memory[static_cast<std::size_t>(BackendId::kCpu)] = &host_memory();
+  }
+  const Graph& g = state->plan->graph();
+  state->external_index.assign(g.values().size(), -1);
+  std::int32_t next = 0;
+  for (ValueId id : state->plan->inputs()) state->external_index[id.index] = next++;
+  for (ValueId id : state->plan->outputs()) state->external_index[id.index] = next++;
+  state->external_ptrs.assign(static_cast<std::size_t>(next), nullptr);
+  state->sizes.assign(g.symbols().size(), 0);
+  for (std::size_t i = 0; i < state->plan->bucket_count(); ++i) {
+    auto inst = std::make_unique<Instance>();
+    inst->plan = &state->plan->bucket(i);
+    Status prepared = state->prepare(*inst);
+    state->planned.push_back(std::move(inst));
+    SWITCHYARD_RETURN_IF_ERROR(prepared);
+  }
+  return Executor(std::move(state));
+}
+
+Status Executor::run(std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+  State& s = *state_;
+  const std::uint64_t generation = s.plan->table_generation();
+  if (generation != 0 && generation != current_generation()) {
+    return failed_precondition_error(
+        fmt::format("run: the plan was made against table generation {}, the published table is "
+                    "generation {}; plan again",
+                    generation, current_generation()));
+  }
+  SWITCHYARD_RETURN_IF_ERROR(s.bind_external(inputs, outputs));
+  SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, s.select());
+  if (!inst->bound || inst->bound_sizes != s.sizes) {
+    SWITCHYARD_RETURN_IF_ERROR(s.bind_sizes(*inst));
+  } else {
+    for (const auto& [operand, ext] : inst->external) {
+      const detail::OperandRef& ref = inst->plan->operands[operand];
+      inst->views[operand] =
+          State::make_view(s.storage(*inst, ref), s.plan->graph().value(ref.value).dtype,
+                           inst->layouts[operand], ref.backend);
+    }
+  }
+  ++s.stats.runs;
+  if (s.stats.last_bucket != inst->plan->name) s.stats.last_bucket = inst->plan->name;
+
+  if (s.options.profile != nullptr) [[unlikely]] {
+    return s.run_steps<true>(*inst);
+  }
+  return s.run_steps<false>(*inst);
+}
+
+}  // namespace switchyard

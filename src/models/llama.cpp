@@ -1,0 +1,485 @@
+// LlamaModel: probing, the graph, planning and the KV-cached eval loop. The file
+// comment of llama.h explains how the KV cache maps onto the planner.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "plan/plan_internal.h"
+#include "switchyard/backends.h"
+#include "switchyard/dispatch.h"
+#include "switchyard/executor.h"
+#include "switchyard/half.h"
+#include "switchyard/llama.h"
+#include "switchyard/quant.h"
+
+namespace switchyard {
+namespace {
+
+constexpr std::string_view kTokens = "tokens";
+constexpr std::string_view kPositions = "positions";
+constexpr std::string_view kMask = "kq_mask";
+constexpr std::string_view kLogits = "logits";
+
+std::string k_cache_name(std::int64_t i) { return fmt::format("blk.{}.k_cache", i); }
+std::string v_cache_name(std::int64_t i) { return fmt::format("blk.{}.v_cache", i); }
+std::string k_new_name(std::int64_t i) { return fmt::format("blk.{}.k_rope", i); }
+std::string v_new_name(std::int64_t i) { return fmt::format("blk.{}.attn_v", i); }
+std::string attention_name(std::int64_t i) { return fmt::format("blk.{}.attention", i); }
+
+// A weight converted to f32 at load (its kernel is missing on the selected
+// backend): the values every consumer sees, owned by the graph.
+Result<std::shared_ptr<const void>> to_f32(const GgufFile& file, const GgufTensorInfo& info) {
+  const std::int64_t n = info.shape.numel();
+  auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
+  std::span<const std::byte> bytes = file.tensor_bytes(info);
+  if (info.dtype == DType::kF32) {
+    std::memcpy(values->data(), bytes.data(), static_cast<std::size_t>(n) * sizeof(float));
+  } else if (info.dtype == DType::kF16 || info.dtype == DType::kBF16) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      (*values)[static_cast<std::size_t>(i)] =
+          info.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  } else {
+    SWITCHYARD_RETURN_IF_ERROR(dequantize(info.dtype, bytes, *values));
+  }
+  return std::shared_ptr<const void>(values, values->data());
+}
+
+// Builds the step graph, probing each weight on the way (the probe decides whether
+// the weight is used as stored or dequantized at load).
+class GraphAssembler {
+ public:
+  GraphAssembler(const GgufFile& file, const LlamaConfig& config, const KernelBindingTable& table,
+                 Registry& registry, BackendId backend, LlamaKernelReport& report)
+      : file_(file),
+        c_(config),
+        table_(table),
+        registry_(registry),
+        backend_(backend),
+        report_(report) {}
+
+  Result<Graph> build() {
+    const std::int64_t t = b_.symbol(kTokens);
+    const std::int64_t kv = b_.symbol("kv");
+    const std::int64_t d = c_.embedding_length;
+    const std::int64_t h = c_.head_count;
+    const std::int64_t hkv = c_.head_count_kv;
+    const std::int64_t dh = c_.head_dim();
+    ValueId tokens = b_.input(std::string(kTokens), DType::kI32, {t});
+    ValueId pos = b_.input(std::string(kPositions), DType::kI32, {t});
+    ValueId mask = b_.input(std::string(kMask), DType::kF32, {t, kv});
+    std::vector<ValueId> k_cache(static_cast<std::size_t>(c_.block_count));
+    std::vector<ValueId> v_cache(k_cache.size());
+    for (std::int64_t i = 0; i < c_.block_count; ++i) {
+      k_cache[static_cast<std::size_t>(i)] = b_.input(k_cache_name(i), DType::kF32, {kv, hkv, dh});
+      v_cache[static_cast<std::size_t>(i)] = b_.input(v_cache_name(i), DType::kF32, {kv, hkv, dh});
+    }
+
+    SWITCHYARD_ASSIGN_OR_RETURN(ValueId embd, embedding_table());
+    ValueId x =
+        b_.op(OpKind::kGetRows, {embd, tokens}, "token_embd", {}, "token_embd", DType::kF32);
+    std::vector<ValueId> k_new, v_new;
+    OpParams rope;
+    rope.rope_mode = RopeMode::kNormal;
+    rope.rope_base = c_.rope_freq_base;
+    rope.rope_dims = static_cast<int>(c_.rope_dims);
+    OpParams attn;
+    attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
+    OpParams norm;
+    norm.eps = c_.rms_eps;
+    for (std::int64_t i = 0; i < c_.block_count; ++i) {
+      const std::string p = fmt::format("blk.{}.", i);
+      ValueId hn = b_.op(OpKind::kRmsNorm, {x, norm_weight(block_tensor_name(i, "attn_norm"))},
+                         p + "attn_norm", norm, "attn_norm");
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId q, project(hn, i, "attn_q"));
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId k, project(hn, i, "attn_k"));
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId v, project(hn, i, "attn_v"));
+      ValueId qr =
+          b_.op(OpKind::kRope, {b_.reshape(q, {t, h, dh}), pos}, p + "q_rope", rope, "rope_q");
+      ValueId kr =
+          b_.op(OpKind::kRope, {b_.reshape(k, {t, hkv, dh}), pos}, k_new_name(i), rope, "rope_k");
+      k_new.push_back(kr);
+      v_new.push_back(v);
+      ValueId a = b_.op(
+          OpKind::kAttention,
+          {qr, k_cache[static_cast<std::size_t>(i)], v_cache[static_cast<std::size_t>(i)], mask},
+          attention_name(i), attn, "attention");
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId o, project(b_.reshape(a, {t, d}), i, "attn_output"));
+      x = b_.add(x, o, p + "attn_residual", "residual");
+      ValueId fn = b_.op(OpKind::kRmsNorm, {x, norm_weight(block_tensor_name(i, "ffn_norm"))},
+                         p + "ffn_norm", norm, "ffn_norm");
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId gate, project(fn, i, "ffn_gate"));
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId up, project(fn, i, "ffn_up"));
+      ValueId act = b_.mul(b_.silu(gate, p + "ffn_silu", "ffn_act"), up, p + "ffn_mul", "ffn_act");
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId down, project(act, i, "ffn_down"));
+      x = b_.add(x, down, p + "ffn_residual", "residual");
+    }
+    ValueId out = b_.op(OpKind::kRmsNorm, {x, norm_weight("output_norm.weight")}, "output_norm",
+                        norm, "output_norm");
+    SWITCHYARD_ASSIGN_OR_RETURN(
+        ValueId head, weight(c_.tied_embeddings ? "token_embd.weight" : "output.weight", "output",
+                             OpKind::kMatmul));
+    ValueId logits = b_.op(OpKind::kMatmul, {out, head}, std::string(kLogits), {}, "output");
+    b_.output(logits);
+    for (std::size_t i = 0; i < k_new.size(); ++i) {
+      b_.output(k_new[i]);
+      b_.output(v_new[i]);
+    }
+    return std::move(b_).build();
+  }
+
+  // Probes every node the weight probes did not cover (attention, rope, norms,
+  // residual adds ...), by role. These have no fallback: a miss here fails planning.
+  void probe_other_nodes(const Graph& g) {
+    for (const Node& n : g.nodes()) {
+      if (n.op == OpKind::kMatmul || n.op == OpKind::kGetRows) continue;  // probed as weights
+      std::vector<DType> dtypes;
+      for (ValueId in : n.inputs) dtypes.push_back(g.value(in).dtype);
+      dtypes.push_back(g.value(n.output).dtype);
+      Result<const BindingEntry*> hit = probe_kernel(registry_, table_,
+                                                     {.key = n.op,
+                                                      .dtypes = DTypeList(dtypes),
+                                                      .backend = backend_,
+                                                      .role = n.role,
+                                                      .fallback = "none: the load fails"});
+      ++report_.probes;
+      if (!hit.is_ok()) {
+        report_.violations.push_back({n.name, n.role, std::string(name(n.op)),
+                                      representative_dtype(DTypeList(dtypes)),
+                                      "none: the load fails"});
+      }
+    }
+  }
+
+ private:
+  static constexpr std::string_view kDequantFallback =
+      "weight converted to f32 at load, f32 kernel";
+
+  ValueId norm_weight(const std::string& name) {
+    const GgufTensorInfo* info = file_.find_tensor(name);  // checked by from_gguf
+    return b_.constant_borrowed(name, DType::kF32, info->shape, file_.view(*info).data());
+  }
+
+  // The weight `name` as the consumer `op` (matmul or get_rows) will read it: as
+  // stored when the selected backend serves that key, else converted to f32.
+  Result<ValueId> weight(const std::string& name, std::string_view role, OpKind op) {
+    const GgufTensorInfo* info = file_.find_tensor(name);
+    const DTypeList dtypes = op == OpKind::kMatmul
+                                 ? DTypeList{DType::kF32, info->dtype, DType::kF32}
+                                 : DTypeList{info->dtype, DType::kI32, DType::kF32};
+    Result<const BindingEntry*> hit = probe_kernel(registry_, table_,
+                                                   {.key = op,
+                                                    .dtypes = dtypes,
+                                                    .backend = backend_,
+                                                    .role = role,
+                                                    .fallback = kDequantFallback,
+                                                    .dtype = info->dtype});
+    ++report_.probes;
+    if (hit.is_ok() || info->dtype == DType::kF32) {
+      return b_.constant_borrowed(name, info->dtype, info->shape, file_.view(*info).data());
+    }
+    report_.violations.push_back({name, std::string(role), std::string(switchyard::name(op)),
+                                  info->dtype, std::string(kDequantFallback)});
+    SWITCHYARD_ASSIGN_OR_RETURN(std::shared_ptr<const void> f32, to_f32(file_, *info));
+    return b_.constant(name, DType::kF32, info->shape, std::move(f32));
+  }
+
+  Result<ValueId> embedding_table() {
+    if (embd_.valid()) return embd_;
+    SWITCHYARD_ASSIGN_OR_RETURN(embd_, weight("token_embd.weight", "token_embd", OpKind::kGetRows));
+    return embd_;
+  }
+
+  Result<ValueId> project(ValueId x, std::int64_t block, std::string_view role) {
+    SWITCHYARD_ASSIGN_OR_RETURN(ValueId w,
+                                weight(block_tensor_name(block, role), role, OpKind::kMatmul));
+    return b_.matmul(x, w, fmt::format("blk.{}.{}", block, role), std::string(role));
+  }
+
+  const GgufFile& file_;
+  const LlamaConfig& c_;
+  const KernelBindingTable& table_;
+  Registry& registry_;
+  BackendId backend_;
+  LlamaKernelReport& report_;
+  GraphBuilder b_;
+  ValueId embd_;
+};
+
+// The executor writes each layer's new k and v rows into the cache (graph outputs)
+// and reads the cache (graph inputs) in its attention; nothing in the graph orders
+// the two, so every bucket's step order is checked here.
+Status check_cache_order(const ExecutionPlan& plan, std::int64_t blocks) {
+  const Graph& g = plan.graph();
+  for (std::size_t b = 0; b < plan.bucket_count(); ++b) {
+    const detail::BucketPlan& bucket = plan.bucket(b);
+    std::vector<std::int64_t> step_of(g.nodes().size(), -1);
+    for (std::size_t s = 0; s < bucket.steps.size(); ++s) {
+      if (bucket.steps[s].node >= 0) {
+        step_of[static_cast<std::size_t>(bucket.steps[s].node)] = static_cast<std::int64_t>(s);
+      }
+    }
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      const std::int32_t attention = g.find_node(attention_name(i));
+      const std::int32_t k = g.find_node(k_new_name(i));
+      const std::int32_t v = g.find_node(v_new_name(i));
+      if (attention < 0 || k < 0 || v < 0) {
+        return internal_error(fmt::format(
+            "llama: planned graph lost block {}'s attention or cache writers (fused away?)", i));
+      }
+      const std::int64_t at = step_of[static_cast<std::size_t>(attention)];
+      if (step_of[static_cast<std::size_t>(k)] >= at ||
+          step_of[static_cast<std::size_t>(v)] >= at) {
+        return internal_error(
+            fmt::format("llama: bucket '{}' runs block {}'s attention before its k/v cache writes",
+                        bucket.name, i));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string LlamaKernelReport::render() const {
+  std::string out = fmt::format("kernels: {} probes on {}, {} violation{}\n", probes, name(backend),
+                                violations.size(), violations.size() == 1 ? "" : "s");
+  for (const BucketNodes& b : buckets) {
+    out += fmt::format("  {:<8}", b.bucket);
+    for (const auto& [where, n] : b.nodes) out += fmt::format(" {} {} nodes", name(where), n);
+    out += "\n";
+  }
+  for (const Violation& v : violations) {
+    out += fmt::format("  VIOLATION {} ({}, {}): no {} kernel on {} -> {}\n", v.tensor, v.role,
+                       name(v.dtype), v.op, name(backend), v.fallback);
+  }
+  for (const CoverageBinding& m : seal.masked) {
+    out += fmt::format("  masked: {} {}\n", name(m.backend), m.kernel_name);
+  }
+  return out;
+}
+
+struct LlamaModel::State {
+  explicit State(GgufFile f) : file(std::move(f)) {}
+  // Weights are borrowed from its mapping.
+  GgufFile file;
+  LlamaConfig config;
+  LlamaKernelReport report;
+  std::shared_ptr<const ExecutionPlan> plan;
+  std::optional<Executor> executor;
+  ExecProfile exec_profile;
+  LlamaProfile profile;
+  std::int64_t max_context = 0;
+  std::int64_t max_batch = 0;
+  std::int64_t position = 0;
+  // Per layer: [max_context, kv_heads, head_dim] f32.
+  std::vector<std::vector<float>> k_cache, v_cache;
+  // The tensors one eval binds, by slot (see slot_of), and which slot each of the
+  // plan's inputs and outputs takes, resolved once at load.
+  std::vector<TensorView> slots;
+  std::vector<std::size_t> input_slots, output_slots;
+  std::vector<TensorView> inputs, outputs;
+  std::vector<std::int32_t> positions;
+  std::vector<float> mask;
+};
+
+Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& options) {
+  const auto compiled = compiled_backends();
+  if (std::find(compiled.begin(), compiled.end(), options.backend) == compiled.end()) {
+    return unavailable_error(
+        fmt::format("llama: backend '{}' is not compiled into this build", name(options.backend)));
+  }
+  auto state = std::make_unique<State>(std::move(file));
+  State& s = *state;
+  SWITCHYARD_ASSIGN_OR_RETURN(s.config, LlamaConfig::from_gguf(s.file));
+  const LlamaConfig& c = s.config;
+  s.max_context = options.max_context > 0 ? std::min(options.max_context, c.context_length)
+                                          : std::min<std::int64_t>(c.context_length, 2048);
+  s.max_batch = options.max_batch > 0 ? std::min(options.max_batch, s.max_context)
+                                      : std::min<std::int64_t>(s.max_context, 512);
+
+  Registry& registry = options.registry ? *options.registry : global_registry();
+  if (options.strict) registry.set_strict_policy(*options.strict);
+  // The selected backend's slow paths are this load's violations, the CPU's too.
+  registry.set_selected_backends(std::vector<BackendId>{options.backend});
+  s.report.backend = options.backend;
+
+  TableSnapshot table = current_table();
+  GraphAssembler assembler(s.file, c, *table, registry, options.backend, s.report);
+  SWITCHYARD_ASSIGN_OR_RETURN(Graph graph, assembler.build());
+  assembler.probe_other_nodes(graph);
+  const std::vector<CoverageBinding> masked = masked_bindings();
+  Result<SealReport> sealed = registry.seal_or_error(masked);
+  if (!sealed.is_ok()) return sealed.status();
+  s.report.seal = std::move(*sealed);
+
+  PlanOptions plan_options;
+  plan_options.policy.preferred = {options.backend};
+  plan_options.buckets = {
+      {"decode", {{std::string(kTokens), 1, 1}, {"kv", 1, s.max_context}}},
+      {"prefill",
+       {{std::string(kTokens), 2, std::max<std::int64_t>(2, s.max_batch)},
+        {"kv", 2, s.max_context}}},
+  };
+  SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan planned, plan_graph(graph, table, plan_options));
+  SWITCHYARD_RETURN_IF_ERROR(check_cache_order(planned, c.block_count));
+  for (const BucketReport& b : planned.report().buckets) {
+    LlamaKernelReport::BucketNodes nodes{b.name, {}};
+    for (const BackendTotal& t : b.per_backend) nodes.nodes.emplace_back(t.backend, t.nodes);
+    s.report.buckets.push_back(std::move(nodes));
+  }
+  s.plan = std::make_shared<const ExecutionPlan>(std::move(planned));
+  ExecutorOptions exec_options;
+  exec_options.runner = options.runner;
+  if (options.profile) exec_options.profile = &s.exec_profile;
+  // Every planned shape is bucketed; a run outside them would be a planning bug.
+  exec_options.allow_unplanned_shapes = false;
+  SWITCHYARD_ASSIGN_OR_RETURN(Executor exec, Executor::create(s.plan, exec_options));
+  s.executor.emplace(std::move(exec));
+
+  const Graph& g = s.plan->graph();
+  std::map<std::string, std::size_t, std::less<>> slot_of = {{std::string(kTokens), 0},
+                                                             {std::string(kPositions), 1},
+                                                             {std::string(kMask), 2},
+                                                             {std::string(kLogits), 3}};
+  for (std::int64_t i = 0; i < c.block_count; ++i) {
+    const auto base = static_cast<std::size_t>(4 + 4 * i);
+    slot_of[k_cache_name(i)] = base;
+    slot_of[v_cache_name(i)] = base + 1;
+    slot_of[k_new_name(i)] = base + 2;
+    slot_of[v_new_name(i)] = base + 3;
+  }
+  auto slot = [&](const std::string& name) -> Result<std::size_t> {
+    auto it = slot_of.find(name);
+    if (it == slot_of.end()) {
+      return internal_error(
+          fmt::format("llama: the plan has an unexpected input/output '{}'", name));
+    }
+    return it->second;
+  };
+  for (ValueId id : s.plan->inputs()) {
+    SWITCHYARD_ASSIGN_OR_RETURN(std::size_t k, slot(g.value(id).name));
+    s.input_slots.push_back(k);
+  }
+  for (ValueId id : s.plan->outputs()) {
+    const Value& v = g.value(id);
+    SWITCHYARD_ASSIGN_OR_RETURN(std::size_t k,
+                                slot(v.producer >= 0 ? g.node(v.producer).name : v.name));
+    s.output_slots.push_back(k);
+  }
+  s.slots.resize(slot_of.size());
+  s.inputs.resize(s.input_slots.size());
+  s.outputs.resize(s.output_slots.size());
+  const std::size_t cache = static_cast<std::size_t>(s.max_context * c.kv_dim());
+  s.k_cache.assign(static_cast<std::size_t>(c.block_count), std::vector<float>(cache));
+  s.v_cache.assign(static_cast<std::size_t>(c.block_count), std::vector<float>(cache));
+  return LlamaModel(std::move(state));
+}
+
+LlamaModel::LlamaModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
+LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
+LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
+LlamaModel::~LlamaModel() = default;
+
+const LlamaConfig& LlamaModel::config() const { return state_->config; }
+const LlamaKernelReport& LlamaModel::kernel_report() const { return state_->report; }
+const ExecutionPlan& LlamaModel::plan() const { return *state_->plan; }
+std::int64_t LlamaModel::max_context() const { return state_->max_context; }
+std::int64_t LlamaModel::max_batch() const { return state_->max_batch; }
+std::int64_t LlamaModel::position() const { return state_->position; }
+void LlamaModel::reset() { state_->position = 0; }
+const LlamaProfile& LlamaModel::profile() const { return state_->profile; }
+void LlamaModel::reset_profile() {
+  state_->profile = {};
+  state_->exec_profile = {};
+}
+
+Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> logits) {
+  State& s = *state_;
+  const LlamaConfig& c = s.config;
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  if (n < 1 || n > s.max_batch) {
+    return invalid_argument_error(
+        fmt::format("llama: eval takes 1 to {} tokens, got {}", s.max_batch, n));
+  }
+  if (static_cast<std::int64_t>(logits.size()) != n * c.vocab_size) {
+    return invalid_argument_error(fmt::format("llama: logits hold {} floats, {} tokens need {}",
+                                              logits.size(), n, n * c.vocab_size));
+  }
+  if (s.position + n > s.max_context) {
+    return out_of_range_error(
+        fmt::format("llama: {} tokens at position {} overflow the {}-token cache", n, s.position,
+                    s.max_context));
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t tok = tokens[static_cast<std::size_t>(i)];
+    if (tok < 0 || tok >= c.vocab_size) {
+      return out_of_range_error(fmt::format(
+          "llama: token {} at index {} is outside the vocabulary [0, {})", tok, i, c.vocab_size));
+    }
+  }
+  const std::int64_t past = s.position;
+  const std::int64_t kv = past + n;
+  s.positions.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    s.positions[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(past + i);
+  }
+  // Row i (absolute position past + i) sees keys 0 .. past + i.
+  s.mask.assign(static_cast<std::size_t>(n * kv), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t j = past + i + 1; j < kv; ++j) {
+      s.mask[static_cast<std::size_t>(i * kv + j)] = -std::numeric_limits<float>::infinity();
+    }
+  }
+
+  const std::int64_t hkv = c.head_count_kv;
+  const std::int64_t dh = c.head_dim();
+  std::vector<TensorView>& slots = s.slots;
+  slots[0] = TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
+  slots[1] = TensorView::contiguous(s.positions.data(), DType::kI32, {n});
+  slots[2] = TensorView::contiguous(s.mask.data(), DType::kF32, {n, kv});
+  slots[3] = TensorView::contiguous(logits.data(), DType::kF32, {n, c.vocab_size});
+  for (std::int64_t i = 0; i < c.block_count; ++i) {
+    float* k = s.k_cache[static_cast<std::size_t>(i)].data();
+    float* v = s.v_cache[static_cast<std::size_t>(i)].data();
+    const auto base = static_cast<std::size_t>(4 + 4 * i);
+    slots[base] = TensorView::contiguous(k, DType::kF32, {kv, hkv, dh});
+    slots[base + 1] = TensorView::contiguous(v, DType::kF32, {kv, hkv, dh});
+    slots[base + 2] = TensorView::contiguous(k + past * hkv * dh, DType::kF32, {n, hkv, dh});
+    slots[base + 3] = TensorView::contiguous(v + past * hkv * dh, DType::kF32, {n, hkv * dh});
+  }
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) s.inputs[i] = slots[s.input_slots[i]];
+  for (std::size_t i = 0; i < s.outputs.size(); ++i) s.outputs[i] = slots[s.output_slots[i]];
+  SWITCHYARD_RETURN_IF_ERROR(s.executor->run(s.inputs, s.outputs));
+  s.position = kv;
+
+  if (!s.exec_profile.node_ns.empty()) {
+    const Graph& g = s.plan->graph();
+    for (std::size_t i = 0; i < s.exec_profile.node_ns.size(); ++i) {
+      const Node& node = g.node(static_cast<std::int32_t>(i));
+      const OpFamily fam = node.fused_key != 0 ? OpFamily::kFused : op_family(node.op);
+      s.profile.family_ns[static_cast<std::size_t>(fam)] += s.exec_profile.node_ns[i];
+      s.exec_profile.node_ns[i] = 0;
+    }
+    s.profile.copy_ns += s.exec_profile.copy_ns;
+    s.exec_profile.copy_ns = 0;
+  }
+  return Status::ok();
+}
+
+std::int32_t argmax_token(std::span<const float> logits) {
+  if (logits.empty()) return -1;
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<std::int32_t>(best);
+}
+
+}  // namespace switchyard

@@ -1,0 +1,178 @@
+// LlamaConfig: the `llama.*` GGUF keys and the tensors they imply, checked.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "switchyard/llama.h"
+
+namespace switchyard {
+namespace {
+
+constexpr std::string_view kArchitecture = "general.architecture";
+
+// A required positive integer key.
+Result<std::int64_t> positive_key(const GgufMetadata& md, std::string_view key) {
+  if (md.find(key) == nullptr) {
+    return invalid_argument_error(fmt::format("llama: metadata key '{}' is missing", key));
+  }
+  Result<std::int64_t> v = md.get_integer(key);
+  if (!v.is_ok()) {
+    return invalid_argument_error(
+        fmt::format("llama: metadata key '{}' is not an integer: {}", key, v.status().message()));
+  }
+  if (*v <= 0) {
+    return invalid_argument_error(
+        fmt::format("llama: metadata key '{}' is {}, must be positive", key, *v));
+  }
+  return *v;
+}
+
+Result<float> positive_float_key(const GgufMetadata& md, std::string_view key,
+                                 std::optional<float> fallback) {
+  if (md.find(key) == nullptr) {
+    if (fallback) return *fallback;
+    return invalid_argument_error(fmt::format("llama: metadata key '{}' is missing", key));
+  }
+  Result<double> v = md.get_float(key);
+  if (!v.is_ok()) {
+    return invalid_argument_error(
+        fmt::format("llama: metadata key '{}' is not a number: {}", key, v.status().message()));
+  }
+  if (!(*v > 0) || !std::isfinite(*v)) {
+    return invalid_argument_error(
+        fmt::format("llama: metadata key '{}' is {}, must be positive", key, *v));
+  }
+  return static_cast<float>(*v);
+}
+
+bool is_matrix_dtype(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || is_quantized(t);
+}
+
+Status check_tensor(const GgufFile& file, const std::string& name, const Shape& expected,
+                    bool matrix) {
+  const GgufTensorInfo* info = file.find_tensor(name);
+  if (info == nullptr) {
+    return not_found_error(fmt::format("llama: tensor '{}' is missing", name));
+  }
+  if (!(info->shape == expected)) {
+    return invalid_argument_error(
+        fmt::format("llama: tensor '{}' has shape {}, the config needs {}", name,
+                    info->shape.to_string(), expected.to_string()));
+  }
+  if (matrix ? !is_matrix_dtype(info->dtype) : info->dtype != DType::kF32) {
+    return invalid_argument_error(
+        fmt::format("llama: tensor '{}' has dtype {}; {} weights must be {}", name,
+                    switchyard::name(info->dtype), matrix ? "matrix" : "norm",
+                    matrix ? "f32, f16, bf16 or block-quantized" : "f32"));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string block_tensor_name(std::int64_t block, std::string_view role) {
+  return fmt::format("blk.{}.{}.weight", block, role);
+}
+
+Result<LlamaConfig> LlamaConfig::from_metadata(const GgufMetadata& md) {
+  if (md.find(kArchitecture) == nullptr) {
+    return invalid_argument_error(
+        fmt::format("llama: metadata key '{}' is missing", kArchitecture));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(std::string_view arch, md.get_string(kArchitecture));
+  if (arch != "llama") {
+    return invalid_argument_error(
+        fmt::format("llama: general.architecture is '{}', this builder reads 'llama'", arch));
+  }
+  LlamaConfig c;
+  SWITCHYARD_ASSIGN_OR_RETURN(c.context_length, positive_key(md, "llama.context_length"));
+  SWITCHYARD_ASSIGN_OR_RETURN(c.embedding_length, positive_key(md, "llama.embedding_length"));
+  SWITCHYARD_ASSIGN_OR_RETURN(c.block_count, positive_key(md, "llama.block_count"));
+  SWITCHYARD_ASSIGN_OR_RETURN(c.feed_forward_length, positive_key(md, "llama.feed_forward_length"));
+  SWITCHYARD_ASSIGN_OR_RETURN(c.head_count, positive_key(md, "llama.attention.head_count"));
+  if (md.find("llama.attention.head_count_kv") != nullptr) {
+    SWITCHYARD_ASSIGN_OR_RETURN(c.head_count_kv, positive_key(md, "llama.attention.head_count_kv"));
+  } else {
+    c.head_count_kv = c.head_count;
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(c.rope_freq_base,
+                              positive_float_key(md, "llama.rope.freq_base", 10000.0f));
+  SWITCHYARD_ASSIGN_OR_RETURN(
+      c.rms_eps, positive_float_key(md, "llama.attention.layer_norm_rms_epsilon", std::nullopt));
+  if (md.find("llama.vocab_size") != nullptr) {
+    SWITCHYARD_ASSIGN_OR_RETURN(c.vocab_size, positive_key(md, "llama.vocab_size"));
+  } else if (md.find("tokenizer.ggml.tokens") != nullptr) {
+    SWITCHYARD_ASSIGN_OR_RETURN(std::span<const GgufValue> tokens,
+                                md.get_array("tokenizer.ggml.tokens", GgufType::kString));
+    c.vocab_size = static_cast<std::int64_t>(tokens.size());
+  }  // else: from token_embd's rows (from_gguf)
+
+  if (c.embedding_length % c.head_count != 0) {
+    return invalid_argument_error(
+        fmt::format("llama: embedding_length {} is not a multiple of head_count {}",
+                    c.embedding_length, c.head_count));
+  }
+  if (c.head_dim() % 2 != 0) {
+    return invalid_argument_error(
+        fmt::format("llama: head dimension {} (embedding_length / head_count) is odd; rope "
+                    "rotates pairs",
+                    c.head_dim()));
+  }
+  c.rope_dims = c.head_dim();
+  if (md.find("llama.rope.dimension_count") != nullptr) {
+    SWITCHYARD_ASSIGN_OR_RETURN(c.rope_dims, positive_key(md, "llama.rope.dimension_count"));
+    if (c.rope_dims > c.head_dim() || c.rope_dims % 2 != 0) {
+      return invalid_argument_error(
+          fmt::format("llama: rope.dimension_count {} must be even and at most the head "
+                      "dimension {}",
+                      c.rope_dims, c.head_dim()));
+    }
+  }
+  if (c.head_count % c.head_count_kv != 0) {
+    return invalid_argument_error(
+        fmt::format("llama: head_count {} is not a multiple of head_count_kv {} (grouped-query "
+                    "attention shares each kv head among a whole number of query heads)",
+                    c.head_count, c.head_count_kv));
+  }
+  return c;
+}
+
+Result<LlamaConfig> LlamaConfig::from_gguf(const GgufFile& file) {
+  SWITCHYARD_ASSIGN_OR_RETURN(LlamaConfig c, from_metadata(file.metadata()));
+  const std::int64_t d = c.embedding_length;
+  const GgufTensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr) return not_found_error("llama: tensor 'token_embd.weight' is missing");
+  if (c.vocab_size == 0) {
+    if (embd->shape.rank() != 2) {
+      return invalid_argument_error(
+          fmt::format("llama: tensor 'token_embd.weight' has shape {}, expected [vocab, {}]",
+                      embd->shape.to_string(), d));
+    }
+    c.vocab_size = embd->shape[0];
+  }
+  SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, "token_embd.weight", {c.vocab_size, d}, true));
+  SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, "output_norm.weight", {d}, false));
+  c.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  if (!c.tied_embeddings) {
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, "output.weight", {c.vocab_size, d}, true));
+  }
+  const std::int64_t f = c.feed_forward_length;
+  for (std::int64_t i = 0; i < c.block_count; ++i) {
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, block_tensor_name(i, "attn_norm"), {d}, false));
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, block_tensor_name(i, "attn_q"), {d, d}, true));
+    SWITCHYARD_RETURN_IF_ERROR(
+        check_tensor(file, block_tensor_name(i, "attn_k"), {c.kv_dim(), d}, true));
+    SWITCHYARD_RETURN_IF_ERROR(
+        check_tensor(file, block_tensor_name(i, "attn_v"), {c.kv_dim(), d}, true));
+    SWITCHYARD_RETURN_IF_ERROR(
+        check_tensor(file, block_tensor_name(i, "attn_output"), {d, d}, true));
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, block_tensor_name(i, "ffn_norm"), {d}, false));
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, block_tensor_name(i, "ffn_gate"), {f, d}, true));
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, block_tensor_name(i, "ffn_up"), {f, d}, true));
+    SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, block_tensor_name(i, "ffn_down"), {d, f}, true));
+  }
+  return c;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,78 @@
+// The embedded default llama model: generate_synthetic_llama (f32) re-stored with
+// the quantized types real files mix.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "switchyard/half.h"
+#include "switchyard/llama.h"
+#include "switchyard/quant.h"
+
+namespace switchyard {
+
+SyntheticLlamaConfig default_synthetic_llama_config() {
+  SyntheticLlamaConfig c;
+  c.vocab_size = 512;
+  c.embedding_length = 256;
+  c.block_count = 4;
+  c.head_count = 8;
+  c.head_count_kv = 4;
+  c.feed_forward_length = 768;
+  c.context_length = 2048;
+  c.seed = 0x5eed;
+  c.weight_type = DType::kF32;
+  return c;
+}
+
+std::vector<TensorTypeRule> default_synthetic_llama_types() {
+  return {{"token_embd", DType::kQ4_K}, {"attn_q", DType::kQ4_K},      {"attn_k", DType::kQ4_K},
+          {"attn_v", DType::kQ8_0},     {"attn_output", DType::kQ4_K}, {"ffn_gate", DType::kQ4_K},
+          {"ffn_up", DType::kQ4_K},     {"ffn_down", DType::kQ6_K},    {"output", DType::kQ6_K}};
+}
+
+Status quantize_synthetic_llama(SyntheticModel& model, std::span<const TensorTypeRule> rules) {
+  const auto roles = synthetic_llama_weight_roles();
+  for (const TensorTypeRule& r : rules) {
+    if (std::find(roles.begin(), roles.end(), r.role) == roles.end()) {
+      return invalid_argument_error(
+          fmt::format("synthetic llama: no weight role '{}' to quantize", r.role));
+    }
+    const bool storable = r.dtype == DType::kF32 || r.dtype == DType::kF16 ||
+                          r.dtype == DType::kBF16 ||
+                          (is_quantized(r.dtype) && can_quantize(r.dtype));
+    if (!storable) {
+      return invalid_argument_error(
+          fmt::format("synthetic llama: cannot store weights as {}", name(r.dtype)));
+    }
+  }
+  for (SyntheticTensor& t : model.tensors) {
+    auto rule = std::find_if(rules.begin(), rules.end(),
+                             [&](const TensorTypeRule& r) { return r.role == t.role; });
+    if (rule == rules.end() || t.dtype != DType::kF32 || rule->dtype == DType::kF32) continue;
+    const DType to = rule->dtype;
+    std::vector<float> values(static_cast<std::size_t>(t.shape.numel()));
+    std::memcpy(values.data(), t.data.data(), values.size() * sizeof(float));
+    Result<std::int64_t> row = row_bytes(to, t.shape.inner());
+    if (!row.is_ok()) {
+      return invalid_argument_error(fmt::format("synthetic llama: tensor '{}' {} cannot be {}: {}",
+                                                t.name, t.shape.to_string(), name(to),
+                                                row.status().message()));
+    }
+    std::vector<std::byte> out(static_cast<std::size_t>(*row * t.shape.outer()));
+    if (to == DType::kF16 || to == DType::kBF16) {
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t h = to == DType::kF16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      }
+    } else {
+      SWITCHYARD_RETURN_IF_ERROR(quantize(to, values, out));
+    }
+    t.data = std::move(out);
+    t.dtype = to;
+  }
+  return Status::ok();
+}
+
+}  // namespace switchyard

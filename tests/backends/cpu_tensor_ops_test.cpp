@@ -1,0 +1,295 @@
+// CPU rope, get_rows, copy, transpose, concat and attention against simple
+// double-precision expectations, including strided inputs, grouped-query heads,
+// causal masking and the error paths.
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu_test_util.h"
+
+namespace switchyard::test {
+namespace {
+
+constexpr DType kFloats[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+// The one sibling at a key (a copy: the vector is usually a temporary).
+BindingEntry only_entry(const std::vector<BindingEntry>& entries) {
+  EXPECT_EQ(entries.size(), 1u);
+  return entries.front();
+}
+
+// --- rope ----------------------------------------------------------------------
+
+std::vector<double> rope_expect(const Tensor& x, const std::vector<int>& pos, RopeMode mode,
+                                double base, std::int64_t dims) {
+  const Shape& s = x.shape();
+  const std::int64_t d = s[s.rank() - 1], h = s[s.rank() - 2], t = s[s.rank() - 3];
+  std::vector<double> out = x.values();
+  for (std::int64_t row = 0; row < x.numel() / (h * d); ++row) {
+    for (std::int64_t hh = 0; hh < h; ++hh) {
+      const std::int64_t o = (row * h + hh) * d;
+      for (std::int64_t i = 0; i < dims / 2; ++i) {
+        const double theta = pos[row % t] * std::pow(base, -2.0 * i / dims);
+        const std::int64_t iu = mode == RopeMode::kNeox ? i : 2 * i;
+        const std::int64_t iv = mode == RopeMode::kNeox ? i + dims / 2 : 2 * i + 1;
+        const double u = x.get(o + iu), v = x.get(o + iv);
+        out[o + iu] = u * std::cos(theta) - v * std::sin(theta);
+        out[o + iv] = u * std::sin(theta) + v * std::cos(theta);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(CpuRopeTest, PositionZeroIsTheIdentityAndPairsRotate) {
+  const DType t = DType::kF32;
+  Tensor x = Tensor::of(t, {2, 1, 2}, {1, 0, 1, 0});
+  Tensor pos = Tensor::of(DType::kI32, {2}, {0, 1});
+  OpParams params;
+  params.rope_base = 10000;
+  const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
+  Tensor out(t, {2, 1, 2});
+  ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
+  // Position 0: unchanged; position 1, pair 0: angle 1 radian.
+  EXPECT_EQ(out.get(0), 1);
+  EXPECT_EQ(out.get(1), 0);
+  EXPECT_FLOAT_EQ(static_cast<float>(out.get(2)), static_cast<float>(std::cos(1.0)));
+  EXPECT_FLOAT_EQ(static_cast<float>(out.get(3)), static_cast<float>(std::sin(1.0)));
+}
+
+TEST(CpuRopeTest, NormalAndNeoxMatchDoubleWithPartialRotation) {
+  for (DType t : kFloats) {
+    for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+      for (int rope_dims : {0, 4}) {
+        const std::vector<int> positions = {0, 7, 300};
+        Tensor x = Tensor::of(t, {2, 3, 3, 6}, random_values(108, -2, 2, 51));
+        Tensor pos = Tensor::of(DType::kI32, {3}, {0, 7, 300});
+        OpParams params;
+        params.rope_mode = mode;
+        params.rope_base = 500;
+        params.rope_dims = rope_dims;
+        const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
+        Tensor out(t, {2, 3, 3, 6});
+        ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
+        expect_within(out, rope_expect(x, positions, mode, 500, rope_dims == 0 ? 6 : rope_dims), e,
+                      mode == RopeMode::kNeox ? "neox" : "normal");
+      }
+    }
+  }
+}
+
+TEST(CpuRopeTest, RopeRefusesBadDimsAndPositions) {
+  const DType t = DType::kF32;
+  Tensor x(t, {3, 2, 6}), pos(DType::kI32, {3}), short_pos(DType::kI32, {2}), out(t, {3, 2, 6});
+  const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
+  OpParams odd;
+  odd.rope_dims = 3;
+  EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, odd).code(),
+            StatusCode::kInvalidArgument);
+  OpParams wide;
+  wide.rope_dims = 8;
+  EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, wide).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(call_entry(e, {x.view(), short_pos.view()}, {out.view()}).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// --- get_rows ------------------------------------------------------------------
+
+TEST(CpuGetRowsTest, RowsAreLookedUpAndConverted) {
+  for (DType table_t : kFloats) {
+    Tensor table = Tensor::of(table_t, {4, 3}, {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31.5, 32});
+    Tensor idx = Tensor::of(DType::kI32, {5}, {3, 0, 0, 2, 1});
+    for (DType out_t : kFloats) {
+      const BindingEntry& e =
+          only_entry(cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t}));
+      Tensor out(out_t, {5, 3});
+      ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
+      std::vector<double> expected;
+      for (int r : {3, 0, 0, 2, 1}) {
+        for (int c = 0; c < 3; ++c) expected.push_back(out.stored(table.get(r * 3 + c)));
+      }
+      EXPECT_EQ(out.values(), expected) << e.name;
+    }
+  }
+}
+
+TEST(CpuGetRowsTest, AnIndexOutOfRangeIsReportedAndNothingIsWritten) {
+  const DType t = DType::kF32;
+  Tensor table(t, {4, 2});
+  Tensor out = Tensor::of(t, {2, 2}, {7, 7, 7, 7});
+  const BindingEntry e = only_entry(cpu_entries(OpKind::kGetRows, {t, DType::kI32, t}));
+  for (int bad : {4, -1}) {
+    Tensor idx = Tensor::of(DType::kI32, {2}, {0, static_cast<double>(bad)});
+    const Status s = call_entry(e, {table.view(), idx.view()}, {out.view()});
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+    EXPECT_EQ(out.values(), (std::vector<double>{7, 7, 7, 7}));
+  }
+  Tensor idx(DType::kI32, {3});
+  EXPECT_EQ(call_entry(e, {table.view(), idx.view()}, {out.view()}).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// --- layout --------------------------------------------------------------------
+
+TEST(CpuLayoutTest, CopyMaterialisesStridedAndBroadcastViews) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32}) {
+    Tensor base = Tensor::of(t, {3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+    const BindingEntry e = only_entry(cpu_entries(OpKind::kCopy, {t, t}));
+    const std::int64_t transposed[] = {1, 4};
+    Tensor out(t, {4, 3});
+    ASSERT_TRUE(
+        call_entry(e, {TensorView::strided(base.data(), t, {4, 3}, transposed)}, {out.view()})
+            .is_ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+    const std::int64_t broadcast[] = {0, 1};
+    Tensor out2(t, {2, 4});
+    ASSERT_TRUE(
+        call_entry(e, {TensorView::strided(base.data(), t, {2, 4}, broadcast, 4)}, {out2.view()})
+            .is_ok());
+    EXPECT_EQ(out2.values(), (std::vector<double>{4, 5, 6, 7, 4, 5, 6, 7}));
+  }
+}
+
+TEST(CpuLayoutTest, TransposeSwapsTheLastTwoDimsAtOddSizes) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kI32}) {
+    for (std::int64_t a : {1, 3, 33}) {
+      for (std::int64_t b : {1, 17, 40}) {
+        std::vector<double> v(static_cast<std::size_t>(2 * a * b));
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 1000);
+        Tensor x = Tensor::of(t, {2, a, b}, v);
+        Tensor out(t, {2, b, a});
+        const BindingEntry e = only_entry(cpu_entries(OpKind::kTranspose, {t, t}));
+        ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}).is_ok());
+        for (std::int64_t m = 0; m < 2; ++m) {
+          for (std::int64_t i = 0; i < a; ++i) {
+            for (std::int64_t j = 0; j < b; ++j) {
+              ASSERT_EQ(out.get((m * b + j) * a + i), x.get((m * a + i) * b + j));
+            }
+          }
+        }
+      }
+    }
+  }
+  Tensor x(DType::kF32, {2, 3}), wrong(DType::kF32, {2, 3});
+  const BindingEntry e = only_entry(cpu_entries(OpKind::kTranspose, {DType::kF32, DType::kF32}));
+  EXPECT_EQ(call_entry(e, {x.view()}, {wrong.view()}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuLayoutTest, ConcatJoinsAlongAnyAxis) {
+  const DType t = DType::kF32;
+  Tensor a = Tensor::of(t, {2, 2}, {1, 2, 3, 4});
+  Tensor b = Tensor::of(t, {2, 1}, {5, 6});
+  Tensor c = Tensor::of(t, {2, 3}, {7, 8, 9, 10, 11, 12});
+  const BindingEntry e3 = only_entry(cpu_entries(OpKind::kConcat, {t, t, t, t}));
+  OpParams last;
+  last.axis = -1;
+  Tensor out(t, {2, 6});
+  ASSERT_TRUE(call_entry(e3, {a.view(), b.view(), c.view()}, {out.view()}, last).is_ok());
+  EXPECT_EQ(out.values(), (std::vector<double>{1, 2, 5, 7, 8, 9, 3, 4, 6, 10, 11, 12}));
+  // Axis 0, with the second input a transposed (strided) view.
+  const BindingEntry e2 = only_entry(cpu_entries(OpKind::kConcat, {t, t, t}));
+  OpParams first;
+  first.axis = 0;
+  const std::int64_t transposed[] = {1, 2};
+  Tensor out0(t, {4, 2});
+  ASSERT_TRUE(call_entry(e2, {a.view(), TensorView::strided(a.data(), t, {2, 2}, transposed)},
+                         {out0.view()}, first)
+                  .is_ok());
+  EXPECT_EQ(out0.values(), (std::vector<double>{1, 2, 3, 4, 1, 3, 2, 4}));
+  // Mismatched dims off the axis, wrong totals and bad axes are refused.
+  Tensor bad_out(t, {2, 5});
+  EXPECT_EQ(call_entry(e3, {a.view(), b.view(), c.view()}, {bad_out.view()}, last).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(call_entry(e2, {a.view(), b.view()}, {out0.view()}, first).code(),
+            StatusCode::kInvalidArgument);
+  OpParams far;
+  far.axis = 2;
+  EXPECT_EQ(call_entry(e2, {a.view(), a.view()}, {out0.view()}, far).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// --- attention -----------------------------------------------------------------
+
+std::vector<double> attention_expect(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor* mask, double scale, bool causal,
+                                     std::int64_t offset) {
+  const Shape& qs = q.shape();
+  const Shape& ks = k.shape();
+  const std::int64_t sq = qs[1], h = qs[2], dh = qs[3], skv = ks[1], hkv = ks[2];
+  std::vector<double> out(static_cast<std::size_t>(q.numel()), 0.0);
+  for (std::int64_t b = 0; b < qs[0]; ++b) {
+    for (std::int64_t s = 0; s < sq; ++s) {
+      for (std::int64_t hh = 0; hh < h; ++hh) {
+        const std::int64_t kh = hh / (h / hkv);
+        std::vector<double> l(static_cast<std::size_t>(skv));
+        double m = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < skv; ++j) {
+          double dot = 0;
+          for (std::int64_t e = 0; e < dh; ++e) {
+            dot += q.get(((b * sq + s) * h + hh) * dh + e) *
+                   k.get(((b * skv + j) * hkv + kh) * dh + e);
+          }
+          l[j] = dot * scale + (mask ? mask->get(s * skv + j) : 0.0);
+          if (causal && j > s + offset) l[j] = -std::numeric_limits<double>::infinity();
+          m = std::max(m, l[j]);
+        }
+        if (m == -std::numeric_limits<double>::infinity()) continue;
+        double sum = 0;
+        for (double& x : l) sum += (x = std::exp(x - m));
+        for (std::int64_t e = 0; e < dh; ++e) {
+          double acc = 0;
+          for (std::int64_t j = 0; j < skv; ++j)
+            acc += l[j] * v.get(((b * skv + j) * hkv + kh) * dh + e);
+          out[((b * sq + s) * h + hh) * dh + e] = acc / sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(CpuAttentionTest, GroupedQueryCausalMaskedAttentionMatchesDouble) {
+  const std::pair<DType, DType> kinds[] = {{DType::kF32, DType::kF32},
+                                           {DType::kF32, DType::kF16},
+                                           {DType::kF32, DType::kBF16},
+                                           {DType::kF16, DType::kF16},
+                                           {DType::kBF16, DType::kBF16}};
+  for (auto [qt, kvt] : kinds) {
+    Tensor q = Tensor::of(qt, {2, 3, 4, 5}, random_values(120, -1, 1, 61));
+    Tensor k = Tensor::of(kvt, {2, 7, 2, 5}, random_values(140, -1, 1, 62));
+    Tensor v = Tensor::of(kvt, {2, 7, 2, 5}, random_values(140, -1, 1, 63));
+    Tensor mask = Tensor::of(qt, {3, 7}, random_values(21, -1, 0, 64));
+    for (bool with_mask : {false, true}) {
+      for (bool causal : {false, true}) {
+        OpParams params;
+        params.scale = 0.45f;
+        params.causal = causal;
+        params.query_offset = 4;
+        const DTypeList dtypes =
+            with_mask ? DTypeList{qt, kvt, kvt, qt, qt} : DTypeList{qt, kvt, kvt, qt};
+        const BindingEntry e = only_entry(cpu_entries(OpKind::kAttention, dtypes));
+        std::vector<TensorView> in = {q.view(), k.view(), v.view()};
+        if (with_mask) in.push_back(mask.view());
+        Tensor out(qt, {2, 3, 4, 5});
+        ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
+        expect_within(
+            out, attention_expect(q, k, v, with_mask ? &mask : nullptr, params.scale, causal, 4), e,
+            causal ? "causal" : "full");
+      }
+    }
+  }
+}
+
+TEST(CpuAttentionTest, AttentionRefusesHeadsThatDoNotGroup) {
+  const DType t = DType::kF32;
+  Tensor q(t, {1, 2, 3, 4}), k(t, {1, 5, 2, 4}), v(t, {1, 5, 2, 4}), out(t, {1, 2, 3, 4});
+  const BindingEntry e = only_entry(cpu_entries(OpKind::kAttention, {t, t, t, t}));
+  EXPECT_EQ(call_entry(e, {q.view(), k.view(), v.view()}, {out.view()}).code(),
+            StatusCode::kInvalidArgument);
+  Tensor q2(t, {1, 2, 4, 4}), v_short(t, {1, 4, 2, 4}), out2(t, {1, 2, 4, 4});
+  EXPECT_EQ(call_entry(e, {q2.view(), k.view(), v_short.view()}, {out2.view()}).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace switchyard::test

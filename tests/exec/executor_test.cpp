@@ -1,0 +1,277 @@
+#include "switchyard/executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "backends/cpu/elementwise.h"
+#include "backends/cpu/reference_kernels.h"
+#include "plan/plan_internal.h"
+#include "plan/test_kernels.h"
+#include "switchyard/backends.h"
+#include "switchyard/thread_pool.h"
+
+namespace switchyard {
+namespace {
+
+using namespace switchyard::testing;
+using ::testing::HasSubstr;
+
+// Runs `graph` node by node with the kernel `kernels` names for each op, each
+// output in its own vector: the reference a planned run must reproduce.
+std::vector<std::vector<float>> run_node_by_node(const Graph& graph,
+                                                 const std::map<OpKind, KernelFn>& kernels,
+                                                 const std::vector<std::vector<float>>& inputs,
+                                                 std::vector<std::int64_t> sizes = {}) {
+  std::vector<std::vector<float>> store(graph.values().size());
+  std::vector<ValueId> in_ids = graph.inputs();
+  for (std::size_t i = 0; i < in_ids.size(); ++i) store[in_ids[i].index] = inputs[i];
+  auto view = [&](ValueId id) {
+    const Value& v = graph.value(id);
+    const ValueId base = v.kind == ValueKind::kView ? v.source : id;
+    const Value& bv = graph.value(base);
+    void* data =
+        bv.kind == ValueKind::kConstant ? const_cast<void*>(bv.data) : store[base.index].data();
+    ViewLayout l = detail::operand_layout(graph, id, sizes).value();
+    return TensorView::strided(
+        data, v.dtype, l.shape,
+        std::span<const std::int64_t>(l.strides.data(), std::size_t(l.shape.rank())));
+  };
+  ExecContext ctx;
+  const std::vector<std::int32_t> order = graph.topological_order().value();
+  for (std::int32_t n : order) {
+    const Node& node = graph.node(n);
+    std::vector<TensorView> in;
+    for (ValueId id : node.inputs) in.push_back(view(id));
+    const Shape out_shape = detail::concrete_shape(graph.value(node.output).shape, sizes);
+    store[node.output.index].assign(static_cast<std::size_t>(out_shape.numel()), 0.0f);
+    std::vector<TensorView> out = {view(node.output)};
+    const KernelCall call{in, out, node.params, ctx};
+    SWITCHYARD_CHECK(kernels.at(node.op)(call).is_ok());
+  }
+  std::vector<std::vector<float>> outs;
+  for (ValueId o : graph.outputs()) outs.push_back(store[o.index]);
+  return outs;
+}
+
+std::shared_ptr<const ExecutionPlan> plan_or_die(const Graph& g, TableSnapshot table,
+                                                 const PlanOptions& options = {}) {
+  Result<ExecutionPlan> plan = plan_graph(g, std::move(table), options);
+  SWITCHYARD_CHECK_MSG(plan.is_ok(), plan.status().to_string());
+  return std::make_shared<const ExecutionPlan>(std::move(plan).value());
+}
+
+// x [T, 8] -> fc1 (16) + bias -> h * h -> fc2 (8) + x: the ops the built-in CPU
+// table has (add, mul, matmul).
+Graph builtin_mlp(std::int64_t tokens) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {tokens, 8});
+  ValueId w1 = b.constant_f32("w1", {16, 8}, ramp(128, 1));
+  ValueId b1 = b.constant_f32("b1", {16}, ramp(16, 2));
+  ValueId w2 = b.constant_f32("w2", {8, 16}, ramp(128, 3));
+  ValueId h = b.add(b.matmul(x, w1, "fc1"), b.broadcast(b1, {tokens, 16}), "fc1_bias");
+  ValueId sq = b.mul(h, h, "square");
+  b.output(b.add(b.matmul(sq, w2, "fc2"), x, "residual"));
+  return std::move(b).build().value();
+}
+
+TEST(Executor, BuiltinMlpMatchesReferenceKernelsNodeByNode) {
+  const Graph g = builtin_mlp(5);
+  auto plan = plan_or_die(g, current_table());
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  std::vector<float> x = ramp(40, 9), y(40, 0.0f);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {5, 8});
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {5, 8});
+  ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+  const auto expect = run_node_by_node(
+      g,
+      {{OpKind::kMatmul, &cpu::matmul_f32_ref},
+       {OpKind::kAdd, cpu::binary_kernel(OpKind::kAdd, DType::kF32, cpu::Variant::kRef)},
+       {OpKind::kMul, cpu::binary_kernel(OpKind::kMul, DType::kF32, cpu::Variant::kRef)}},
+      {x});
+  EXPECT_EQ(y, expect[0]);  // the same kernels in the same order: the same bytes
+  EXPECT_EQ(exec->stats().runs, 1u);
+  EXPECT_EQ(exec->stats().unplanned_runs, 0u);
+  // A second run with other data reuses the pre-built operand arrays.
+  std::vector<float> x2 = ramp(40, 10);
+  const TensorView in2 = TensorView::contiguous(x2.data(), DType::kF32, {5, 8});
+  ASSERT_TRUE(exec->run({&in2, 1}, {&out, 1}).is_ok());
+  const auto expect2 = run_node_by_node(
+      g,
+      {{OpKind::kMatmul, &cpu::matmul_f32_ref},
+       {OpKind::kAdd, cpu::binary_kernel(OpKind::kAdd, DType::kF32, cpu::Variant::kRef)},
+       {OpKind::kMul, cpu::binary_kernel(OpKind::kMul, DType::kF32, cpu::Variant::kRef)}},
+      {x2});
+  EXPECT_EQ(y, expect2[0]);
+}
+
+TEST(ExecutorConcurrent, ThreadPoolRunnerGivesTheSerialBytes) {
+  const Graph g = builtin_mlp(64);
+  auto plan = plan_or_die(g, current_table());
+  ThreadPool pool(2);
+  Result<Executor> serial = Executor::create(plan);
+  Result<Executor> parallel = Executor::create(plan, {.runner = &pool});
+  ASSERT_TRUE(serial.is_ok() && parallel.is_ok());
+  std::vector<float> x = ramp(64 * 8, 4), a(64 * 8), b(64 * 8);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {64, 8});
+  const TensorView out_a = TensorView::contiguous(a.data(), DType::kF32, {64, 8});
+  const TensorView out_b = TensorView::contiguous(b.data(), DType::kF32, {64, 8});
+  ASSERT_TRUE(serial->run({&in, 1}, {&out_a, 1}).is_ok());
+  ASSERT_TRUE(parallel->run({&in, 1}, {&out_b, 1}).is_ok());
+  EXPECT_EQ(a, b);
+}
+
+// The FFN block of a transformer: rms_norm * w, swiglu FFN, residual add.
+Graph ffn_block(std::int64_t tokens_dim, bool symbolic) {
+  GraphBuilder b;
+  const std::int64_t t = symbolic ? b.symbol("tokens") : tokens_dim;
+  ValueId x = b.input("x", DType::kF32, {t, 8});
+  ValueId nw = b.constant_f32("norm_w", {8}, ramp(8, 1));
+  ValueId wg = b.constant_f32("wg", {12, 8}, ramp(96, 2));
+  ValueId wu = b.constant_f32("wu", {12, 8}, ramp(96, 3));
+  ValueId wd = b.constant_f32("wd", {8, 12}, ramp(96, 4));
+  ValueId wo = b.constant_f32("wo", {8, 8}, ramp(64, 5));
+  ValueId bo = b.constant_f32("bo", {8}, ramp(8, 6));
+  ValueId n = b.mul(b.rms_norm(x, 1e-5f, "norm"), b.broadcast(nw, {t, 8}), "norm_w");
+  ValueId act = b.mul(b.silu(b.matmul(n, wg, "gate"), "gate_act"), b.matmul(n, wu, "up"), "gated");
+  ValueId ffn = b.matmul(act, wd, "down");
+  ValueId proj = b.add(b.matmul(ffn, wo, "out_proj"), b.broadcast(bo, {t, 8}), "out_bias");
+  b.output(b.add(proj, x, "residual"));
+  return std::move(b).build().value();
+}
+
+const std::map<OpKind, KernelFn> kTestKernels = {
+    {OpKind::kAdd, &binary_kernel<0>},      {OpKind::kMul, &binary_kernel<1>},
+    {OpKind::kSilu, &unary_kernel<silu_f>}, {OpKind::kRelu, &unary_kernel<relu_f>},
+    {OpKind::kMatmul, &matmul_kernel},      {OpKind::kRmsNorm, &rms_norm_kernel}};
+
+TEST(Executor, FusedAndDecomposedBlocksMatchNodeByNode) {
+  const Graph g = ffn_block(3, false);
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  register_fused(t, BackendId::kCpu, "test");
+  TableSnapshot table = finalize(std::move(t));
+  PlanOptions unfused;
+  unfused.enable_fusion = false;
+  auto fused_plan = plan_or_die(g, table);
+  auto plain_plan = plan_or_die(g, table, unfused);
+  ASSERT_EQ(fused_plan->report().fusions.size(), 3u);
+  std::vector<float> x = ramp(24, 7), y1(24), y2(24);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {3, 8});
+  const TensorView o1 = TensorView::contiguous(y1.data(), DType::kF32, {3, 8});
+  const TensorView o2 = TensorView::contiguous(y2.data(), DType::kF32, {3, 8});
+  ASSERT_TRUE(Executor::create(fused_plan)->run({&in, 1}, {&o1, 1}).is_ok());
+  ASSERT_TRUE(Executor::create(plain_plan)->run({&in, 1}, {&o2, 1}).is_ok());
+  const auto expect = run_node_by_node(g, kTestKernels, {x});
+  EXPECT_EQ(y2, expect[0]);
+  // The fused kernels compute the same sums in the same order.
+  EXPECT_EQ(y1, expect[0]);
+}
+
+TEST(Executor, ShapeBucketsAndUnplannedShapes) {
+  const Graph g = ffn_block(0, true);
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  PlanOptions options;
+  options.buckets = {{"decode", {{"tokens", 1, 1}}}, {"prefill", {{"tokens", 2, 16}}}};
+  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  for (std::int64_t tokens : {1, 7, 16, 3, 40, 40}) {
+    std::vector<float> x = ramp(static_cast<std::size_t>(tokens * 8), 11), y(x.size());
+    const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {tokens, 8});
+    const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {tokens, 8});
+    Status s = exec->run({&in, 1}, {&out, 1});
+    ASSERT_TRUE(s.is_ok()) << tokens << ": " << s.to_string();
+    EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x}, {tokens})[0]) << tokens;
+    EXPECT_EQ(exec->stats().last_bucket, tokens == 1    ? "decode"
+                                         : tokens <= 16 ? "prefill"
+                                                        : "unplanned(tokens=40)");
+  }
+  EXPECT_EQ(exec->stats().runs, 6u);
+  EXPECT_EQ(exec->stats().unplanned_runs, 2u);
+
+  Result<Executor> strict = Executor::create(plan, {.allow_unplanned_shapes = false});
+  std::vector<float> x(40 * 8), y(40 * 8);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {40, 8});
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {40, 8});
+  Status s = strict->run({&in, 1}, {&out, 1});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("outside every planned bucket"));
+}
+
+TEST(Executor, RejectsMismatchedTensors) {
+  auto plan = plan_or_die(builtin_mlp(2), current_table());
+  Result<Executor> exec = Executor::create(plan);
+  std::vector<float> x(16), y(16);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {2, 8});
+  const TensorView bad_shape = TensorView::contiguous(y.data(), DType::kF32, {8, 2});
+  const TensorView bad_dtype = TensorView::contiguous(y.data(), DType::kF16, {2, 8});
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {2, 8});
+  EXPECT_EQ(exec->run({&in, 1}, {&bad_shape, 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(exec->run({&bad_dtype, 1}, {&out, 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(exec->run({}, {&out, 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+}
+
+TEST(Executor, KernelErrorsNameTheFailingNode) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  t.register_kernel(OpKind::kTanh, f32s(2), BackendId::kCpu, &failing_kernel,
+                    opts("tanh_broken", OpKind::kTanh));
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4});
+  b.output(b.op(OpKind::kTanh, {b.relu(x, "r")}, "squash"));
+  auto plan = plan_or_die(std::move(b).build().value(), finalize(std::move(t)));
+  Result<Executor> exec = Executor::create(plan);
+  std::vector<float> xs(4), ys(4);
+  const TensorView in = TensorView::contiguous(xs.data(), DType::kF32, {4});
+  const TensorView out = TensorView::contiguous(ys.data(), DType::kF32, {4});
+  Status s = exec->run({&in, 1}, {&out, 1});
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("node 'squash' (tanh, kernel tanh_broken"));
+}
+
+TEST(Executor, RefusesAStalePlan) {
+  auto plan = plan_or_die(builtin_mlp(2), current_table());
+  Result<Executor> exec = Executor::create(plan);
+  std::vector<float> x(16), y(16);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {2, 8});
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {2, 8});
+  ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+  // Publishing a new snapshot (the same kernels) moves the generation on.
+  ASSERT_TRUE(publish_table(make_builtin_table().value()).is_ok());
+  Status s = exec->run({&in, 1}, {&out, 1});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("plan again"));
+  auto fresh = plan_or_die(builtin_mlp(2), current_table());
+  EXPECT_TRUE(Executor::create(fresh)->run({&in, 1}, {&out, 1}).is_ok());
+}
+
+TEST(Executor, CrossBackendPlanRunsWithCopies) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "cpu");
+  register_basic(t, BackendId::kCuda, "cuda");
+  const Graph g = ffn_block(4, false);
+  PlanOptions options;
+  options.policy.fallbacks = {BackendId::kCuda};
+  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  EXPECT_GT(plan->report().buckets[0].copies, 0);
+  // Without memory for cuda the executor cannot be set up.
+  EXPECT_EQ(Executor::create(plan).status().code(), StatusCode::kUnavailable);
+  ExecutorOptions eo;
+  eo.memory[static_cast<std::size_t>(BackendId::kCuda)] = &host_memory();  // a stand-in device
+  Result<Executor> exec = Executor::create(plan, eo);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  std::vector<float> x = ramp(32, 3), y(32);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {4, 8});
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {4, 8});
+  ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+  EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]);
+}
+
+}  // namespace
+}  // namespace switchyard

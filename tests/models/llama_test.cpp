@@ -1,0 +1,468 @@
+#include "switchyard/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "models/llama_reference.h"
+#include "switchyard/backends.h"
+#include "switchyard/dispatch.h"
+#include "switchyard/kernel_mask.h"
+#include "switchyard/thread_pool.h"
+
+namespace switchyard {
+namespace {
+
+// Writes the writer's model to a temporary file and maps it back through the
+// reader, as `switchyard run` does.
+GgufFile write_and_open(const GgufWriter& writer, const std::string& tag) {
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / ("switchyard_llama_" + tag + ".gguf");
+  Status st = writer.write(path);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  Result<GgufFile> file = GgufFile::open(path);
+  EXPECT_TRUE(file.is_ok()) << file.status().to_string();
+  std::filesystem::remove(path);
+  return std::move(*file);
+}
+
+// The embedded default's shape with two blocks, which keeps the float64 reference
+// quick; f32 weights unless `types` re-stores some.
+SyntheticLlamaConfig test_config(bool tied = false) {
+  SyntheticLlamaConfig c = default_synthetic_llama_config();
+  c.block_count = 2;
+  c.context_length = 64;
+  c.tied_embeddings = tied;
+  return c;
+}
+
+GgufFile synthetic_file(const SyntheticLlamaConfig& config, std::span<const TensorTypeRule> types,
+                        const std::string& tag) {
+  Result<SyntheticModel> m = generate_synthetic_llama(config);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  Status st = quantize_synthetic_llama(*m, types);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  Result<GgufWriter> w = synthetic_model_writer(*m);
+  EXPECT_TRUE(w.is_ok()) << w.status().to_string();
+  return write_and_open(*w, tag);
+}
+
+GgufFile f32_file(const std::string& tag, bool tied = false) {
+  return synthetic_file(test_config(tied), {}, tag);
+}
+
+GgufFile mixed_file(const std::string& tag) {
+  const std::vector<TensorTypeRule> types = default_synthetic_llama_types();
+  return synthetic_file(test_config(), types, tag);
+}
+
+std::vector<std::int32_t> tokens(std::int64_t n, std::int64_t vocab) {
+  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    t[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 37 + 5) % vocab);
+  return t;
+}
+
+// A registry of the test's own, silent, so seal reports do not mix between tests.
+struct TestRegistry {
+  Registry registry{RegistryConfig{.sink = [](std::string_view) {}}};
+};
+
+LlamaLoadOptions options(Registry& registry, ParallelRunner* runner = nullptr) {
+  LlamaLoadOptions o;
+  o.registry = &registry;
+  o.runner = runner;
+  o.max_context = 32;
+  o.max_batch = 16;
+  return o;
+}
+
+std::vector<float> eval(LlamaModel& model, std::span<const std::int32_t> t) {
+  std::vector<float> logits(t.size() * static_cast<std::size_t>(model.config().vocab_size));
+  Status st = model.eval(t, logits);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return logits;
+}
+
+// The largest |got - ref| relative to the reference logits' largest magnitude.
+double max_scaled_error(std::span<const float> got, std::span<const double> ref) {
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return err / scale;
+}
+
+// --- configuration -----------------------------------------------------------------
+
+GgufMetadata good_metadata() { return generate_synthetic_llama(test_config())->metadata; }
+
+TEST(LlamaConfigTest, ReadsEveryKey) {
+  Result<LlamaConfig> c = LlamaConfig::from_metadata(good_metadata());
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->embedding_length, 256);
+  EXPECT_EQ(c->block_count, 2);
+  EXPECT_EQ(c->head_count, 8);
+  EXPECT_EQ(c->head_count_kv, 4);
+  EXPECT_EQ(c->feed_forward_length, 768);
+  EXPECT_EQ(c->vocab_size, 512);
+  EXPECT_EQ(c->context_length, 64);
+  EXPECT_EQ(c->head_dim(), 32);
+  EXPECT_EQ(c->kv_dim(), 128);
+  EXPECT_FLOAT_EQ(c->rms_eps, 1e-5f);
+}
+
+TEST(LlamaConfigTest, MissingKeyIsNamed) {
+  for (const char* key :
+       {"llama.block_count", "llama.embedding_length", "llama.attention.head_count",
+        "llama.feed_forward_length", "llama.context_length",
+        "llama.attention.layer_norm_rms_epsilon", "general.architecture"}) {
+    GgufMetadata md;
+    const GgufMetadata good = good_metadata();
+    for (const auto& e : good.entries()) {
+      if (e.key != key) md.set(e.key, e.value);
+    }
+    Result<LlamaConfig> c = LlamaConfig::from_metadata(md);
+    ASSERT_FALSE(c.is_ok()) << key;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status().to_string();
+  }
+}
+
+TEST(LlamaConfigTest, OptionalKeysDefault) {
+  GgufMetadata md;
+  const GgufMetadata good = good_metadata();
+  for (const auto& e : good.entries()) {
+    if (e.key != "llama.attention.head_count_kv" && e.key != "llama.rope.freq_base") {
+      md.set(e.key, e.value);
+    }
+  }
+  Result<LlamaConfig> c = LlamaConfig::from_metadata(md);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->head_count_kv, c->head_count);
+  EXPECT_FLOAT_EQ(c->rope_freq_base, 10000.0f);
+}
+
+TEST(LlamaConfigTest, InconsistentHeadCountsAreRefused) {
+  struct Case {
+    const char* key;
+    std::uint32_t value;
+    const char* mentions;
+  };
+  for (const Case& k :
+       {Case{"llama.attention.head_count", 6, "head_count"},
+        Case{"llama.attention.head_count_kv", 3, "head_count_kv"},
+        Case{"llama.attention.head_count", 256, "odd"}, Case{"llama.block_count", 0, "positive"}}) {
+    GgufMetadata md = good_metadata();
+    md.set(k.key, GgufValue::u32(k.value));
+    Result<LlamaConfig> c = LlamaConfig::from_metadata(md);
+    ASSERT_FALSE(c.is_ok()) << k.key << "=" << k.value;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find(k.mentions), std::string::npos) << c.status().to_string();
+  }
+}
+
+TEST(LlamaConfigTest, WrongArchitectureAndKeyTypesAreRefused) {
+  GgufMetadata md = good_metadata();
+  md.set("general.architecture", GgufValue::string("gpt2"));
+  EXPECT_EQ(LlamaConfig::from_metadata(md).status().code(), StatusCode::kInvalidArgument);
+  md = good_metadata();
+  md.set("llama.block_count", GgufValue::string("four"));
+  Result<LlamaConfig> c = LlamaConfig::from_metadata(md);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_NE(c.status().message().find("not an integer"), std::string::npos);
+}
+
+// Copies `file` into a new writer, leaving out `skip` and replacing `replace` by an
+// f32 tensor of `shape`.
+GgufWriter rewrite(const GgufFile& file, const std::string& skip, const std::string& replace = {},
+                   Shape shape = {}) {
+  GgufWriter w;
+  for (const auto& e : file.metadata().entries()) w.metadata().set(e.key, e.value);
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (t.name == skip) continue;
+    if (t.name == replace) {
+      std::vector<std::byte> zeros(static_cast<std::size_t>(shape.numel()) * sizeof(float));
+      EXPECT_TRUE(w.add_tensor(t.name, DType::kF32, shape, std::move(zeros)).is_ok());
+      continue;
+    }
+    EXPECT_TRUE(w.add_tensor_ref(t.name, t.dtype, t.shape, file.tensor_bytes(t)).is_ok());
+  }
+  return w;
+}
+
+TEST(LlamaConfigTest, MissingTensorIsNamed) {
+  GgufFile file = f32_file("full");
+  ASSERT_TRUE(LlamaConfig::from_gguf(file).is_ok());
+  GgufFile missing = write_and_open(rewrite(file, "blk.1.ffn_up.weight"), "missing");
+  Result<LlamaConfig> c = LlamaConfig::from_gguf(missing);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(c.status().message().find("blk.1.ffn_up.weight"), std::string::npos);
+}
+
+TEST(LlamaConfigTest, WrongShapeIsNamed) {
+  GgufFile file = f32_file("full2");
+  GgufFile bad = write_and_open(rewrite(file, "", "blk.0.attn_k.weight", Shape{256, 256}), "shape");
+  Result<LlamaConfig> c = LlamaConfig::from_gguf(bad);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("blk.0.attn_k.weight"), std::string::npos);
+  EXPECT_NE(c.status().message().find("[128, 256]"), std::string::npos) << c.status().to_string();
+}
+
+TEST(LlamaConfigTest, TiedEmbeddingsWhenOutputIsAbsent) {
+  GgufFile file = f32_file("tied", /*tied=*/true);
+  Result<LlamaConfig> c = LlamaConfig::from_gguf(file);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_TRUE(c->tied_embeddings);
+}
+
+// Hides bindings from the published table for the test's duration.
+struct MaskGuard {
+  explicit MaskGuard(std::string_view pattern) {
+    Result<KernelMask> mask = KernelMask::parse(pattern);
+    EXPECT_TRUE(mask.is_ok());
+    EXPECT_TRUE(set_kernel_mask(*mask).is_ok());
+  }
+  ~MaskGuard() { EXPECT_TRUE(clear_kernel_mask().is_ok()); }
+};
+
+// --- forward pass against the float64 reference -----------------------------------
+
+// f32 weights: both sides compute on the same values, so the difference is f32
+// rounding alone: dot products of length <= 768 in f32 (relative error ~1e-6 of
+// sum |a*w|), compounded over two blocks and the attention softmax. 1e-4 of the
+// logit range is two orders above that and far below any real mistake (a wrong
+// rope pair, a wrong kv head or a missing residual moves logits by O(1)).
+TEST(LlamaForwardTest, F32ModelMatchesFloat64Reference) {
+  GgufFile file = f32_file("f32");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(12, model->config().vocab_size);
+  const std::vector<float> got = eval(*model, t);
+  const std::vector<double> ref = testing::LlamaReference(file).logits(t);
+  EXPECT_LT(max_scaled_error(got, ref), 1e-4);
+}
+
+// Mixed quantized weights (q4_k, q8_0, q6_k): the reference uses the exact
+// dequantized weights, so weight quantization cancels out. What remains is the CPU
+// quantized matmuls quantizing each activation block to 8 bits for their integer
+// dot product, which they claim within 1/64 of sum |a*w| per dot (registration).
+// Over the 7 projections of each of two blocks and the head that has been measured
+// at 2.3% of the largest logit; 5% bounds it with margin, while a structural
+// mistake (a wrong rope pair, kv head or residual) moves logits by O(1). The next
+// test removes the activation rounding and shows the graph itself is exact.
+TEST(LlamaForwardTest, MixedQuantModelMatchesFloat64Reference) {
+  GgufFile file = mixed_file("mixed");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_TRUE(model->kernel_report().violations.empty()) << model->kernel_report().render();
+  const auto t = tokens(12, model->config().vocab_size);
+  const std::vector<float> got = eval(*model, t);
+  const std::vector<double> ref = testing::LlamaReference(file).logits(t);
+  EXPECT_LT(max_scaled_error(got, ref), 5e-2);
+}
+
+// The same mixed model with its quantized matmul kernels masked: the load converts
+// those weights to f32 (the slow path) and f32 kernels compute on exactly the
+// values the reference dequantized, so only f32 rounding remains (as for the f32
+// model).
+TEST(LlamaForwardTest, MixedQuantModelOnF32FallbackIsExactToRounding) {
+  GgufFile file = mixed_file("mixed_fallback");
+  MaskGuard guard("cpu:matmul:q4_k,cpu:matmul:q6_k,cpu:matmul:q8_0");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  // 2 blocks x 7 matrices + the output head, all converted.
+  EXPECT_EQ(model->kernel_report().violations.size(), 15u) << model->kernel_report().render();
+  const auto t = tokens(12, model->config().vocab_size);
+  const std::vector<float> got = eval(*model, t);
+  EXPECT_LT(max_scaled_error(got, testing::LlamaReference(file).logits(t)), 1e-4);
+}
+
+TEST(LlamaForwardTest, TiedEmbeddingsMatchReference) {
+  GgufFile file = f32_file("tied_fwd", /*tied=*/true);
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(5, model->config().vocab_size);
+  const std::vector<float> got = eval(*model, t);
+  EXPECT_LT(max_scaled_error(got, testing::LlamaReference(file).logits(t)), 1e-4);
+}
+
+TEST(LlamaForwardTest, LogitsAreIdenticalRunToRun) {
+  GgufFile file = mixed_file("determinism");
+  ThreadPool pool(2);
+  TestRegistry r1, r2;
+  Result<LlamaModel> a = LlamaModel::load(file, options(r1.registry, &pool));
+  Result<LlamaModel> b = LlamaModel::load(file, options(r2.registry, &pool));
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  const auto t = tokens(9, a->config().vocab_size);
+  const std::vector<float> first = eval(*a, t);
+  a->reset();
+  const std::vector<float> again = eval(*a, t);
+  const std::vector<float> other = eval(*b, t);
+  EXPECT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(first.data(), other.data(), first.size() * sizeof(float)));
+  // And a decode step after it.
+  const std::int32_t next = argmax_token(std::span(first).last(512));
+  std::vector<float> d1 = eval(*a, std::span(&next, 1));
+  std::vector<float> d2 = eval(*b, std::span(&next, 1));
+  EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float)));
+}
+
+// The cache path (decode, and prefill continuing a cache) against recomputing the
+// whole sequence in one prefill. The two use different kernels (matvec and GEMM
+// siblings, sums split differently), so agreement is to f32 rounding, not bits.
+TEST(LlamaForwardTest, DecodeAfterPrefillEqualsFullRecompute) {
+  GgufFile file = f32_file("decode");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const std::int64_t vocab = model->config().vocab_size;
+  const auto t = tokens(12, vocab);
+  const std::vector<float> full = eval(*model, t);
+  model->reset();
+
+  // 6 tokens of prefill, 3 of prefill continuing the cache, then 3 decode steps.
+  std::vector<float> pieced = eval(*model, std::span(t).first(6));
+  for (float v : eval(*model, std::span(t).subspan(6, 3))) pieced.push_back(v);
+  EXPECT_EQ(model->plan().bucket_count(), 2u);
+  for (std::size_t i = 9; i < 12; ++i) {
+    for (float v : eval(*model, std::span(t).subspan(i, 1))) pieced.push_back(v);
+  }
+  EXPECT_EQ(model->position(), 12);
+  ASSERT_EQ(pieced.size(), full.size());
+  std::vector<double> full_d(full.begin(), full.end());
+  EXPECT_LT(max_scaled_error(pieced, full_d), 1e-5);
+}
+
+TEST(LlamaForwardTest, EvalRejectsBadInputWithoutMovingTheCache) {
+  GgufFile file = f32_file("bad");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  std::vector<float> logits(512);
+  const std::int32_t out_of_vocab = 512;
+  EXPECT_EQ(model->eval(std::span(&out_of_vocab, 1), logits).code(), StatusCode::kOutOfRange);
+  const auto many = tokens(17, 512);  // max_batch is 16
+  std::vector<float> big(many.size() * 512);
+  EXPECT_EQ(model->eval(many, big).code(), StatusCode::kInvalidArgument);
+  const std::int32_t ok = 3;
+  std::vector<float> small(10);
+  EXPECT_EQ(model->eval(std::span(&ok, 1), small).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->position(), 0);
+  // Fill the 32-token cache, then one more overflows.
+  const auto sixteen = tokens(16, 512);
+  std::vector<float> l16(16 * 512);
+  ASSERT_TRUE(model->eval(sixteen, l16).is_ok());
+  ASSERT_TRUE(model->eval(sixteen, l16).is_ok());
+  EXPECT_EQ(model->eval(std::span(&ok, 1), logits).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(model->position(), 32);
+}
+
+// --- the kernel report and strict mode -------------------------------------------
+
+TEST(LlamaKernelsTest, ReportCountsNodesPerBucket) {
+  GgufFile file = mixed_file("report");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const LlamaKernelReport& rep = model->kernel_report();
+  ASSERT_EQ(rep.buckets.size(), 2u);
+  EXPECT_EQ(rep.buckets[0].bucket, "decode");
+  EXPECT_EQ(rep.buckets[1].bucket, "prefill");
+  ASSERT_FALSE(rep.buckets[0].nodes.empty());
+  EXPECT_EQ(rep.buckets[0].nodes[0].first, BackendId::kCpu);
+  EXPECT_GT(rep.buckets[0].nodes[0].second, 0);
+  // Every weight matrix and every other node was probed.
+  EXPECT_GE(rep.probes, 2 * 7 + 2);
+  EXPECT_NE(rep.render().find("0 violations"), std::string::npos) << rep.render();
+}
+
+TEST(LlamaKernelsTest, StrictModeRefusesAMaskedKernel) {
+  GgufFile file = mixed_file("strict");
+  MaskGuard guard("cpu:matmul:q4_k");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.strict = StrictPolicy::all();
+  Result<LlamaModel> model = LlamaModel::load(file, o);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(model.status().message().find("q4_k"), std::string::npos) << model.status().to_string();
+}
+
+TEST(LlamaKernelsTest, MaskedKernelIsAViolationAndTheSlowPathStillComputes) {
+  GgufFile file = mixed_file("masked");
+  MaskGuard guard("cpu:matmul:q4_k");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const LlamaKernelReport& rep = model->kernel_report();
+  ASSERT_FALSE(rep.violations.empty());
+  bool named = false;
+  for (const auto& v : rep.violations) {
+    EXPECT_EQ(v.dtype, DType::kQ4_K);
+    named |= v.tensor == "blk.0.attn_q.weight" && v.role == "attn_q";
+  }
+  EXPECT_TRUE(named) << rep.render();
+  EXPECT_NE(rep.render().find("VIOLATION blk.0.attn_q.weight (attn_q, q4_k)"), std::string::npos)
+      << rep.render();
+  EXPECT_FALSE(rep.seal.masked.empty());
+  EXPECT_FALSE(rep.seal.violations.empty());
+  // The dequantized fallback computes the same model.
+  const auto t = tokens(6, model->config().vocab_size);
+  const std::vector<float> got = eval(*model, t);
+  EXPECT_LT(max_scaled_error(got, testing::LlamaReference(file).logits(t)), 2e-2);
+}
+
+TEST(LlamaKernelsTest, MissingBackendIsUnavailable) {
+  const auto compiled = compiled_backends();
+  if (std::find(compiled.begin(), compiled.end(), BackendId::kCuda) != compiled.end()) {
+    GTEST_SKIP() << "this build has CUDA";
+  }
+  GgufFile file = mixed_file("nocuda");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.backend = BackendId::kCuda;
+  EXPECT_EQ(LlamaModel::load(file, o).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(LlamaSyntheticTest, MixedTypesAsSpecified) {
+  GgufFile file = mixed_file("types");
+  EXPECT_EQ(file.find_tensor("blk.0.attn_q.weight")->dtype, DType::kQ4_K);
+  EXPECT_EQ(file.find_tensor("blk.0.attn_v.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ(file.find_tensor("blk.1.ffn_down.weight")->dtype, DType::kQ6_K);
+  EXPECT_EQ(file.find_tensor("output.weight")->dtype, DType::kQ6_K);
+  EXPECT_EQ(file.find_tensor("output_norm.weight")->dtype, DType::kF32);
+}
+
+TEST(LlamaSyntheticTest, UnknownRoleOrUnstorableTypeIsRefused) {
+  Result<SyntheticModel> m = generate_synthetic_llama(test_config());
+  ASSERT_TRUE(m.is_ok());
+  const std::vector<TensorTypeRule> unknown = {{"attn_x", DType::kQ4_K}};
+  EXPECT_EQ(quantize_synthetic_llama(*m, unknown).code(), StatusCode::kInvalidArgument);
+  SyntheticLlamaConfig small = test_config();
+  small.embedding_length = 64;  // 64-element rows are not whole q4_k blocks (256)
+  small.head_count = 4;
+  small.head_count_kv = 2;
+  small.feed_forward_length = 128;
+  Result<SyntheticModel> s = generate_synthetic_llama(small);
+  ASSERT_TRUE(s.is_ok());
+  const std::vector<TensorTypeRule> q4k = {{"attn_q", DType::kQ4_K}};
+  Status st = quantize_synthetic_llama(*s, q4k);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("blk.0.attn_q.weight"), std::string::npos) << st.to_string();
+}
+
+}  // namespace
+}  // namespace switchyard

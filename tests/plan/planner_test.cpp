@@ -1,0 +1,375 @@
+#include "switchyard/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "backends/cpu/elementwise.h"
+#include "backends/cpu/reference_kernels.h"
+#include "plan/plan_internal.h"
+#include "plan/test_kernels.h"
+
+namespace switchyard {
+namespace {
+
+using namespace switchyard::testing;
+using ::testing::HasSubstr;
+
+// A cost function that makes a kernel look `kFactor` times cheaper or dearer than
+// the default matmul estimate.
+template <int kNum, int kDen>
+CostEstimate scaled_matmul_cost(const CostInputs& in) {
+  CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
+  e.flops = e.flops * kNum / kDen;
+  e.bytes = e.bytes * kNum / kDen;
+  return e;
+}
+
+// Admits only M == 1 (a matvec sibling).
+CostEstimate matvec_only_cost(const CostInputs& in) {
+  if (in.shapes[0].outer() != 1) return not_admitted_cost();
+  return scaled_matmul_cost<1, 10>(in);
+}
+
+Graph matmul_graph(std::int64_t m = 4) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {m, 8});
+  ValueId w = b.constant_f32("w", {16, 8}, ramp(128, 3));
+  b.output(b.matmul(x, w, "fc", "ffn_up"));
+  return std::move(b).build().value();
+}
+
+const NodeReport& node_report(const ExecutionPlan& plan, std::string_view name,
+                              std::size_t bucket = 0) {
+  for (const NodeReport& n : plan.report().buckets[bucket].nodes) {
+    if (n.name == name) return n;
+  }
+  static NodeReport none;
+  ADD_FAILURE() << "no node " << name;
+  return none;
+}
+
+TEST(CandidateBackends, PreferredThenFallbacksThenPins) {
+  PlacementPolicy policy;
+  policy.preferred = {BackendId::kCuda, BackendId::kCpu};
+  policy.fallbacks = {BackendId::kCpu, BackendId::kVulkan};
+  Node n;
+  n.name = "fc";
+  EXPECT_THAT(candidate_backends_for(n, policy),
+              ::testing::ElementsAre(BackendId::kCuda, BackendId::kCpu, BackendId::kVulkan));
+  policy.pinned.push_back({"fc", BackendId::kVulkan});
+  EXPECT_THAT(candidate_backends_for(n, policy), ::testing::ElementsAre(BackendId::kVulkan));
+  n.name = "other";
+  EXPECT_EQ(candidate_backends_for(n, policy).size(), 3u);
+}
+
+TEST(RoutePicking, ChoosesCheapestSiblingAndKeepsRunnersUp) {
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<1>,
+                    opts("matmul_slow", OpKind::kMatmul));
+  KernelOptions fast = opts("matmul_fast", OpKind::kMatmul);
+  fast.cost = &scaled_matmul_cost<1, 4>;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<2>, fast);
+  Result<ExecutionPlan> plan = plan_graph(matmul_graph(), finalize(std::move(t)));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const NodeReport& n = node_report(*plan, "fc");
+  EXPECT_EQ(n.chosen.kernel, "matmul_fast");
+  EXPECT_EQ(n.chosen.sibling, 1);
+  ASSERT_EQ(n.runners_up.size(), 1u);
+  EXPECT_EQ(n.runners_up[0].kernel, "matmul_slow");
+  EXPECT_LT(n.chosen.total_ns, n.runners_up[0].total_ns);
+  EXPECT_EQ(n.role, "ffn_up");
+}
+
+TEST(RoutePicking, TieBreaksByBackendOrderThenSiblingOrder) {
+  KernelBindingTable t;
+  for (BackendId b : {BackendId::kCpu, BackendId::kCuda}) {
+    const std::string s(name(b));
+    t.register_kernel(OpKind::kMatmul, f32s(3), b, &matmul_variant<3>,
+                      opts("matmul_a__" + s, OpKind::kMatmul));
+    t.register_kernel(OpKind::kMatmul, f32s(3), b, &matmul_variant<4>,
+                      opts("matmul_b__" + s, OpKind::kMatmul));
+  }
+  PlanOptions options;
+  // The input lives on the host; a free link makes the two backends a true tie.
+  options.transfer = {std::numeric_limits<double>::infinity(), 0};
+  options.policy.preferred = {BackendId::kCuda, BackendId::kCpu};
+  TableSnapshot table = finalize(std::move(t));
+  Result<ExecutionPlan> plan = plan_graph(matmul_graph(), table, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const NodeReport& n = node_report(*plan, "fc");
+  EXPECT_EQ(n.chosen.kernel, "matmul_a__cuda");
+  ASSERT_EQ(n.runners_up.size(), 3u);
+  EXPECT_EQ(n.runners_up[0].kernel, "matmul_b__cuda");
+  EXPECT_EQ(n.runners_up[1].kernel, "matmul_a__cpu");
+  options.policy.preferred = {BackendId::kCpu, BackendId::kCuda};
+  Result<ExecutionPlan> flipped = plan_graph(matmul_graph(), table, options);
+  ASSERT_TRUE(flipped.is_ok());
+  EXPECT_EQ(node_report(*flipped, "fc").chosen.kernel, "matmul_a__cpu");
+}
+
+TEST(RoutePicking, TransferCostKeepsWorkWhereTheDataIs) {
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<5>,
+                    opts("matmul__cpu", OpKind::kMatmul));
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCuda, &matmul_variant<6>,
+                    opts("matmul__cuda", OpKind::kMatmul));
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda, BackendId::kCpu};
+  // The device is 10x faster, but the input must cross a 5 us link first.
+  options.backend_caps[static_cast<std::size_t>(BackendId::kCuda)] = {500.0, 200.0, 20.0};
+  Result<ExecutionPlan> plan = plan_graph(matmul_graph(), finalize(std::move(t)), options);
+  ASSERT_TRUE(plan.is_ok());
+  const NodeReport& n = node_report(*plan, "fc");
+  EXPECT_EQ(n.chosen.backend, BackendId::kCpu);
+  ASSERT_EQ(n.runners_up.size(), 1u);
+  EXPECT_EQ(n.runners_up[0].backend, BackendId::kCuda);
+  EXPECT_GT(n.runners_up[0].transfer_ns, 0.0);
+  EXPECT_LT(n.runners_up[0].kernel_ns, n.chosen.kernel_ns);
+  EXPECT_FALSE(n.fallback);  // cpu is in the preferred list
+}
+
+TEST(RoutePicking, RejectionsCarryReasons) {
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<7>,
+                    opts("matmul_unaudited", OpKind::kMatmul, {}, PrecisionGuarantee{}));
+  t.register_kernel(
+      OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<8>,
+      opts("matmul_loose", OpKind::kMatmul, {},
+           PrecisionGuarantee::bounded(false, false, std::nullopt, 1e-2, std::nullopt)));
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<9>,
+                    opts("matmul_bcast_only", OpKind::kMatmul, {.requires_broadcast = true}));
+  KernelOptions matvec = opts("matmul_matvec", OpKind::kMatmul);
+  matvec.cost = &matvec_only_cost;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<10>, matvec);
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<11>,
+                    opts("matmul_ok", OpKind::kMatmul));
+  Graph g = matmul_graph(4);
+  g.set_precision_floor(PrecisionFloor::relative(1e-3));
+  PlanOptions options;
+  options.policy.fallbacks = {BackendId::kCuda};
+  Result<ExecutionPlan> plan = plan_graph(g, finalize(std::move(t)), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const NodeReport& n = node_report(*plan, "fc");
+  EXPECT_EQ(n.chosen.kernel, "matmul_ok");
+  std::map<std::string, RejectReason> reasons;
+  for (const RejectedCandidate& r : n.rejected) reasons[r.kernel] = r.reason;
+  EXPECT_EQ(reasons["matmul_unaudited"], RejectReason::kPrecisionUnaudited);
+  EXPECT_EQ(reasons["matmul_loose"], RejectReason::kPrecisionBelowFloor);
+  EXPECT_EQ(reasons["matmul_bcast_only"], RejectReason::kRequiresBroadcast);
+  EXPECT_EQ(reasons["matmul_matvec"], RejectReason::kShapeNotAdmitted);
+  EXPECT_EQ(reasons[""], RejectReason::kNotBound);  // nothing on the cuda fallback
+  EXPECT_EQ(n.rejected.size(), 5u);
+}
+
+TEST(RoutePicking, ShapeBucketsPlanEachShapeSeparately) {
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<12>,
+                    opts("matmul_gemm", OpKind::kMatmul));
+  KernelOptions matvec = opts("matmul_matvec", OpKind::kMatmul);
+  matvec.cost = &matvec_only_cost;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<13>, matvec);
+  GraphBuilder b;
+  const std::int64_t tok = b.symbol("tokens");
+  ValueId x = b.input("x", DType::kF32, {tok, 8});
+  ValueId w = b.constant_f32("w", {16, 8}, ramp(128, 3));
+  b.output(b.matmul(x, w, "fc"));
+  Graph g = std::move(b).build().value();
+  PlanOptions options;
+  options.buckets = {{"decode", {{"tokens", 1, 1}}}, {"prefill", {{"tokens", 2, 64}}}};
+  Result<ExecutionPlan> plan = plan_graph(g, finalize(std::move(t)), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(node_report(*plan, "fc", 0).chosen.kernel, "matmul_matvec");
+  EXPECT_EQ(node_report(*plan, "fc", 1).chosen.kernel, "matmul_gemm");
+  EXPECT_EQ(plan->report().buckets[1].sizes[0].second, 64);
+
+  // Symbols need buckets, and buckets must name real symbols with sane ranges.
+  EXPECT_EQ(plan_graph(g, plan->table()).status().code(), StatusCode::kInvalidArgument);
+  options.buckets = {{"bad", {{"tokens", 5, 2}}}};
+  EXPECT_EQ(plan_graph(g, plan->table(), options).status().code(), StatusCode::kInvalidArgument);
+  options.buckets = {{"bad", {{"tokens", 1, 2}, {"nope", 1, 1}}}};
+  EXPECT_THAT(std::string(plan_graph(g, plan->table(), options).status().message()),
+              HasSubstr("no symbol 'nope'"));
+}
+
+TEST(RoutePicking, MissingKernelFailsWithTheTableDiagnosticAndAReport) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4});
+  b.output(b.op(OpKind::kTanh, {x}, "squash"));
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kNotFound);
+  const PlanFailure* failure = plan.status().payload<PlanFailure>();
+  ASSERT_NE(failure, nullptr);
+  const NoBackendForOp* miss = failure->cause.payload<NoBackendForOp>();
+  ASSERT_NE(miss, nullptr);
+  EXPECT_EQ(miss->key, BindingKey(OpKind::kTanh));
+  ASSERT_EQ(failure->report.buckets.size(), 1u);
+  EXPECT_FALSE(failure->report.buckets[0].nodes[0].resolved);
+  ASSERT_EQ(failure->report.violations.size(), 1u);
+  EXPECT_THAT(failure->report.violations[0], HasSubstr("squash"));
+}
+
+// --- dtype reconciliation -------------------------------------------------------
+
+Graph bf16_add_graph() {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kBF16, {2, 3});
+  ValueId y = b.input("y", DType::kBF16, {2, 3});
+  b.output(b.add(x, y, "sum"));
+  return std::move(b).build().value();
+}
+
+TEST(DtypeReconciliation, InsertsLosslessCastsWhenThePromotedKeyIsServed) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
+  t.register_kernel(OpKind::kCast, {DType::kF32, DType::kBF16}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kF32, DType::kBF16, cpu::Variant::kRef),
+                    opts("cast_f32_bf16", OpKind::kCast));
+  Result<ExecutionPlan> plan = plan_graph(bf16_add_graph(), finalize(std::move(t)));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const auto& casts = plan->report().casts;
+  ASSERT_EQ(casts.size(), 3u);
+  EXPECT_EQ(casts[0].operand, 0);
+  EXPECT_EQ(casts[0].from, DType::kBF16);
+  EXPECT_EQ(casts[0].to, DType::kF32);
+  EXPECT_EQ(casts[1].operand, 1);
+  EXPECT_EQ(casts[2].operand, -1);  // the result rounds once, back to bf16
+  EXPECT_EQ(casts[2].to, DType::kBF16);
+  EXPECT_EQ(plan->graph().nodes().size(), 4u);
+  EXPECT_EQ(node_report(*plan, "sum").signature, "f32,f32->f32");
+  EXPECT_EQ(node_report(*plan, "sum.cast_in0").role, "cast");
+}
+
+TEST(DtypeReconciliation, PrefersTheFewestCasts) {
+  // bf16 x bf16 -> bf16 is not served. Widening everything reaches the f32 key
+  // (three casts); widening the activations and the result reaches the mixed key
+  // (f32, bf16 -> f32) with two: the planner takes the two.
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, {DType::kF32, DType::kBF16, DType::kF32}, BackendId::kCpu,
+                    &matmul_variant<14>, opts("matmul_f32_bf16", OpKind::kMatmul));
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<15>,
+                    opts("matmul_f32", OpKind::kMatmul));
+  t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
+  t.register_kernel(OpKind::kCast, {DType::kF32, DType::kBF16}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kF32, DType::kBF16, cpu::Variant::kRef),
+                    opts("cast_f32_bf16", OpKind::kCast));
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kBF16, {2, 8});
+  ValueId w = b.input("w", DType::kBF16, {4, 8});
+  b.output(b.matmul(x, w, "mm"));
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const auto& casts = plan->report().casts;
+  ASSERT_EQ(casts.size(), 2u);
+  EXPECT_EQ(casts[0].operand, 0);
+  EXPECT_EQ(casts[1].operand, -1);
+  EXPECT_EQ(node_report(*plan, "mm").chosen.kernel, "matmul_f32_bf16");
+  EXPECT_EQ(node_report(*plan, "mm").signature, "f32,bf16->f32");
+}
+
+TEST(DtypeReconciliation, FailsWhenTheCastItselfIsMissing) {
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<16>,
+                    opts("matmul_f32", OpKind::kMatmul));
+  t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kBF16, {2, 8});
+  ValueId w = b.input("w", DType::kBF16, {4, 8});
+  // Widening works for the inputs, but the bf16 result needs f32 -> bf16.
+  b.output(b.matmul(x, w, "mm"));
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_NE(plan.status().payload<PlanFailure>()->cause.payload<NoBackendForOp>(), nullptr);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("no f32 promotion"));
+}
+
+TEST(DtypeReconciliation, WithoutCastKernelsTheNodeFailsWithTheMiss) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  Result<ExecutionPlan> plan = plan_graph(bf16_add_graph(), finalize(std::move(t)));
+  ASSERT_FALSE(plan.is_ok());
+  const PlanFailure* failure = plan.status().payload<PlanFailure>();
+  ASSERT_NE(failure, nullptr);
+  EXPECT_TRUE(failure->report.casts.empty());
+  const NoBackendForOp* miss = failure->cause.payload<NoBackendForOp>();
+  ASSERT_NE(miss, nullptr);
+  EXPECT_EQ(miss->dtypes, (DTypeList{DType::kBF16, DType::kBF16, DType::kBF16}));
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("registered combinations"));
+}
+
+// --- buffers and copies -------------------------------------------------------------
+
+TEST(BufferPlan, ChainReusesMemoryByLiveness) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  GraphBuilder b;
+  ValueId v = b.input("x", DType::kF32, {256});
+  for (int i = 0; i < 8; ++i) v = b.relu(v, "r" + std::to_string(i));
+  b.output(v);
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  ASSERT_TRUE(plan.is_ok());
+  // Seven intermediates of 1 KiB; at most two are live at once.
+  const auto& bucket = plan->bucket(0);
+  EXPECT_EQ(bucket.buffers.size(), 7u);
+  EXPECT_EQ(bucket.arena_bytes[static_cast<std::size_t>(BackendId::kCpu)], 2 * 1024);
+  EXPECT_EQ(plan->report().buckets[0].per_backend[0].peak_bytes, 2 * 1024);
+  // Live buffers never overlap.
+  for (std::size_t i = 0; i < bucket.buffers.size(); ++i) {
+    for (std::size_t j = i + 1; j < bucket.buffers.size(); ++j) {
+      const auto& a = bucket.buffers[i];
+      const auto& c = bucket.buffers[j];
+      const bool live_together = !(a.last_step < c.first_step || c.last_step < a.first_step);
+      const bool overlap = a.offset < c.offset + c.bytes && c.offset < a.offset + a.bytes;
+      EXPECT_FALSE(live_together && overlap) << i << " and " << j;
+    }
+  }
+}
+
+TEST(BufferPlan, CrossingBackendsInsertsCopies) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "cpu");
+  register_basic(t, BackendId::kCuda, "cuda");
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4, 8});
+  ValueId w = b.constant_f32("w", {8, 8}, ramp(64, 1));
+  ValueId h = b.matmul(x, w, "fc");
+  b.output(b.relu(h, "act"));
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCpu};
+  options.policy.fallbacks = {BackendId::kCuda};
+  options.policy.pinned = {{"fc", BackendId::kCuda}};
+  Result<ExecutionPlan> plan =
+      plan_graph(std::move(b).build().value(), finalize(std::move(t)), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  // x goes up; relu stays where its input is (moving it down costs more than the
+  // kernel), and the graph output comes back down. The weight is uploaded once.
+  EXPECT_EQ(plan->report().buckets[0].copies, 2);
+  const auto& steps = plan->bucket(0).steps;
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[0].kind, detail::StepKind::kCopy);
+  EXPECT_EQ(steps[1].backend, BackendId::kCuda);
+  EXPECT_EQ(steps[2].kind, detail::StepKind::kKernel);
+  EXPECT_EQ(steps[2].backend, BackendId::kCuda);
+  EXPECT_EQ(steps[3].kind, detail::StepKind::kCopy);
+  EXPECT_EQ(steps[3].backend, BackendId::kCpu);
+  EXPECT_GT(node_report(*plan, "act").runners_up[0].transfer_ns, 0.0);
+  int uploads = 0;
+  for (const auto& buf : plan->bucket(0).buffers) uploads += buf.upload.valid() ? 1 : 0;
+  EXPECT_EQ(uploads, 1);
+  EXPECT_TRUE(node_report(*plan, "fc").fallback);
+  EXPECT_THAT(plan->report().violations[0], HasSubstr("fallback backend cuda"));
+}
+
+}  // namespace
+}  // namespace switchyard

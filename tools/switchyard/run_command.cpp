@@ -1,0 +1,311 @@
+// `switchyard run`: load a llama-family model (or the embedded synthetic one),
+// prefill a prompt, generate greedily, and report throughput, where the time went
+// by op family, and the kernel report of the load.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "switchyard/backends.h"
+#include "switchyard/gguf.h"
+#include "switchyard/llama.h"
+#include "switchyard/thread_pool.h"
+
+namespace switchyard::tool {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string backend = "auto";
+  std::int64_t prompt_tokens = 64;
+  std::int64_t tokens = 32;
+  int threads = 0;
+  bool strict = false;
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal so that
+// logs and pipes get clean output.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled && isatty(STDERR_FILENO) == 1) {}
+  void show(std::string_view what, std::int64_t done, std::int64_t total) {
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+    std::fprintf(stderr, "\r%-10.*s [%s%s] %lld/%lld", static_cast<int>(what.size()), what.data(),
+                 std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                 std::string(static_cast<std::size_t>(kWidth - filled), ' ').c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total));
+    std::fflush(stderr);
+  }
+  void clear() {
+    if (!enabled_) return;
+    std::fprintf(stderr, "\r%60s\r", "");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+};
+
+Result<BackendId> pick_backend(std::string_view text) {
+  const auto compiled = compiled_backends();
+  auto has = [&](BackendId b) {
+    return std::find(compiled.begin(), compiled.end(), b) != compiled.end();
+  };
+  if (text == "auto") return has(BackendId::kCuda) ? BackendId::kCuda : BackendId::kCpu;
+  if (text != "cpu" && text != "cuda") {
+    return invalid_argument_error(
+        fmt::format("run: --backend '{}': expected cpu, cuda or auto", text));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(BackendId b, parse_backend(text));
+  if (!has(b)) {
+    return invalid_argument_error(fmt::format(
+        "run: --backend {}: this build has no {} backend (configure with the CUDA toolkit to "
+        "build it), use --backend cpu",
+        text, text));
+  }
+  return b;
+}
+
+// The embedded default: the synthetic model written through the GGUF writer to a
+// temporary file and mapped back through the reader. The file is unlinked once
+// mapped (the mapping keeps the data).
+Result<GgufFile> synthetic_file() {
+  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model,
+                              generate_synthetic_llama(default_synthetic_llama_config()));
+  const std::vector<TensorTypeRule> types = default_synthetic_llama_types();
+  SWITCHYARD_RETURN_IF_ERROR(quantize_synthetic_llama(model, types));
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      fmt::format("switchyard-synthetic-llama-{}.gguf", static_cast<long>(getpid()));
+  SWITCHYARD_RETURN_IF_ERROR(write_synthetic_model(model, path));
+  Result<GgufFile> file = GgufFile::open(path);
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  return file;
+}
+
+// A deterministic prompt: token ids spread over the vocabulary.
+std::vector<std::int32_t> make_prompt(std::int64_t n, std::int64_t vocab) {
+  std::vector<std::int32_t> p(static_cast<std::size_t>(n));
+  std::uint64_t x = 0x9e3779b97f4a7c15ULL;
+  for (std::int32_t& t : p) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    t = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(vocab));
+  }
+  return p;
+}
+
+bool all_finite(std::span<const float> v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+int run(const RunOptions& o) {
+  if (o.prompt_tokens < 1 || o.tokens < 0) {
+    return report_failure(
+        invalid_argument_error("run: --prompt-tokens must be >= 1 and --tokens >= 0"));
+  }
+  if (o.threads < 0) return report_failure(invalid_argument_error("run: --threads must be >= 0"));
+  Result<BackendId> backend = pick_backend(o.backend);
+  if (!backend.is_ok()) return report_failure(backend.status());
+
+  Progress progress(!o.json);
+  const Clock::time_point load_start = Clock::now();
+  progress.show("loading", 0, 3);
+  Result<GgufFile> file = o.model.empty() ? synthetic_file() : GgufFile::open(o.model);
+  if (!file.is_ok()) return report_failure(file.status());
+  progress.show("loading", 1, 3);
+  Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);
+  if (!config.is_ok()) return report_failure(config.status());
+  if (o.prompt_tokens + o.tokens > config->context_length) {
+    return report_failure(invalid_argument_error(
+        fmt::format("run: {} prompt + {} generated tokens exceed the model's context of {}",
+                    o.prompt_tokens, o.tokens, config->context_length)));
+  }
+
+  std::unique_ptr<ThreadPool> own_pool;
+  ParallelRunner* runner = &default_thread_pool();
+  if (o.threads > 0) {
+    own_pool = std::make_unique<ThreadPool>(o.threads);
+    runner = own_pool.get();
+  }
+  LlamaLoadOptions load;
+  load.backend = *backend;
+  if (o.strict) load.strict = StrictPolicy::all();
+  load.max_context = o.prompt_tokens + std::max<std::int64_t>(o.tokens, 1);
+  load.max_batch = std::min<std::int64_t>(o.prompt_tokens, 512);
+  load.runner = runner;
+  load.profile = true;
+  progress.show("loading", 2, 3);
+  Result<LlamaModel> loaded = LlamaModel::load(*file, load);
+  progress.clear();
+  if (!loaded.is_ok()) return report_failure(loaded.status());
+  LlamaModel& model = *loaded;
+  const double load_s = seconds_since(load_start);
+  const LlamaConfig& c = model.config();
+
+  // Prefill in chunks of the prefill bucket's size.
+  const std::vector<std::int32_t> prompt = make_prompt(o.prompt_tokens, c.vocab_size);
+  std::vector<float> logits;
+  std::vector<float> last(static_cast<std::size_t>(c.vocab_size));
+  const Clock::time_point prefill_start = Clock::now();
+  for (std::int64_t at = 0; at < o.prompt_tokens; at += model.max_batch()) {
+    progress.show("prompt", at, o.prompt_tokens);
+    const std::int64_t n = std::min(model.max_batch(), o.prompt_tokens - at);
+    logits.resize(static_cast<std::size_t>(n * c.vocab_size));
+    Status st = model.eval(
+        std::span(prompt).subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n)),
+        logits);
+    if (!st.is_ok()) {
+      progress.clear();
+      return report_failure(st);
+    }
+  }
+  const double prefill_s = seconds_since(prefill_start);
+  std::copy(logits.end() - c.vocab_size, logits.end(), last.begin());
+  bool finite = all_finite(last);
+
+  std::vector<std::int32_t> generated;
+  const Clock::time_point decode_start = Clock::now();
+  for (std::int64_t i = 0; i < o.tokens && finite; ++i) {
+    progress.show("generate", i, o.tokens);
+    const std::int32_t next = argmax_token(last);
+    generated.push_back(next);
+    if (i + 1 == o.tokens) break;  // the last choice needs no further eval
+    Status st = model.eval(std::span(&next, 1), last);
+    if (!st.is_ok()) {
+      progress.clear();
+      return report_failure(st);
+    }
+    finite = all_finite(last);
+  }
+  const double decode_s = seconds_since(decode_start);
+  progress.clear();
+  // Decode evals: one per generated token but the last.
+  const std::int64_t decode_evals = std::max<std::int64_t>(0, o.tokens - 1);
+  const double prompt_tps = static_cast<double>(o.prompt_tokens) / prefill_s;
+  const double gen_tps = decode_evals > 0 ? static_cast<double>(decode_evals) / decode_s : 0.0;
+
+  const LlamaProfile& prof = model.profile();
+  double profiled_ns = prof.copy_ns;
+  for (double ns : prof.family_ns) profiled_ns += ns;
+  const LlamaKernelReport& report = model.kernel_report();
+
+  if (o.json) {
+    nlohmann::json j;
+    j["model"] = o.model.empty() ? "synthetic" : o.model;
+    j["backend"] = std::string(name(*backend));
+    j["threads"] = runner->num_threads();
+    j["config"] = {{"vocab", c.vocab_size},       {"dim", c.embedding_length},
+                   {"blocks", c.block_count},     {"heads", c.head_count},
+                   {"kv_heads", c.head_count_kv}, {"ff", c.feed_forward_length}};
+    j["load_s"] = load_s;
+    j["prompt"] = {
+        {"tokens", o.prompt_tokens}, {"seconds", prefill_s}, {"tokens_per_s", prompt_tps}};
+    j["generation"] = {{"tokens", o.tokens},
+                       {"evals", decode_evals},
+                       {"seconds", decode_s},
+                       {"tokens_per_s", gen_tps},
+                       {"ids", generated}};
+    nlohmann::json split = nlohmann::json::object();
+    for (OpFamily f : kAllOpFamilies) {
+      const double ns = prof.family_ns[static_cast<std::size_t>(f)];
+      if (ns > 0) split[std::string(name(f))] = ns * 1e-6;
+    }
+    if (prof.copy_ns > 0) split["copy"] = prof.copy_ns * 1e-6;
+    j["time_ms_by_family"] = split;
+    nlohmann::json buckets = nlohmann::json::object();
+    for (const auto& b : report.buckets) {
+      nlohmann::json per = nlohmann::json::object();
+      for (const auto& [bk, n] : b.nodes) per[std::string(name(bk))] = n;
+      buckets[b.bucket] = per;
+    }
+    nlohmann::json violations = nlohmann::json::array();
+    for (const auto& v : report.violations) {
+      violations.push_back({{"tensor", v.tensor},
+                            {"role", v.role},
+                            {"op", v.op},
+                            {"dtype", std::string(name(v.dtype))},
+                            {"fallback", v.fallback}});
+    }
+    j["kernels"] = {{"probes", report.probes}, {"nodes", buckets}, {"violations", violations}};
+    j["ok"] = finite;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("model    {} ({} blocks, dim {}, {} heads / {} kv, ff {}, vocab {})\n",
+               o.model.empty() ? "synthetic llama (embedded)" : o.model, c.block_count,
+               c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
+               c.vocab_size);
+    fmt::print("backend  {}, {} thread{}; loaded in {:.2f} s\n", name(*backend),
+               runner->num_threads(), runner->num_threads() == 1 ? "" : "s", load_s);
+    fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", o.prompt_tokens, prefill_s,
+               prompt_tps);
+    fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n", o.tokens,
+               decode_evals, decode_s, gen_tps);
+    std::string ids;
+    for (std::size_t i = 0; i < generated.size() && i < 16; ++i)
+      ids += fmt::format(" {}", generated[i]);
+    fmt::print("tokens  {}{}\n", ids, generated.size() > 16 ? " ..." : "");
+    fmt::print("time by op family (kernel time, prompt + generation):\n");
+    std::vector<std::pair<double, std::string>> rows;
+    for (OpFamily f : kAllOpFamilies) {
+      const double ns = prof.family_ns[static_cast<std::size_t>(f)];
+      if (ns > 0) rows.emplace_back(ns, std::string(name(f)));
+    }
+    if (prof.copy_ns > 0) rows.emplace_back(prof.copy_ns, "copy");
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [ns, fam] : rows) {
+      fmt::print("  {:<10} {:9.2f} ms  {:5.1f}%\n", fam, ns * 1e-6,
+                 profiled_ns > 0 ? 100.0 * ns / profiled_ns : 0.0);
+    }
+    fmt::print("{}", report.render());
+  }
+  if (!finite) {
+    std::fprintf(stderr, "switchyard: run: the logits hold a NaN or infinity\n");
+    return kExitCheckFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandMain& selected) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Run a llama-family model (default: an embedded synthetic one): prompt and "
+      "generation throughput, time by op family, the kernel report");
+  cmd->add_option("model", options->model,
+                  "GGUF model file (omit for the embedded synthetic model)");
+  cmd->add_option("--backend", options->backend, "cpu, cuda or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--prompt-tokens", options->prompt_tokens, "prompt length in tokens (64)");
+  cmd->add_option("--tokens", options->tokens, "tokens to generate (32)");
+  cmd->add_option("--threads", options->threads,
+                  "CPU threads (default: SWITCHYARD_THREADS or all)");
+  cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
+  cmd->add_flag("--json", options->json, "print the results as JSON");
+  cmd->callback([options, &selected] { selected = [options] { return run(*options); }; });
+}
+
+}  // namespace switchyard::tool
