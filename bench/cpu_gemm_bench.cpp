@@ -1,15 +1,18 @@
 // The CPU backend's dense matmul family against peers measured in the same run:
 //   - f32 GEMM 1024^3 (each registered sibling) with GFLOP/s and its ratio to
-//     OpenBLAS's cblas_sgemm timed just before it (`vs_openblas`);
-//   - f16 / bf16 / f32-weight matvec 4096 -> 14336 with GB/s of weights streamed and
-//     the ratio to the machine's read bandwidth (`vs_read_bw`), measured just before
-//     it by summing a 512 MiB f32 array with the widest SIMD the CPU has;
-//   - ffn_swiglu and linear for a decode row and a 128-row prefill block.
-// Threads come from SWITCHYARD_THREADS (the process-wide pool).
+//     OpenBLAS's cblas_sgemm, timed alternately with it (`vs_openblas`, and
+//     `vs_openblas_cpu` in process CPU time);
+//   - f16 / bf16 matvec 4096 -> 14336 (weights [14336, 4096]) with GB/s of weights
+//     streamed and the ratio to the machine's read bandwidth (`vs_read_bw`,
+//     `vs_read_bw_cpu`), measured alternately with it by summing a 256 MiB f32
+//     array with the widest SIMD the CPU has;
+//   - ffn_swiglu (D 1024, F 2816) for a decode row and a 128-row block.
+// Ratios come from interleaved medians because the machine is shared: a ratio of
+// two back-to-back runs mostly measures how the neighbours' load changed.
+// Threads come from SWITCHYARD_THREADS (the process-wide pool). One command line:
 //   SWITCHYARD_THREADS=2 ./build/dev/bench/switchyard_bench
 //     --benchmark_filter='Gemm|Matvec|ReadBandwidth|Ffn' --benchmark_repetitions=3
 //     --benchmark_report_aggregates_only=true
-// (one command line).
 //
 // GCC 12's AVX-512 intrinsic headers trip its uninitialised-use analysis
 // (_mm512_undefined_* inside _mm512_reduce_add_ps); silenced for this file only.
@@ -120,13 +123,17 @@ Paired paired_medians(int reps, A&& a, B&& b) {
 
 // --- read bandwidth: the roofline of the matvec kernels ------------------------------
 
+// Four named accumulators (an array here ends up in memory at -O2) keep four
+// independent add chains, far more than the memory stream needs.
 __attribute__((target("avx2"))) float sum_avx2(const float* p, std::int64_t n) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (std::int64_t i = 0; i + 32 <= n; i += 32) {
-    for (int j = 0; j < 4; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(p + i + 8 * j));
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
   }
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
   float lanes[8];
   _mm256_storeu_ps(lanes, s);
   float total = 0;
@@ -135,13 +142,14 @@ __attribute__((target("avx2"))) float sum_avx2(const float* p, std::int64_t n) {
 }
 
 __attribute__((target("avx512f"))) float sum_avx512(const float* p, std::int64_t n) {
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                   _mm512_setzero_ps()};
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (std::int64_t i = 0; i + 64 <= n; i += 64) {
-    for (int j = 0; j < 4; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(p + i + 16 * j));
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
   }
-  return _mm512_reduce_add_ps(
-      _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
 // A read-only sweep of `floats` f32 values on the pool's threads.
@@ -164,7 +172,7 @@ struct ReadBandwidth {
   }
 };
 
-constexpr std::int64_t kReadBandwidthFloats = std::int64_t{128} << 20;  // 512 MiB
+constexpr std::int64_t kReadBandwidthFloats = std::int64_t{64} << 20;  // 256 MiB
 
 void BM_ReadBandwidth(benchmark::State& state) {
   ReadBandwidth bw(kReadBandwidthFloats);
@@ -257,6 +265,9 @@ void BM_Matvec(benchmark::State& state, DType at, DType wt, std::string kernel) 
   const double read_gbps = static_cast<double>(bw.data.size()) * 4.0 / p.wall_b / 1e9;
   state.counters["read_GB/s"] = read_gbps;
   state.counters["vs_read_bw"] = weight_bytes / p.wall_a / 1e9 / read_gbps;
+  // Bytes per CPU-second against the sweep's: less disturbed by other tenants.
+  state.counters["vs_read_bw_cpu"] =
+      (weight_bytes / p.cpu_a) / (static_cast<double>(bw.data.size()) * 4.0 / p.cpu_b);
 }
 BENCHMARK_CAPTURE(BM_Matvec, f32_f16_avx2, DType::kF32, DType::kF16,
                   std::string("matmul_f32_f16_f32__cpu_avx2_matvec"))

@@ -319,8 +319,9 @@ class KernelBindingTable {
   [[nodiscard]] Result<const BindingEntry*> lookup(BindingKey key, const DTypeList& dtypes,
                                                    BackendId backend) const;
   // The first sibling that can take dense operands of any shape
-  // (caps.requires_broadcast and admits unset), whatever the registration order. Misses as lookup
-  // does, also when every sibling requires a broadcast operand.
+  // (caps.requires_broadcast and admits unset), whatever the registration order.
+  // Misses as lookup does, also when every sibling requires a broadcast operand or
+  // serves only some shapes.
   [[nodiscard]] Result<const BindingEntry*> lookup_with_caps(BindingKey key,
                                                              const DTypeList& dtypes,
                                                              BackendId backend) const;

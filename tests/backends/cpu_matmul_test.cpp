@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/dense_kernels.h"
 #include "switchyard/backends.h"
 #include "switchyard/binding_table.h"
@@ -270,11 +271,13 @@ TEST(CpuMatmulSiblings, SimdAndOpenBlasRegisteredWhereTheCpuRunsThem) {
   const auto alts = siblings(OpKind::kMatmul, {kF32, kF32, kF32});
   std::vector<std::string> names;
   for (const BindingEntry& e : alts) names.push_back(e.name);
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  // cpu_features() (which SWITCHYARD_CPU_DISABLE narrows) decides what is registered.
+  const cpu::CpuFeatures& cpu = cpu::cpu_features();
+  if (cpu.avx2 && cpu.f16c) {
     EXPECT_NE(std::find(names.begin(), names.end(), "matmul_f32__cpu_avx2"), names.end());
     EXPECT_NE(std::find(names.begin(), names.end(), "matmul_f32__cpu_avx2_matvec"), names.end());
   }
-  if (!__builtin_cpu_supports("avx512f")) {
+  if (!cpu.avx512) {
     for (const std::string& n : names) EXPECT_EQ(n.find("avx512"), std::string::npos) << n;
   }
 #if defined(SWITCHYARD_HAVE_OPENBLAS)
@@ -299,7 +302,7 @@ TEST(CpuMatmulSiblings, MatvecAdmitsOneRowPerWeightMatrix) {
     EXPECT_TRUE(e.admits_shapes(one_row)) << e.name;
     EXPECT_FALSE(e.admits_shapes(many)) << e.name;
   }
-  EXPECT_EQ(saw_matvec, __builtin_cpu_supports("avx2") != 0);
+  EXPECT_EQ(saw_matvec, cpu::cpu_features().avx2 && cpu::cpu_features().f16c);
   // A shape-blind lookup never hands out a shape-restricted sibling.
   Result<const BindingEntry*> general =
       table().lookup_with_caps(OpKind::kMatmul, {kF32, kF16, kF32}, BackendId::kCpu);

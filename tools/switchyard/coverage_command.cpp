@@ -93,6 +93,7 @@ int run_coverage(const CoverageOptions& options) {
              {"cost", e.cost_expr ? e.cost_expr->to_string()
                                   : (e.has_known_cost() ? "function" : "unknown")},
              {"is_generic", e.is_generic},
+             {"shape_restricted", e.admits != nullptr},
              {"revision_hash", fmt::format("{:016x}", e.revision_hash)},
              {"site", describe_site(e.site)}});
       }

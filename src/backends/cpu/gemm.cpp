@@ -2,8 +2,7 @@
 // use it or the matvec kernels. Portable code: everything ISA-specific is reached
 // through the GemmKernels / MatvecKernels tables after a CPU-feature check.
 #include <algorithm>
-#include <cstdlib>
-#include <memory>
+#include <cstdint>
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
@@ -25,7 +24,7 @@ constexpr int kMaxTile = 8 * 32;
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // A per-thread, 64-byte aligned float buffer (the micro-kernels load weight panels
-// aligned). Each thread has `Slot` distinct buffers; they grow once and are reused.
+// aligned); one per Slot and thread, grown once and reused by later calls.
 template <int Slot>
 float* thread_buffer(std::int64_t count) {
   thread_local std::vector<float> storage;
@@ -60,9 +59,10 @@ void gemm_region(const GemmKernels& kn, const GemmProblem& p, const Region& regi
 
   for (std::int64_t jc = region.n0; jc < region.n1; jc += nc) {
     const std::int64_t ncb = std::min(nc, region.n1 - jc);
-    // C for this column block: the output itself, or the scratch (row m at
-    // (m - m0) * nc).
-    float* c_base = direct ? p.c + jc : scratch - region.m0 * nc;
+    // C for this column block: the output itself, or the scratch, whose row 0 is
+    // the region's first row.
+    float* c_origin = direct ? p.c + jc : scratch;
+    const std::int64_t c_row0 = direct ? 0 : region.m0;
     const std::int64_t ldc = direct ? p.ldc : nc;
     for (std::int64_t kb = 0; kb < k_blocks; ++kb) {
       const std::int64_t k0 = kb * kc;
@@ -82,7 +82,7 @@ void gemm_region(const GemmKernels& kn, const GemmProblem& p, const Region& regi
           for (std::int64_t ir = 0; ir < mcb; ir += mr) {
             const std::int64_t rows = std::min(mr, mcb - ir);
             const float* a_panel = pa + ir * kcb;
-            float* c = c_base + (ic + ir) * ldc + jr;
+            float* c = c_origin + (ic + ir - c_row0) * ldc + jr;
             if (rows == mr && cols == nr) {
               kn.micro(kcb, a_panel, b_panel, c, ldc, accumulate);
               continue;
@@ -99,7 +99,7 @@ void gemm_region(const GemmKernels& kn, const GemmProblem& p, const Region& regi
           }
         }
         if (kb + 1 == k_blocks && p.epilogue != nullptr) {
-          (*p.epilogue)(ic, ic + mcb, jc, jc + ncb, c_base + ic * ldc, ldc);
+          (*p.epilogue)(ic, ic + mcb, jc, jc + ncb, c_origin + (ic - c_row0) * ldc, ldc);
         }
       }
     }
@@ -122,6 +122,7 @@ void run_gemm(const GemmKernels& kn, const GemmProblem& p, const ExecContext& ct
   const std::int64_t unit = kn.nr * std::max(p.panel_align, 1);
   // Every kernel set's nc and kScratchCols are multiples of 2 * nr.
   SWITCHYARD_CHECK(kn.nc % unit == 0 && kScratchCols % unit == 0);
+  SWITCHYARD_CHECK(kn.mr * kn.nr <= kMaxTile && kn.mc % kn.mr == 0);
   const std::int64_t a_panels = ceil_div(m, kn.mr);
   const std::int64_t col_units = ceil_div(n, unit);
   const std::int64_t threads = ctx.num_threads();

@@ -11,12 +11,14 @@
 //   register-blocked micro-kernel. The ISA files provide the micro-kernel and the
 //   packers through a GemmKernels table; only the driver allocates and threads.
 //
-// Determinism
-//   Work is split over output tiles (row blocks x panel groups), never over K. Each
-//   output element is accumulated in the same order whatever tile or thread computes
-//   it: within a K block by the micro-kernel's k loop, across K blocks by adding the
-//   block's partial sum to C. `kc` is fixed per kernel set, so the bytes are the same
-//   at any thread count.
+// Threads and determinism
+//   The output is split into a grid of regions, one per thread (rows in whole
+//   panels of MR, columns in whole panels of NR); each thread runs the whole loop
+//   nest over its region with its own packed buffers, so a call is one fork-join.
+//   K is never split. Each output element is accumulated in the same order whatever
+//   region or thread computes it: within a K block by the micro-kernel's k loop,
+//   across K blocks by adding the block's partial sum to C. `kc` is fixed per kernel
+//   set, so the bytes are the same at any thread count.
 //
 // Why the ISA files are kept small
 //   Code compiled with -mavx512f must not end up running on a CPU without it. Inline

@@ -333,7 +333,8 @@ const std::vector<Row>& rows() {
 // Per key, best first: the AVX-512 GEMM, the AVX2 GEMM, the matvec siblings (they
 // admit one activation row per weight matrix, where streaming the weights beats
 // packing them), OpenBLAS for f32, the portable reference last. SIMD rows are
-// listed only when cpu_features() says the CPU runs them.
+// listed only when cpu_features() says the CPU runs them; both SIMD sets also need
+// F16C for their f16 conversions.
 
 // Blocked f32 sums: within a K block in k order with FMA, across blocks in block
 // order. The error is within a few K * 2^-24 of sum |a_k * w_k|; the bound is
@@ -368,7 +369,7 @@ std::string dense_name(std::string_view op, DType a, DType w, DType o, std::stri
 template <DType A, DType W, DType O>
 void add_matmul_rows(std::vector<Row>& rows, const CpuFeatures& cpu, KernelFn reference_fn) {
   const DTypeList key{A, W, O};
-  if (cpu.avx512) {
+  if (cpu.avx512 && cpu.f16c) {
     rows.push_back({OpKind::kMatmul, key, &matmul_gemm<Isa::kAvx512, A, W, O>,
                     simd(dense_name("matmul", A, W, O, "avx512"), O, &gemm_cost, "avx512")});
   }
@@ -376,7 +377,7 @@ void add_matmul_rows(std::vector<Row>& rows, const CpuFeatures& cpu, KernelFn re
     rows.push_back({OpKind::kMatmul, key, &matmul_gemm<Isa::kAvx2, A, W, O>,
                     simd(dense_name("matmul", A, W, O, "avx2"), O, &gemm_cost, "avx2")});
   }
-  if (cpu.avx512) {
+  if (cpu.avx512 && cpu.f16c) {
     rows.push_back({OpKind::kMatmul, key, &matmul_matvec<Isa::kAvx512, A, W, O>,
                     simd(dense_name("matmul", A, W, O, "avx512_matvec"), O, &matvec_cost, "avx512",
                          &admits_single_row)});
@@ -409,7 +410,7 @@ void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
   const std::string linear =
       W == kF32 ? "linear_f32" : fmt::format("linear_f32_{}_f32_f32", name(W));
   const std::string ffn = W == kF32 ? "ffn_swiglu_f32" : fmt::format("ffn_swiglu_f32_{}", name(W));
-  if (cpu.avx512) {
+  if (cpu.avx512 && cpu.f16c) {
     rows.push_back({OpKind::kLinear, linear_key, &linear_gemm<Isa::kAvx512, W>,
                     simd(linear + "__cpu_avx512", kF32, &gemm_cost, "avx512")});
   }
@@ -417,7 +418,7 @@ void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
     rows.push_back({OpKind::kLinear, linear_key, &linear_gemm<Isa::kAvx2, W>,
                     simd(linear + "__cpu_avx2", kF32, &gemm_cost, "avx2")});
   }
-  if (cpu.avx512) {
+  if (cpu.avx512 && cpu.f16c) {
     rows.push_back(
         {OpKind::kLinear, linear_key, &linear_matvec<Isa::kAvx512, W>,
          simd(linear + "__cpu_avx512_matvec", kF32, &matvec_cost, "avx512", &admits_single_row)});
@@ -429,7 +430,7 @@ void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
   }
   rows.push_back({OpKind::kLinear, linear_key, &linear_ref<W>,
                   reference(linear + "__cpu_ref", sequential_dot(), OpKind::kLinear)});
-  if (cpu.avx512) {
+  if (cpu.avx512 && cpu.f16c) {
     rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_fused<Isa::kAvx512, W>,
                     simd(ffn + "__cpu_avx512", kF32, &ffn_swiglu_cost, "avx512")});
   }
