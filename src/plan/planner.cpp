@@ -253,6 +253,11 @@ struct Router {
     nr.shapes = join_shapes(shapes, node.inputs.size());
 
     auto fail = [&](Status status) {
+      // The plan is not executable; let consumers see the value wherever they
+      // run, so their reports show no copies of a value that never existed.
+      for (BackendId b : candidates) {
+        resident[node.output.index][static_cast<std::size_t>(b)] = kOwnStorage;
+      }
       nr.resolved = false;
       nr.failure = std::string(status.message());
       if (first_failure.is_ok()) first_failure = status.with_context("node '" + node.name + "'");
