@@ -483,7 +483,8 @@ Status Graph::validate() const {
     }
     switch (v.kind) {
       case ValueKind::kConstant:
-        if (v.data == nullptr) return invalid_argument_error("constant " + label_of() + " has no data");
+        if (v.data == nullptr)
+          return invalid_argument_error("constant " + label_of() + " has no data");
         for (std::int64_t d : v.shape.dims()) {
           if (is_symbolic(d)) {
             return invalid_argument_error("constant " + label_of() + " has a symbolic dimension");
@@ -503,12 +504,13 @@ Status Graph::validate() const {
         }
         const Value& src = values_[v.source.index];
         if (src.kind == ValueKind::kView) {
-          return invalid_argument_error("view " + label_of() + " views another view; view '" + src.name +
-                                        "'s source instead");
+          return invalid_argument_error("view " + label_of() + " views another view; view '" +
+                                        src.name + "'s source instead");
         }
         if (src.dtype != v.dtype) {
-          return invalid_argument_error(fmt::format("view {} is {}, its source '{}' is {}", label_of(),
-                                                    name(v.dtype), src.name, name(src.dtype)));
+          return invalid_argument_error(fmt::format("view {} is {}, its source '{}' is {}",
+                                                    label_of(), name(v.dtype), src.name,
+                                                    name(src.dtype)));
         }
         Result<ViewLayout> layout = view_layout(v.view, src.shape, v.shape);
         if (!layout.is_ok()) return layout.status().with_context("view " + label_of());
@@ -550,8 +552,8 @@ Status Graph::validate() const {
     if (!inferred.is_ok()) return inferred.status().with_context("node '" + node.name + "'");
     if (inferred->dtype != out.dtype || !(inferred->shape == out.shape)) {
       return invalid_argument_error(
-          fmt::format("node '{}': output '{}' is declared {}{}, the operands give {}{}", node.name, out.name,
-                      name(out.dtype), shape_string(out.shape), name(inferred->dtype),
+          fmt::format("node '{}': output '{}' is declared {}{}, the operands give {}{}", node.name,
+                      out.name, name(out.dtype), shape_string(out.shape), name(inferred->dtype),
                       shape_string(inferred->shape)));
     }
   }
