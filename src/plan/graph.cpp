@@ -561,6 +561,10 @@ Status Graph::validate() const {
     if (!o.valid() || static_cast<std::size_t>(o.index) >= values_.size()) {
       return invalid_argument_error(fmt::format("graph output #{} does not exist", o.index));
     }
+    if (std::count(outputs_.begin(), outputs_.end(), o) > 1) {
+      return invalid_argument_error(
+          fmt::format("graph output '{}' is listed twice", values_[o.index].name));
+    }
     if (values_[o.index].kind != ValueKind::kNodeOutput) {
       return invalid_argument_error(
           fmt::format("graph output '{}' is a {}; outputs must be produced by a node (add a copy)",
