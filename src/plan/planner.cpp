@@ -268,7 +268,7 @@ struct Router {
     shapes.push_back(concrete_shape(graph.value(node.output).shape, sizes));
     nr.shapes = join_shapes(shapes, node.inputs.size());
 
-    auto fail = [&](Status status) {
+    auto fail = [&](const Status& status) {
       // The plan is not executable; let consumers see the value wherever they
       // run, so their reports show no copies of a value that never existed.
       for (BackendId b : candidates) {
@@ -573,12 +573,13 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
   SWITCHYARD_RETURN_IF_ERROR(check_buckets(graph, options.buckets));
   ExecutionPlan plan;
   plan.options_ = options;
-  plan.table_ = table;
-  plan.report_.table_generation = table->generation();
+  plan.table_ = std::move(table);
+  const KernelBindingTable& tbl = *plan.table_;
+  plan.report_.table_generation = tbl.generation();
   Graph g = graph;
-  if (options.enable_fusion) g = detail::fuse(std::move(g), *table, options, plan.report_);
+  if (options.enable_fusion) g = detail::fuse(std::move(g), tbl, options, plan.report_);
   std::map<std::string, Status> failures;
-  g = detail::reconcile_dtypes(std::move(g), *table, options, plan.report_, failures);
+  g = detail::reconcile_dtypes(std::move(g), tbl, options, plan.report_, failures);
   // The passes keep the graph valid; check again only when they changed it.
   if (!plan.report_.fusions.empty() || !plan.report_.casts.empty()) {
     SWITCHYARD_RETURN_IF_ERROR(g.validate().with_context("planned graph"));
@@ -602,7 +603,7 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     }
     Status failure;
     std::unique_ptr<detail::BucketPlan> bp =
-        detail::build_bucket(plan.graph_, order, *table, options, failures, b.name, std::move(min),
+        detail::build_bucket(plan.graph_, order, tbl, options, failures, b.name, std::move(min),
                              std::move(max), failure);
     if (first_failure.is_ok() && !failure.is_ok()) first_failure = failure;
     // The report lives in the plan's report; the bucket keeps only what runs.
