@@ -45,8 +45,11 @@ struct Instance {
   std::array<std::byte*, kBackendCount> arena{};
   std::vector<TensorView> views;
   std::vector<ViewLayout> layouts;
-  // Operands on caller tensors: (operand index, external index: inputs then outputs).
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> external;
+  // Per caller tensor (inputs then outputs): the operands that read or write it,
+  // and the pointer they were last built with. A run re-points only the operands of
+  // tensors whose pointer changed, so reusing buffers costs nothing per node.
+  std::vector<std::vector<std::uint32_t>> external;
+  std::vector<void*> external_bound;
   std::vector<std::int64_t> bound_sizes;
   bool bound = false;
 };
@@ -128,12 +131,14 @@ struct Executor::State {
     }
     inst.views.resize(bp.operands.size());
     inst.layouts.resize(bp.operands.size());
+    inst.external.assign(external_ptrs.size(), {});
+    inst.external_bound.assign(external_ptrs.size(), nullptr);
     for (std::uint32_t i = 0; i < bp.operands.size(); ++i) {
       const detail::OperandRef& ref = bp.operands[i];
       const Value& v = plan->graph().value(ref.value);
       const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
       if (ref.buffer < 0 && external_index[base.index] >= 0) {
-        inst.external.emplace_back(i, static_cast<std::uint32_t>(external_index[base.index]));
+        inst.external[static_cast<std::size_t>(external_index[base.index])].push_back(i);
       }
     }
     // Constants needed on other backends are uploaded once, now.
@@ -164,6 +169,7 @@ struct Executor::State {
     }
     inst.bound_sizes = sizes;
     inst.bound = true;
+    inst.external_bound = external_ptrs;
     return Status::ok();
   }
 
@@ -350,11 +356,15 @@ Status Executor::run(std::span<const TensorView> inputs, std::span<const TensorV
   if (!inst->bound || inst->bound_sizes != s.sizes) {
     SWITCHYARD_RETURN_IF_ERROR(s.bind_sizes(*inst));
   } else {
-    for (const auto& [operand, ext] : inst->external) {
-      const detail::OperandRef& ref = inst->plan->operands[operand];
-      inst->views[operand] =
-          State::make_view(s.storage(*inst, ref), s.plan->graph().value(ref.value).dtype,
-                           inst->layouts[operand], ref.backend);
+    for (std::size_t ext = 0; ext < inst->external.size(); ++ext) {
+      if (inst->external_bound[ext] == s.external_ptrs[ext]) continue;
+      for (std::uint32_t operand : inst->external[ext]) {
+        const detail::OperandRef& ref = inst->plan->operands[operand];
+        inst->views[operand] =
+            State::make_view(s.external_ptrs[ext], s.plan->graph().value(ref.value).dtype,
+                             inst->layouts[operand], ref.backend);
+      }
+      inst->external_bound[ext] = s.external_ptrs[ext];
     }
   }
   ++s.stats.runs;

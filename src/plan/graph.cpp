@@ -472,48 +472,51 @@ Result<std::vector<std::int32_t>> Graph::topological_order() const {
 Status Graph::validate() const {
   for (std::size_t i = 0; i < values_.size(); ++i) {
     const Value& v = values_[i];
-    const std::string label = v.name.empty() ? fmt::format("#{}", i) : "'" + v.name + "'";
-    if (v.shape.rank() > kMaxRank) return invalid_argument_error("value " + label + ": rank");
+    // Built only when reporting: validation runs on every plan.
+    auto label_of = [&] { return v.name.empty() ? fmt::format("#{}", i) : "'" + v.name + "'"; };
+    if (v.shape.rank() > kMaxRank) return invalid_argument_error("value " + label_of() + ": rank");
     for (std::int64_t d : v.shape.dims()) {
       if (is_symbolic(d) && static_cast<std::size_t>(symbol_index(d)) >= symbols_.size()) {
         return invalid_argument_error(
-            fmt::format("value {} uses undeclared symbolic dimension {}", label, d));
+            fmt::format("value {} uses undeclared symbolic dimension {}", label_of(), d));
       }
     }
     switch (v.kind) {
       case ValueKind::kConstant:
-        if (v.data == nullptr) return invalid_argument_error("constant " + label + " has no data");
+        if (v.data == nullptr)
+          return invalid_argument_error("constant " + label_of() + " has no data");
         for (std::int64_t d : v.shape.dims()) {
           if (is_symbolic(d)) {
-            return invalid_argument_error("constant " + label + " has a symbolic dimension");
+            return invalid_argument_error("constant " + label_of() + " has a symbolic dimension");
           }
         }
         break;
       case ValueKind::kNodeOutput:
         if (v.producer < 0 || static_cast<std::size_t>(v.producer) >= nodes_.size() ||
             !(nodes_[v.producer].output == ValueId{static_cast<std::int32_t>(i)})) {
-          return invalid_argument_error("value " + label +
+          return invalid_argument_error("value " + label_of() +
                                         " is a node output that no node produces");
         }
         break;
       case ValueKind::kView: {
         if (!v.source.valid() || static_cast<std::size_t>(v.source.index) >= values_.size()) {
-          return invalid_argument_error("view " + label + " has no source (dangling)");
+          return invalid_argument_error("view " + label_of() + " has no source (dangling)");
         }
         const Value& src = values_[v.source.index];
         if (src.kind == ValueKind::kView) {
-          return invalid_argument_error("view " + label + " views another view; view '" + src.name +
-                                        "'s source instead");
+          return invalid_argument_error("view " + label_of() + " views another view; view '" +
+                                        src.name + "'s source instead");
         }
         if (src.dtype != v.dtype) {
-          return invalid_argument_error(fmt::format("view {} is {}, its source '{}' is {}", label,
-                                                    name(v.dtype), src.name, name(src.dtype)));
+          return invalid_argument_error(fmt::format("view {} is {}, its source '{}' is {}",
+                                                    label_of(), name(v.dtype), src.name,
+                                                    name(src.dtype)));
         }
         Result<ViewLayout> layout = view_layout(v.view, src.shape, v.shape);
-        if (!layout.is_ok()) return layout.status().with_context("view " + label);
+        if (!layout.is_ok()) return layout.status().with_context("view " + label_of());
         if (!(layout->shape == v.shape)) {
           return invalid_argument_error(fmt::format("view {} declares {}, its layout gives {}",
-                                                    label, shape_string(v.shape),
+                                                    label_of(), shape_string(v.shape),
                                                     shape_string(layout->shape)));
         }
         break;
@@ -523,40 +526,44 @@ Status Graph::validate() const {
   }
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
-    const std::string label = fmt::format("node '{}' ({})", node.name, name(node.op));
+    auto label_of = [&] { return fmt::format("node '{}' ({})", node.name, name(node.op)); };
     if (!node.output.valid() || static_cast<std::size_t>(node.output.index) >= values_.size()) {
-      return invalid_argument_error(label + " has no output value");
+      return invalid_argument_error(label_of() + " has no output value");
     }
     const Value& out = values_[node.output.index];
     if (out.kind != ValueKind::kNodeOutput) {
-      return invalid_argument_error(label + " writes '" + out.name + "', which is a " +
+      return invalid_argument_error(label_of() + " writes '" + out.name + "', which is a " +
                                     std::string(name(out.kind)) + ", not a node output");
     }
     if (out.producer != static_cast<std::int32_t>(i)) {
       return invalid_argument_error(fmt::format("{} writes '{}', which node '{}' also produces",
-                                                label, out.name, nodes_[out.producer].name));
+                                                label_of(), out.name, nodes_[out.producer].name));
     }
   }
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::int32_t> order, topological_order());
   (void)order;
+  std::vector<OperandInfo> in;
   for (const Node& node : nodes_) {
     if (node.fused_key != 0) continue;  // region recipes are checked by the table
-    std::vector<OperandInfo> in;
+    in.clear();
     for (ValueId id : node.inputs) in.push_back({values_[id.index].dtype, values_[id.index].shape});
     const Value& out = values_[node.output.index];
     Result<OperandInfo> inferred = infer_output(node.op, in, node.params, out.dtype);
-    const std::string label = fmt::format("node '{}'", node.name);
-    if (!inferred.is_ok()) return inferred.status().with_context(label);
+    if (!inferred.is_ok()) return inferred.status().with_context("node '" + node.name + "'");
     if (inferred->dtype != out.dtype || !(inferred->shape == out.shape)) {
       return invalid_argument_error(
-          fmt::format("{}: output '{}' is declared {}{}, the operands give {}{}", label, out.name,
-                      name(out.dtype), shape_string(out.shape), name(inferred->dtype),
+          fmt::format("node '{}': output '{}' is declared {}{}, the operands give {}{}", node.name,
+                      out.name, name(out.dtype), shape_string(out.shape), name(inferred->dtype),
                       shape_string(inferred->shape)));
     }
   }
   for (ValueId o : outputs_) {
     if (!o.valid() || static_cast<std::size_t>(o.index) >= values_.size()) {
       return invalid_argument_error(fmt::format("graph output #{} does not exist", o.index));
+    }
+    if (std::count(outputs_.begin(), outputs_.end(), o) > 1) {
+      return invalid_argument_error(
+          fmt::format("graph output '{}' is listed twice", values_[o.index].name));
     }
     if (values_[o.index].kind != ValueKind::kNodeOutput) {
       return invalid_argument_error(

@@ -230,7 +230,7 @@ std::string dtypes_text(std::span<const DType> d) {
 
 }  // namespace
 
-Graph fuse(const Graph& graph, const KernelBindingTable& table, const PlanOptions& options,
+Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& options,
            PlanReport& report) {
   std::vector<Value> values(graph.values().begin(), graph.values().end());
   std::vector<Node> nodes(graph.nodes().begin(), graph.nodes().end());
@@ -249,26 +249,24 @@ Graph fuse(const Graph& graph, const KernelBindingTable& table, const PlanOption
     patterns.push_back(std::move(p));
   }
 
-  // Uses of each value by nodes, views and graph outputs: an intermediate of a
-  // region must be read by the region alone.
+  // Readers of each value (node operands, views, graph outputs): an intermediate
+  // of a region must be read by the region alone. Kept current as regions fuse.
+  std::vector<int> readers(values.size(), 0);
+  for (const Node& n : nodes) {
+    for (ValueId in : n.inputs) ++readers[in.index];
+  }
+  for (const Value& v : values) {
+    if (v.kind == ValueKind::kView) ++readers[v.source.index];
+  }
+  for (ValueId o : graph.outputs()) ++readers[o.index];
   auto uses_outside = [&](ValueId v, const std::vector<std::int32_t>& region) {
-    for (ValueId o : graph.outputs()) {
-      if (o == v) return true;
+    int inside = 0;
+    for (std::int32_t g : region) {
+      for (ValueId in : nodes[g].inputs) inside += in == v ? 1 : 0;
     }
-    for (const Value& other : values) {
-      if (other.kind == ValueKind::kView && other.source == v) return true;
-    }
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (removed[i]) continue;
-      const bool inside =
-          std::find(region.begin(), region.end(), static_cast<std::int32_t>(i)) != region.end();
-      if (inside) continue;
-      for (ValueId in : nodes[i].inputs) {
-        if (in == v) return true;
-      }
-    }
-    return false;
+    return readers[v.index] > inside;
   };
+  const std::size_t fusions_before = report.fusions.size();
 
   Result<std::vector<std::int32_t>> order_or = graph.topological_order();
   if (!order_or.is_ok()) return graph;
@@ -366,12 +364,15 @@ Graph fuse(const Graph& graph, const KernelBindingTable& table, const PlanOption
       AppliedFusion applied{p.rule, fused.name, {}};
       for (std::int32_t g : s.node_match) {
         applied.replaced.push_back(nodes[g].name);
+        for (ValueId in : nodes[g].inputs) --readers[in.index];
         if (g != anchor) removed[g] = 1;
       }
+      for (ValueId in : fused.inputs) ++readers[in.index];
       nodes[anchor] = std::move(fused);
       report.fusions.push_back(std::move(applied));
     }
   }
+  if (report.fusions.size() == fusions_before) return graph;
   std::vector<Node> kept;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!removed[i]) kept.push_back(std::move(nodes[i]));
@@ -381,9 +382,27 @@ Graph fuse(const Graph& graph, const KernelBindingTable& table, const PlanOption
 
 // --- dtype reconciliation --------------------------------------------------------------
 
-Graph reconcile_dtypes(const Graph& graph, const KernelBindingTable& table,
-                       const PlanOptions& options, PlanReport& report,
-                       std::map<std::string, Status>& failures) {
+Graph reconcile_dtypes(Graph graph, const KernelBindingTable& table, const PlanOptions& options,
+                       PlanReport& report, std::map<std::string, Status>& failures) {
+  // Most graphs need nothing: check every exact key first and return the graph
+  // untouched when a candidate serves each.
+  bool all_served = true;
+  for (const Node& node : graph.nodes()) {
+    const DTypeList dtypes = node_dtypes(graph, node);
+    const BindingKey key = node_key(node);
+    bool served = false;
+    for (BackendId b : candidate_backends_for(node, options.policy)) {
+      if (!table.lookup_alternatives(key, dtypes, b).empty()) {
+        served = true;
+        break;
+      }
+    }
+    if (!served) {
+      all_served = false;
+      break;
+    }
+  }
+  if (all_served) return graph;
   std::vector<Value> values(graph.values().begin(), graph.values().end());
   std::vector<Node> nodes(graph.nodes().begin(), graph.nodes().end());
   std::vector<Node> out_nodes;

@@ -30,12 +30,12 @@ namespace switchyard::detail {
                             const std::vector<Node>& nodes);
 
 // Pattern fusion and runtime-fused recipes; appends to `report`.
-[[nodiscard]] Graph fuse(const Graph& graph, const KernelBindingTable& table,
+[[nodiscard]] Graph fuse(Graph graph, const KernelBindingTable& table,
                          const PlanOptions& options, PlanReport& report);
 
 // Cast insertion. Nodes no promotion can serve are returned with the table's
 // miss error (by node name).
-[[nodiscard]] Graph reconcile_dtypes(const Graph& graph, const KernelBindingTable& table,
+[[nodiscard]] Graph reconcile_dtypes(Graph graph, const KernelBindingTable& table,
                                      const PlanOptions& options, PlanReport& report,
                                      std::map<std::string, Status>& failures);
 

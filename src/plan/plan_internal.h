@@ -58,6 +58,7 @@ struct BucketPlan {
   std::vector<OperandRef> operands;
   std::vector<BufferPlan> buffers;
   std::array<std::int64_t, kBackendCount> arena_bytes{};
+  // Filled while routing; plan_graph moves it into the plan's PlanReport.
   BucketReport report;
 
   [[nodiscard]] bool accepts(std::span<const std::int64_t> sizes) const {

@@ -1,6 +1,7 @@
 // Route picking, copy steps and buffer plans per shape bucket, and plan_graph, which
 // runs every pass in order.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -97,11 +98,26 @@ int backend_rank(const std::vector<BackendId>& candidates, BackendId b) {
   return static_cast<int>(std::find(candidates.begin(), candidates.end(), b) - candidates.begin());
 }
 
+// "[2, 3] x [3] -> [2, 3]", built without a formatting library call per dim:
+// every node of every bucket gets one.
+void append_shape(std::string& out, const Shape& shape) {
+  out += '[';
+  char buf[24];
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (i) out += ", ";
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, shape[i]);
+    (void)ec;
+    out.append(buf, end);
+  }
+  out += ']';
+}
+
 std::string join_shapes(const std::vector<Shape>& shapes, std::size_t inputs) {
   std::string text;
+  text.reserve(16 * shapes.size());
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     if (i) text += i == inputs ? " -> " : " x ";
-    text += shapes[i].to_string();
+    append_shape(text, shapes[i]);
   }
   return text;
 }
@@ -252,7 +268,12 @@ struct Router {
     shapes.push_back(concrete_shape(graph.value(node.output).shape, sizes));
     nr.shapes = join_shapes(shapes, node.inputs.size());
 
-    auto fail = [&](Status status) {
+    auto fail = [&](const Status& status) {
+      // The plan is not executable; let consumers see the value wherever they
+      // run, so their reports show no copies of a value that never existed.
+      for (BackendId b : candidates) {
+        resident[node.output.index][static_cast<std::size_t>(b)] = kOwnStorage;
+      }
       nr.resolved = false;
       nr.failure = std::string(status.message());
       if (first_failure.is_ok()) first_failure = status.with_context("node '" + node.name + "'");
@@ -453,6 +474,9 @@ std::unique_ptr<BucketPlan> build_bucket(const Graph& graph, std::span<const std
       router.resident[i][static_cast<std::size_t>(BackendId::kCpu)] = kOwnStorage;
     }
   }
+  plan->report.nodes.reserve(order.size());
+  plan->steps.reserve(order.size());
+  plan->operands.reserve(order.size() * 3);
   for (std::int32_t n : order) router.route(n);
   assign_offsets(*plan);
   for (const NodeReport& nr : plan->report.nodes) {
@@ -549,12 +573,17 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
   SWITCHYARD_RETURN_IF_ERROR(check_buckets(graph, options.buckets));
   ExecutionPlan plan;
   plan.options_ = options;
-  plan.table_ = table;
-  plan.report_.table_generation = table->generation();
-  Graph g = options.enable_fusion ? detail::fuse(graph, *table, options, plan.report_) : graph;
+  plan.table_ = std::move(table);
+  const KernelBindingTable& tbl = *plan.table_;
+  plan.report_.table_generation = tbl.generation();
+  Graph g = graph;
+  if (options.enable_fusion) g = detail::fuse(std::move(g), tbl, options, plan.report_);
   std::map<std::string, Status> failures;
-  g = detail::reconcile_dtypes(g, *table, options, plan.report_, failures);
-  SWITCHYARD_RETURN_IF_ERROR(g.validate().with_context("planned graph"));
+  g = detail::reconcile_dtypes(std::move(g), tbl, options, plan.report_, failures);
+  // The passes keep the graph valid; check again only when they changed it.
+  if (!plan.report_.fusions.empty() || !plan.report_.casts.empty()) {
+    SWITCHYARD_RETURN_IF_ERROR(g.validate().with_context("planned graph"));
+  }
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::int32_t> order, g.topological_order());
   plan.graph_ = std::move(g);
   plan.inputs_ = plan.graph_.inputs();
@@ -574,10 +603,11 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     }
     Status failure;
     std::unique_ptr<detail::BucketPlan> bp =
-        detail::build_bucket(plan.graph_, order, *table, options, failures, b.name, std::move(min),
+        detail::build_bucket(plan.graph_, order, tbl, options, failures, b.name, std::move(min),
                              std::move(max), failure);
     if (first_failure.is_ok() && !failure.is_ok()) first_failure = failure;
-    plan.report_.buckets.push_back(bp->report);
+    // The report lives in the plan's report; the bucket keeps only what runs.
+    plan.report_.buckets.push_back(std::move(bp->report));
     plan.buckets_.push_back(std::move(bp));
   }
   add_violations(plan.report_, options.policy);

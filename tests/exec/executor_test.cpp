@@ -10,6 +10,7 @@
 #include "plan/plan_internal.h"
 #include "plan/test_kernels.h"
 #include "switchyard/backends.h"
+#include "switchyard/half.h"
 #include "switchyard/thread_pool.h"
 
 namespace switchyard {
@@ -105,6 +106,30 @@ TEST(Executor, BuiltinMlpMatchesReferenceKernelsNodeByNode) {
        {OpKind::kMul, cpu::binary_kernel(OpKind::kMul, DType::kF32, cpu::Variant::kRef)}},
       {x2});
   EXPECT_EQ(y, expect2[0]);
+}
+
+TEST(Executor, InsertedCastsRunOnTheBuiltinTable) {
+  // The built-in CPU table has f32 add and the bf16 <-> f32 casts, not bf16 add:
+  // the planner widens, adds in f32 and rounds once, as ops.md defines add.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kBF16, {2, 3});
+  ValueId y = b.input("y", DType::kBF16, {2, 3});
+  b.output(b.add(x, y, "sum"));
+  auto plan = plan_or_die(std::move(b).build().value(), current_table());
+  EXPECT_EQ(plan->report().casts.size(), 3u);
+  std::vector<std::uint16_t> xs(6), ys(6), out(6);
+  const std::vector<float> xv = ramp(6, 1), yv = ramp(6, 2);
+  for (std::size_t i = 0; i < 6; ++i) {
+    xs[i] = f32_to_bf16(xv[i] * 100.0f);
+    ys[i] = f32_to_bf16(yv[i]);
+  }
+  const TensorView ins[] = {TensorView::contiguous(xs.data(), DType::kBF16, {2, 3}),
+                            TensorView::contiguous(ys.data(), DType::kBF16, {2, 3})};
+  const TensorView o = TensorView::contiguous(out.data(), DType::kBF16, {2, 3});
+  ASSERT_TRUE(Executor::create(plan)->run(ins, {&o, 1}).is_ok());
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(out[i], f32_to_bf16(bf16_to_f32(xs[i]) + bf16_to_f32(ys[i]))) << i;
+  }
 }
 
 TEST(ExecutorConcurrent, ThreadPoolRunnerGivesTheSerialBytes) {

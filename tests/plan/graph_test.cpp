@@ -154,6 +154,16 @@ TEST(Graph, OutputsMustBeNodeOutputs) {
   EXPECT_NE(g.status().message().find("add a copy"), std::string_view::npos);
 }
 
+TEST(Graph, OutputsAreListedOnce) {
+  GraphBuilder b;
+  ValueId y = b.relu(b.input("x", DType::kF32, {4}), "r");
+  b.output(y);
+  b.output(y);
+  Result<Graph> g = std::move(b).build();
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("listed twice"), std::string_view::npos);
+}
+
 TEST(Graph, TopologicalOrderIsStableAndRespectsEdges) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {4});

@@ -245,6 +245,9 @@ TEST(DtypeReconciliation, InsertsLosslessCastsWhenThePromotedKeyIsServed) {
   EXPECT_EQ(plan->graph().nodes().size(), 4u);
   EXPECT_EQ(node_report(*plan, "sum").signature, "f32,f32->f32");
   EXPECT_EQ(node_report(*plan, "sum.cast_in0").role, "cast");
+  const std::string text = explain_text(plan->report());
+  EXPECT_THAT(text, HasSubstr("'sum.cast_in0': bf16 -> f32 for node 'sum' operand 0"));
+  EXPECT_THAT(text, HasSubstr("'sum.cast_out': f32 -> bf16 for node 'sum' output"));
 }
 
 TEST(DtypeReconciliation, PrefersTheFewestCasts) {
