@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/elementwise.h"
 #include "backends/cpu/reference_kernels.h"
+#include "backends/cpu/registration.h"
 #include "backends/cpu/rowwise.h"
 #include "backends/cpu/tensor_kernels.h"
 
@@ -322,7 +323,9 @@ void append_tensor_rows(std::vector<Row>& rows) {
   }
 }
 
-const std::vector<Row>& rows() {
+}  // namespace
+
+const std::vector<Row>& registration_rows() {
   static const std::vector<Row> kRows = [] {
     std::vector<Row> r;
     append_matmul_rows(r);
@@ -334,10 +337,8 @@ const std::vector<Row>& rows() {
   return kRows;
 }
 
-}  // namespace
-
 void register_kernels(KernelBindingTable& table) {
-  table.register_rows(BackendId::kCpu, rows());
+  table.register_rows(BackendId::kCpu, registration_rows());
   // Every CPU row above states its cost; the fill is a safety net for rows added
   // without one, and the lint test insists that it never has anything to do.
   table.fill_unset_cost(BackendId::kCpu, &default_cost_for);
