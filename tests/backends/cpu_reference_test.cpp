@@ -1,16 +1,21 @@
 // The portable reference kernels registered by the foundation: f32 add, mul,
-// matmul and the float casts.
+// matmul and the float casts (add, mul and the casts now come from the elementwise
+// family's accessors; cpu_elementwise_test.cpp covers every sibling).
 #include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/reference_kernels.h"
 #include "switchyard/half.h"
 #include "switchyard/thread_pool.h"
 
 namespace switchyard {
 namespace {
+
+KernelFn ref_binary(OpKind op) { return cpu::binary_kernel(op, DType::kF32, cpu::Variant::kRef); }
+KernelFn ref_cast(DType from, DType to) { return cpu::cast_kernel(from, to, cpu::Variant::kRef); }
 
 Status run(KernelFn fn, std::vector<TensorView> in, std::vector<TensorView> out,
            ParallelRunner* runner = nullptr) {
@@ -24,7 +29,7 @@ TEST(CpuReferenceTest, AddBroadcastsThroughStrideZero) {
   std::vector<float> b = {10, 20, 30};        // broadcast over rows
   std::vector<float> out(6, -1);
   const std::int64_t bstrides[] = {0, 1};
-  ASSERT_TRUE(run(&cpu::add_f32_ref,
+  ASSERT_TRUE(run(ref_binary(OpKind::kAdd),
                   {TensorView::contiguous(a.data(), DType::kF32, {2, 3}),
                    TensorView::strided(b.data(), DType::kF32, {2, 3}, bstrides)},
                   {TensorView::contiguous(out.data(), DType::kF32, {2, 3})})
@@ -34,17 +39,17 @@ TEST(CpuReferenceTest, AddBroadcastsThroughStrideZero) {
 
 TEST(CpuReferenceTest, MulRejectsShapeAndDtypeMismatch) {
   std::vector<float> a(6), out(4);
-  Status s = run(&cpu::mul_f32_ref,
+  Status s = run(ref_binary(OpKind::kMul),
                  {TensorView::contiguous(a.data(), DType::kF32, {2, 3}),
                   TensorView::contiguous(a.data(), DType::kF32, {2, 3})},
                  {TensorView::contiguous(out.data(), DType::kF32, {2, 2})});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  Status d = run(&cpu::mul_f32_ref,
+  Status d = run(ref_binary(OpKind::kMul),
                  {TensorView::contiguous(a.data(), DType::kF16, {2, 3}),
                   TensorView::contiguous(a.data(), DType::kF32, {2, 3})},
                  {TensorView::contiguous(a.data(), DType::kF32, {2, 3})});
   EXPECT_EQ(d.code(), StatusCode::kInvalidArgument);
-  Status arity = run(&cpu::mul_f32_ref, {TensorView::contiguous(a.data(), DType::kF32, {6})},
+  Status arity = run(ref_binary(OpKind::kMul), {TensorView::contiguous(a.data(), DType::kF32, {6})},
                      {TensorView::contiguous(a.data(), DType::kF32, {6})});
   EXPECT_EQ(arity.code(), StatusCode::kInvalidArgument);
 }
@@ -92,19 +97,19 @@ TEST(CpuReferenceTest, CastsRoundTripThroughHalfTypes) {
   std::vector<float> back(src.size());
   const std::int64_t n = static_cast<std::int64_t>(src.size());
   auto view = [n](void* p, DType t) { return TensorView::contiguous(p, t, {n}); };
-  ASSERT_TRUE(
-      run(&cpu::cast_f32_f16_ref, {view(src.data(), DType::kF32)}, {view(half.data(), DType::kF16)})
-          .is_ok());
+  ASSERT_TRUE(run(ref_cast(DType::kF32, DType::kF16), {view(src.data(), DType::kF32)},
+                  {view(half.data(), DType::kF16)})
+                  .is_ok());
   for (std::size_t i = 0; i < src.size(); ++i) EXPECT_EQ(half[i], f32_to_f16(src[i]));
-  ASSERT_TRUE(run(&cpu::cast_f16_f32_ref, {view(half.data(), DType::kF16)},
+  ASSERT_TRUE(run(ref_cast(DType::kF16, DType::kF32), {view(half.data(), DType::kF16)},
                   {view(back.data(), DType::kF32)})
                   .is_ok());
   for (std::size_t i = 0; i < src.size(); ++i) EXPECT_EQ(back[i], f16_to_f32(half[i]));
-  ASSERT_TRUE(
-      run(&cpu::cast_f32_bf16_ref, {view(src.data(), DType::kF32)}, {view(bf.data(), DType::kBF16)})
-          .is_ok());
+  ASSERT_TRUE(run(ref_cast(DType::kF32, DType::kBF16), {view(src.data(), DType::kF32)},
+                  {view(bf.data(), DType::kBF16)})
+                  .is_ok());
   for (std::size_t i = 0; i < src.size(); ++i) EXPECT_EQ(bf[i], f32_to_bf16(src[i]));
-  ASSERT_TRUE(run(&cpu::cast_f16_bf16_ref, {view(half.data(), DType::kF16)},
+  ASSERT_TRUE(run(ref_cast(DType::kF16, DType::kBF16), {view(half.data(), DType::kF16)},
                   {view(hb.data(), DType::kBF16)})
                   .is_ok());
   for (std::size_t i = 0; i < src.size(); ++i) {
@@ -112,9 +117,9 @@ TEST(CpuReferenceTest, CastsRoundTripThroughHalfTypes) {
   }
   // A strided source is refused rather than misread.
   const std::int64_t stride2[] = {2};
-  Status s =
-      run(&cpu::cast_f32_f16_ref, {TensorView::strided(src.data(), DType::kF32, {3}, stride2)},
-          {TensorView::contiguous(half.data(), DType::kF16, {3})});
+  Status s = run(ref_cast(DType::kF32, DType::kF16),
+                 {TensorView::strided(src.data(), DType::kF32, {3}, stride2)},
+                 {TensorView::contiguous(half.data(), DType::kF16, {3})});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
