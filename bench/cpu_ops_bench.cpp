@@ -98,6 +98,8 @@ BENCHMARK(BM_Stream)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(
 // One benchmark per CPU sibling at a key.
 struct OpBench {
   std::string label;
+  // The registered kernel name without its `__cpu_<variant>` suffix.
+  std::string kernel;
   OpKind op;
   DTypeList dtypes;
   std::vector<Shape> shapes;  // inputs then the output
@@ -177,43 +179,53 @@ std::vector<OpBench> op_benches() {
   OpParams causal = scaled;
   causal.causal = true;
   return {
-      {"add/f32", OpKind::kAdd, {f32, f32, f32}, {flat, flat, flat}, none},
-      {"mul/bf16", OpKind::kMul, {bf16, bf16, bf16}, {flat, flat, flat}, none},
+      {"add/f32", "add_f32", OpKind::kAdd, {f32, f32, f32}, {flat, flat, flat}, none},
+      {"mul/bf16", "mul_bf16", OpKind::kMul, {bf16, bf16, bf16}, {flat, flat, flat}, none},
       {"add_row_broadcast/f32",
+       "add_f32",
        OpKind::kAdd,
        {f32, f32, f32},
        {rows, {4096}, rows},
        none,
        false,
        true},
-      {"scale/f32", OpKind::kScale, {f32, f32}, {flat, flat}, scaled},
-      {"exp/f32", OpKind::kExp, {f32, f32}, {flat, flat}, none},
-      {"silu/f32", OpKind::kSilu, {f32, f32}, {flat, flat}, none},
-      {"gelu/f32", OpKind::kGelu, {f32, f32}, {flat, flat}, none},
-      {"silu/f16", OpKind::kSilu, {f16, f16}, {flat, flat}, none},
-      {"cast/f32_f16", OpKind::kCast, {f32, f16}, {flat, flat}, none},
-      {"cast/bf16_f32", OpKind::kCast, {bf16, f32}, {flat, flat}, none},
-      {"rms_norm_w/f32", OpKind::kRmsNorm, {f32, f32, f32}, {rows, {4096}, rows}, none},
+      {"scale/f32", "scale_f32", OpKind::kScale, {f32, f32}, {flat, flat}, scaled},
+      {"exp/f32", "exp_f32", OpKind::kExp, {f32, f32}, {flat, flat}, none},
+      {"silu/f32", "silu_f32", OpKind::kSilu, {f32, f32}, {flat, flat}, none},
+      {"gelu/f32", "gelu_f32", OpKind::kGelu, {f32, f32}, {flat, flat}, none},
+      {"silu/f16", "silu_f16", OpKind::kSilu, {f16, f16}, {flat, flat}, none},
+      {"cast/f32_f16", "cast_f32_f16", OpKind::kCast, {f32, f16}, {flat, flat}, none},
+      {"cast/bf16_f32", "cast_bf16_f32", OpKind::kCast, {bf16, f32}, {flat, flat}, none},
+      {"rms_norm_w/f32",
+       "rms_norm_f32_w",
+       OpKind::kRmsNorm,
+       {f32, f32, f32},
+       {rows, {4096}, rows},
+       none},
       {"layer_norm_wb/f32",
+       "layer_norm_f32_wb",
        OpKind::kLayerNorm,
        {f32, f32, f32, f32},
        {rows, {4096}, {4096}, rows},
        none},
-      {"softmax/f32", OpKind::kSoftmax, {f32, f32}, {rows, rows}, scaled},
-      {"sum/f32", OpKind::kSum, {f32, f32}, {rows, {4096, 1}}, none},
+      {"softmax/f32", "softmax_f32", OpKind::kSoftmax, {f32, f32}, {rows, rows}, scaled},
+      {"sum/f32", "sum_f32", OpKind::kSum, {f32, f32}, {rows, {4096, 1}}, none},
       {"rope/f32",
+       "rope_f32_i32",
        OpKind::kRope,
        {f32, i32, f32},
        {{4096, 32, 128}, {4096}, {4096, 32, 128}},
        none},
       {"get_rows/f16_f32",
+       "get_rows_f16_i32_f32",
        OpKind::kGetRows,
        {f16, i32, f32},
        {{8192, 2048}, {4096}, {4096, 2048}},
        none},
-      {"copy/f32", OpKind::kCopy, {f32, f32}, {flat, flat}, none},
-      {"transpose/f32", OpKind::kTranspose, {f32, f32}, {rows, rows}, none},
+      {"copy/f32", "copy_f32", OpKind::kCopy, {f32, f32}, {flat, flat}, none},
+      {"transpose/f32", "transpose_f32", OpKind::kTranspose, {f32, f32}, {rows, rows}, none},
       {"attention/f32",
+       "attention_f32_f32",
        OpKind::kAttention,
        {f32, f32, f32, f32},
        {{1, 64, 32, 128}, {1, 512, 8, 128}, {1, 512, 8, 128}, {1, 64, 32, 128}},
@@ -222,13 +234,13 @@ std::vector<OpBench> op_benches() {
   };
 }
 
-// Registers one benchmark per (spec, sibling) present on this CPU.
+// Registers one benchmark per (spec, variant). The table is not consulted here:
+// this runs during static initialisation, before the library's own statics are
+// guaranteed to exist; a variant this CPU lacks is skipped when it runs.
 const bool kRegistered = [] {
-  const TableSnapshot table = current_table();
   for (const OpBench& spec : op_benches()) {
-    for (const BindingEntry& e :
-         table->lookup_alternatives(spec.op, spec.dtypes, BackendId::kCpu)) {
-      std::string kernel = e.name;
+    for (const char* variant : {"avx512", "avx2", "ref"}) {
+      const std::string kernel = spec.kernel + "__cpu_" + variant;
       benchmark::RegisterBenchmark(
           ("BM_CpuOp/" + spec.label + "/" + kernel).c_str(),
           [spec, kernel](benchmark::State& state) { run_op(state, spec, kernel); })
