@@ -105,10 +105,19 @@ Status transpose_kernel_impl(const KernelCall& call) {
         rem /= x.dim(d);
       }
       E* om = po + m * a * b;
+      // A tile goes through a local buffer: reading rows and writing rows keeps
+      // every memory access contiguous, so power-of-two row pitches cannot make
+      // the tile's lines fight over a few cache sets.
+      E tile[kTile * kTile];
       for (std::int64_t b0 = 0; b0 < b; b0 += kTile) {
         const std::int64_t b1 = std::min(b, b0 + kTile);
+        for (std::int64_t i = a0; i < a1; ++i) {
+          for (std::int64_t j = b0; j < b1; ++j) {
+            tile[(i - a0) * kTile + (j - b0)] = px[base + i * sa + j * sb];
+          }
+        }
         for (std::int64_t j = b0; j < b1; ++j) {
-          for (std::int64_t i = a0; i < a1; ++i) om[j * a + i] = px[base + i * sa + j * sb];
+          for (std::int64_t i = a0; i < a1; ++i) om[j * a + i] = tile[(i - a0) * kTile + (j - b0)];
         }
       }
     }

@@ -19,6 +19,7 @@
 #include "backends/cpu/elementwise.h"
 #include "backends/cpu/quant_kernels.h"
 #include "backends/cpu/reference_kernels.h"
+#include "backends/cpu/registration.h"
 #include "backends/cpu/rowwise.h"
 #include "backends/cpu/tensor_kernels.h"
 
@@ -30,6 +31,16 @@ constexpr DType kF32 = DType::kF32;
 constexpr DType kF16 = DType::kF16;
 constexpr DType kBF16 = DType::kBF16;
 constexpr DType kI32 = DType::kI32;
+
+// Exactly rounded elementwise arithmetic: within half an ULP of the exact result.
+PrecisionGuarantee exact_elementwise() {
+  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
+}
+
+// A conversion to a narrower float type rounds once, to nearest even.
+PrecisionGuarantee rounding_cast() {
+  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
+}
 
 // A sequential f32 dot product of length K is within about K * 2^-24 of the exact
 // result relative to sum |x_i * w_i|; the bound is stated at a K of a few thousand.
@@ -317,17 +328,6 @@ void append_tensor_rows(std::vector<Row>& rows) {
   }
 }
 
-const std::vector<Row>& rows() {
-  static const std::vector<Row> kRows = [] {
-    std::vector<Row> r;
-    append_elementwise_rows(r);
-    append_rowwise_rows(r);
-    append_tensor_rows(r);
-    return r;
-  }();
-  return kRows;
-}
-
 // --- dense matmul family: matmul, linear, ffn_swiglu ---------------------------
 //
 // Per key, best first: the AVX-512 GEMM, the AVX2 GEMM, the matvec siblings (they
@@ -578,10 +578,22 @@ const std::vector<Row>& quant_rows() {
 
 }  // namespace
 
+const std::vector<Row>& registration_rows() {
+  static const std::vector<Row> kRows = [] {
+    std::vector<Row> r;
+    append_elementwise_rows(r);
+    append_rowwise_rows(r);
+    append_tensor_rows(r);
+    for (const std::vector<Row>* block : {&dense_rows(), &quant_rows()}) {
+      r.insert(r.end(), block->begin(), block->end());
+    }
+    return r;
+  }();
+  return kRows;
+}
+
 void register_kernels(KernelBindingTable& table) {
-  table.register_rows(BackendId::kCpu, rows());
-  table.register_rows(BackendId::kCpu, dense_rows());
-  table.register_rows(BackendId::kCpu, quant_rows());
+  table.register_rows(BackendId::kCpu, registration_rows());
   // Every CPU row above states its cost; the fill is a safety net for rows added
   // without one, and the lint test insists that it never has anything to do.
   table.fill_unset_cost(BackendId::kCpu, &default_cost_for);
