@@ -32,16 +32,6 @@ constexpr DType kF16 = DType::kF16;
 constexpr DType kBF16 = DType::kBF16;
 constexpr DType kI32 = DType::kI32;
 
-// Exactly rounded elementwise arithmetic: within half an ULP of the exact result.
-PrecisionGuarantee exact_elementwise() {
-  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
-}
-
-// A conversion to a narrower float type rounds once, to nearest even.
-PrecisionGuarantee rounding_cast() {
-  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
-}
-
 // A sequential f32 dot product of length K is within about K * 2^-24 of the exact
 // result relative to sum |x_i * w_i|; the bound is stated at a K of a few thousand.
 PrecisionGuarantee sequential_dot() {
