@@ -24,5 +24,6 @@ inline constexpr int kExitUsage = 2;
 int report_failure(const Status& status);
 
 void add_coverage_command(CLI::App& app, CommandMain& selected);
+void add_verify_command(CLI::App& app, CommandMain& selected);
 
 }  // namespace switchyard::tool

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CommandMain selected;
   add_coverage_command(app, selected);
+  add_verify_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
