@@ -82,7 +82,8 @@ double load_element(DType dtype, const std::byte* base, std::int64_t i) {
 double ulp_of(DType dtype, double x) {
   if (!is_float(dtype)) return 1.0;
   const auto [bits, min_exp] = float_format(dtype);
-  int e = 0;
+  // Zero sits in the subnormal range: its spacing is the smallest one.
+  int e = min_exp;
   if (x != 0.0 && std::isfinite(x)) {
     std::frexp(x, &e);  // x = f * 2^e with f in [0.5, 1)
     e -= 1;
