@@ -30,6 +30,7 @@ enum class Mode {
   kRefuse,
   kWriteInput,
   kScaledWrong,
+  kIgnoresStrides,
 };
 
 std::atomic<int> g_calls{0};
@@ -43,7 +44,8 @@ Status test_add(const KernelCall& call) {
   const TensorView& a = call.inputs[0];
   const TensorView& b = call.inputs[1];
   const TensorView& out = call.outputs[0];
-  if (!a.is_contiguous() || !b.is_contiguous() || !(a.shape() == out.shape())) {
+  if (M != Mode::kIgnoresStrides &&
+      (!a.is_contiguous() || !b.is_contiguous() || !(a.shape() == out.shape()))) {
     return invalid_argument_error("test_add: contiguous operands of one shape");
   }
   const float* pa = a.first_as<const float>();
@@ -228,6 +230,55 @@ TEST(VerifyHarnessTest, SameSeedSameInputs) {
   EXPECT_EQ(a[0].worst_max_abs, b[0].worst_max_abs);
   EXPECT_EQ(a[0].worst_nmse, b[0].worst_nmse);
   EXPECT_NE(a[0].worst_nmse, c[0].worst_nmse);
+}
+
+TEST(VerifyHarnessTest, AKernelThatClaimsStridesButIgnoresThemFails) {
+  KernelBindingTable table;
+  table.register_kernel(
+      OpKind::kAdd, {kF32, kF32, kF32}, BackendId::kCpu, &test_add<Mode::kIgnoresStrides>,
+      {.name = "add_f32__test_strides", .caps = {.strided_input = true}, .precision = exact()});
+  ASSERT_TRUE(table.finalize().is_ok());
+  const VerifyEntryReport r = verify_table(table)[0];
+  EXPECT_EQ(r.verdict, VerifyVerdict::kFail);
+  // The gaps of a strided input hold NaN, so reading them shows.
+  EXPECT_EQ(r.failure, VerifyFailure::kNaN) << r.reason;
+  EXPECT_NE(r.reason.find("strided"), std::string::npos) << r.reason;
+}
+
+// A matmul that drops the last term of every dot product.
+Status matmul_dropping_last_term(const KernelCall& call) {
+  const TensorView& a = call.inputs[0];
+  const TensorView& w = call.inputs[1];
+  const TensorView& out = call.outputs[0];
+  if (w.rank() != 2) return unimplemented_error("shared weights only");
+  const std::int64_t k = a.shape().inner(), n = w.dim(0), rows = a.numel() / k;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (std::int64_t p = 0; p + 1 < k; ++p) {
+        acc += a.first_as<const float>()[r * k + p] * w.first_as<const float>()[j * k + p];
+      }
+      out.first_as<float>()[r * n + j] = acc;
+    }
+  }
+  return Status::ok();
+}
+
+TEST(VerifyHarnessTest, AMatmulMissingATermFailsEveryKindOfClaim) {
+  for (const PrecisionGuarantee& p :
+       {PrecisionGuarantee::bounded(false, false, std::nullopt, 1e-4, std::nullopt),
+        PrecisionGuarantee::no_bound(false, false)}) {
+    KernelBindingTable table;
+    table.register_kernel(OpKind::kMatmul, {kF32, kF32, kF32}, BackendId::kCpu,
+                          &matmul_dropping_last_term,
+                          {.name = "matmul_f32__test_short", .precision = p});
+    ASSERT_TRUE(table.finalize().is_ok());
+    const VerifyEntryReport r = verify_table(table)[0];
+    EXPECT_EQ(r.verdict, VerifyVerdict::kFail);
+    EXPECT_EQ(r.failure, p.audit == AuditState::kBounded ? VerifyFailure::kBoundExceeded
+                                                         : VerifyFailure::kNmseExceeded)
+        << r.reason;
+  }
 }
 
 // The conformance run of the built-in CPU table: every entry passes its claim.
