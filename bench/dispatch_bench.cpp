@@ -22,8 +22,7 @@ BENCHMARK(BM_LookupHit);
 void BM_LookupWithCapsHit(benchmark::State& state) {
   const TableSnapshot table = current_table();
   for (auto _ : state) {
-    Result<const BindingEntry*> r =
-        table->lookup_with_caps(OpKind::kAdd, kF32x3, BackendId::kCpu);
+    Result<const BindingEntry*> r = table->lookup_with_caps(OpKind::kAdd, kF32x3, BackendId::kCpu);
     benchmark::DoNotOptimize(r);
   }
 }

@@ -107,7 +107,6 @@ class DTypeList {
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] DType operator[](std::size_t i) const { return items_[i]; }
   [[nodiscard]] bool overflowed() const { return overflowed_; }
-  [[nodiscard]] std::size_t hash() const;
   // "f32,f32->f32" needs the input count, so this gives "f32,f32,f32".
   [[nodiscard]] std::string to_string() const;
 
@@ -405,21 +404,30 @@ class KernelBindingTable {
   void set_generation(std::uint64_t generation) { generation_ = generation; }
 
  private:
-  struct SlotKey {
-    std::uint16_t key;
-    BackendId backend;
-    DTypeList dtypes;
-    friend bool operator==(const SlotKey&, const SlotKey&) = default;
+  // A key packed into two words, so the index compares and hashes integers.
+  struct PackedKey {
+    std::uint64_t head;   // binding key, backend, operand count, overflow bit
+    std::uint64_t types;  // the dtypes, one byte each
+    friend bool operator==(const PackedKey&, const PackedKey&) = default;
   };
-  struct SlotKeyHash {
-    std::size_t operator()(const SlotKey& k) const;
+  static constexpr std::uint32_t kEmptyCell = 0xffffffffu;
+  // Open-addressing index (linear probing, load <= 1/2) from key to slot: a hit is
+  // one hash and usually one probe, the hot path of every dispatch lookup.
+  struct IndexCell {
+    PackedKey key;
+    std::uint32_t slot = kEmptyCell;
   };
+  static PackedKey pack(BindingKey key, const DTypeList& dtypes, BackendId backend);
+  static std::size_t hash(const PackedKey& key);
 
   [[nodiscard]] const Slot* find(BindingKey key, const DTypeList& dtypes, BackendId backend) const;
+  // The slot index of `packed`, or kEmptyCell.
+  [[nodiscard]] std::uint32_t find_slot(const PackedKey& packed) const;
+  void insert_index(const PackedKey& key, std::uint32_t slot);
   void rebuild_index();
 
   std::vector<Slot> slots_;
-  std::unordered_map<SlotKey, std::uint32_t, SlotKeyHash> index_;
+  std::vector<IndexCell> index_;
   std::vector<RuntimeFusedInfo> fused_;
   std::unordered_map<std::uint64_t, std::vector<std::uint16_t>> fused_by_hash_;
   std::size_t entry_count_ = 0;

@@ -53,14 +53,6 @@ DTypeList::DTypeList(std::span<const DType> dtypes) {
   std::copy_n(dtypes.begin(), size_, items_.begin());
 }
 
-std::size_t DTypeList::hash() const {
-  std::uint64_t h = size_;
-  for (std::size_t i = 0; i < size_; ++i) {
-    h = (h << 5) ^ (h >> 59) ^ static_cast<std::uint64_t>(items_[i]);
-  }
-  return static_cast<std::size_t>(h);
-}
-
 std::string DTypeList::to_string() const {
   std::string text;
   for (std::size_t i = 0; i < size_; ++i) {
@@ -106,11 +98,36 @@ std::string describe_site(const std::source_location& site) {
   return fmt::format("{}:{}", file, site.line());
 }
 
-std::size_t KernelBindingTable::SlotKeyHash::operator()(const SlotKey& k) const {
-  std::uint64_t h =
-      (static_cast<std::uint64_t>(k.key) << 8) | static_cast<std::uint64_t>(k.backend);
-  h ^= static_cast<std::uint64_t>(k.dtypes.hash()) * 0x9e3779b97f4a7c15ull;
-  return static_cast<std::size_t>(h ^ (h >> 29));
+KernelBindingTable::PackedKey KernelBindingTable::pack(BindingKey key, const DTypeList& dtypes,
+                                                       BackendId backend) {
+  static_assert(sizeof(DType) == 1 && kMaxOperands == 8, "dtypes must pack into one word");
+  std::uint64_t types = 0;
+  for (std::size_t i = 0; i < dtypes.size(); ++i) {
+    types |= static_cast<std::uint64_t>(dtypes[i]) << (8 * i);
+  }
+  const std::uint64_t head = static_cast<std::uint64_t>(key.raw()) |
+                             (static_cast<std::uint64_t>(backend) << 16) |
+                             (static_cast<std::uint64_t>(dtypes.size()) << 24) |
+                             (static_cast<std::uint64_t>(dtypes.overflowed()) << 32);
+  return {head, types};
+}
+
+std::size_t KernelBindingTable::hash(const PackedKey& key) {
+  // Multiply-xorshift mixing of both words: cheap and well spread for small keys.
+  std::uint64_t h = (key.head * 0x9e3779b97f4a7c15ull) ^ (key.types * 0xc2b2ae3d27d4eb4full);
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  return static_cast<std::size_t>(h ^ (h >> 32));
+}
+
+void KernelBindingTable::insert_index(const PackedKey& key, std::uint32_t slot) {
+  const std::size_t mask = index_.size() - 1;
+  for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+    if (index_[i].slot == kEmptyCell) {
+      index_[i] = {key, slot};
+      return;
+    }
+  }
 }
 
 // --- registration -------------------------------------------------------------
@@ -130,10 +147,18 @@ void KernelBindingTable::register_kernel(BindingKey key, DTypeList dtypes, Backe
   entry.is_generic = options.is_generic;
   entry.site = site;
 
-  SlotKey slot_key{key.raw(), backend, dtypes};
-  auto [it, inserted] = index_.try_emplace(slot_key, static_cast<std::uint32_t>(slots_.size()));
-  if (inserted) slots_.push_back(Slot{key, dtypes, backend, {}});
-  slots_[it->second].alternatives.push_back(std::move(entry));
+  const PackedKey packed = pack(key, dtypes, backend);
+  std::uint32_t slot = find_slot(packed);
+  if (slot == kEmptyCell) {
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back(Slot{key, dtypes, backend, {}});
+    if (2 * slots_.size() > index_.size()) {
+      rebuild_index();
+    } else {
+      insert_index(packed, slot);
+    }
+  }
+  slots_[slot].alternatives.push_back(std::move(entry));
   ++entry_count_;
   finalized_ = false;
 }
@@ -223,8 +248,17 @@ void KernelBindingTable::fill_unset_cost(BackendId backend, CostFn (*dispatcher)
 
 const KernelBindingTable::Slot* KernelBindingTable::find(BindingKey key, const DTypeList& dtypes,
                                                          BackendId backend) const {
-  auto it = index_.find(SlotKey{key.raw(), backend, dtypes});
-  return it == index_.end() ? nullptr : &slots_[it->second];
+  const std::uint32_t slot = find_slot(pack(key, dtypes, backend));
+  return slot == kEmptyCell ? nullptr : &slots_[slot];
+}
+
+std::uint32_t KernelBindingTable::find_slot(const PackedKey& packed) const {
+  if (index_.empty()) return kEmptyCell;
+  const std::size_t mask = index_.size() - 1;
+  for (std::size_t i = hash(packed) & mask;; i = (i + 1) & mask) {
+    const IndexCell& cell = index_[i];
+    if (cell.slot == kEmptyCell || cell.key == packed) return cell.slot;
+  }
 }
 
 Result<const BindingEntry*> KernelBindingTable::lookup(BindingKey key, const DTypeList& dtypes,
@@ -464,10 +498,12 @@ std::vector<CoverageBinding> KernelBindingTable::remove_if(
 }
 
 void KernelBindingTable::rebuild_index() {
-  index_.clear();
+  std::size_t capacity = 16;
+  while (capacity < 2 * slots_.size()) capacity *= 2;
+  index_.assign(capacity, IndexCell{});
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    index_.emplace(SlotKey{slots_[i].key.raw(), slots_[i].backend, slots_[i].dtypes},
-                   static_cast<std::uint32_t>(i));
+    insert_index(pack(slots_[i].key, slots_[i].dtypes, slots_[i].backend),
+                 static_cast<std::uint32_t>(i));
   }
 }
 

@@ -36,12 +36,12 @@ TEST(DTypeTest, BlockLayoutsMatchTheGgufSpecification) {
     int gguf, elems, bytes;
   };
   const Expected expected[] = {
-      {DType::kF32, 0, 1, 4},        {DType::kF16, 1, 1, 2},         {DType::kBF16, 30, 1, 2},
-      {DType::kQ4_0, 2, 32, 18},     {DType::kQ4_1, 3, 32, 20},      {DType::kQ5_0, 6, 32, 22},
-      {DType::kQ5_1, 7, 32, 24},     {DType::kQ8_0, 8, 32, 34},      {DType::kQ8_1, 9, 32, 36},
-      {DType::kQ2_K, 10, 256, 84},   {DType::kQ3_K, 11, 256, 110},   {DType::kQ4_K, 12, 256, 144},
-      {DType::kQ5_K, 13, 256, 176},  {DType::kQ6_K, 14, 256, 210},   {DType::kQ8_K, 15, 256, 292},
-      {DType::kIQ4_NL, 20, 32, 18},  {DType::kIQ4_XS, 23, 256, 136}, {DType::kMXFP4, 39, 32, 17},
+      {DType::kF32, 0, 1, 4},       {DType::kF16, 1, 1, 2},         {DType::kBF16, 30, 1, 2},
+      {DType::kQ4_0, 2, 32, 18},    {DType::kQ4_1, 3, 32, 20},      {DType::kQ5_0, 6, 32, 22},
+      {DType::kQ5_1, 7, 32, 24},    {DType::kQ8_0, 8, 32, 34},      {DType::kQ8_1, 9, 32, 36},
+      {DType::kQ2_K, 10, 256, 84},  {DType::kQ3_K, 11, 256, 110},   {DType::kQ4_K, 12, 256, 144},
+      {DType::kQ5_K, 13, 256, 176}, {DType::kQ6_K, 14, 256, 210},   {DType::kQ8_K, 15, 256, 292},
+      {DType::kIQ4_NL, 20, 32, 18}, {DType::kIQ4_XS, 23, 256, 136}, {DType::kMXFP4, 39, 32, 17},
   };
   for (const Expected& e : expected) {
     EXPECT_EQ(info(e.t).gguf_type_id, e.gguf) << name(e.t);
@@ -58,8 +58,7 @@ TEST(DTypeTest, RowBytesRejectsPartialBlocksAndOverflow) {
   EXPECT_EQ(*row_bytes(DType::kF16, 7), 14);
   EXPECT_EQ(row_bytes(DType::kQ4_0, 33).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(row_bytes(DType::kF32, -1).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(row_bytes(DType::kF64, std::int64_t{1} << 62).status().code(),
-            StatusCode::kOutOfRange);
+  EXPECT_EQ(row_bytes(DType::kF64, std::int64_t{1} << 62).status().code(), StatusCode::kOutOfRange);
 }
 
 TEST(OpTest, EveryOpHasAFamilyAndRoundTrips) {

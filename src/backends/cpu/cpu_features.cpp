@@ -1,0 +1,64 @@
+#include "backends/cpu/cpu_features.h"
+
+#include <cstdlib>
+#include <string_view>
+
+namespace switchyard::cpu {
+namespace {
+
+bool disabled(std::string_view list, std::string_view feature) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    if (list.substr(0, comma) == feature) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the wider registers.
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.f16c = f.avx2 && __builtin_cpu_supports("f16c");
+  f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
+  f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+#endif
+  if (const char* env = std::getenv("SWITCHYARD_CPU_DISABLE")) {
+    const std::string_view list(env);
+    if (disabled(list, "avx2")) f = CpuFeatures{};
+    if (disabled(list, "f16c")) f.f16c = false;
+    if (disabled(list, "avx512")) f.avx512 = f.avx512_vnni = f.avx512_bf16 = false;
+    if (disabled(list, "avx512_vnni")) f.avx512_vnni = false;
+    if (disabled(list, "avx512_bf16")) f.avx512_bf16 = false;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string CpuFeatures::to_string() const {
+  std::string text;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!text.empty()) text += ' ';
+    text += name;
+  };
+  add(avx2, "avx2");
+  add(f16c, "f16c");
+  add(avx512, "avx512");
+  add(avx512_vnni, "avx512_vnni");
+  add(avx512_bf16, "avx512_bf16");
+  return text.empty() ? "baseline" : text;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+}  // namespace switchyard::cpu
