@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "switchyard/thread_pool.h"
 #include "switchyard/verify.h"
 #include "verify/cases.h"
 #include "verify/quantized_operands.h"
 #include "verify/reference.h"
 #include "verify/storage.h"
-#include "verify/thread_runner.h"
 
 namespace switchyard {
 namespace {
@@ -281,8 +281,9 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
 
   const DType out_dtype = slot.dtypes[slot.dtypes.size() - 1];
   const int threads = std::max(options.threads, 1);
-  verify_detail::ThreadRunner parallel(threads);
-  verify_detail::ThreadRunner other(threads == 1 ? 3 : 1);
+  // The CPU backend's own pool, so the runs split work exactly as in production.
+  ThreadPool parallel(threads);
+  ThreadPool other(threads == 1 ? 3 : 1);
   for (Case& c : *cases) {
     VerifyCaseResult result;
     result.description = describe_case(c);
