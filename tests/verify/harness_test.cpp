@@ -305,7 +305,9 @@ TEST(VerifyHarnessConcurrentTest, ThreadedRunsAgreeWithSerialOnes) {
           << r.kernel << " at " << threads << ": " << r.reason;
     }
   }
-  const KernelBindingTable racy = table_with(&test_add<Mode::kThreadDependent>, exact());
+  const KernelBindingTable racy =
+      table_with(&test_add<Mode::kThreadDependent>,
+                 PrecisionGuarantee::bounded(true, true, 2.0, std::nullopt, std::nullopt));
   EXPECT_EQ(verify_table(racy, {.threads = 4})[0].failure, VerifyFailure::kNotThreadDeterministic);
 }
 
