@@ -59,6 +59,10 @@ TEST(VerifyReferenceTest, UnaryOps) {
   EXPECT_NEAR(one(OpKind::kGelu, 1.0), 0.8411919906082768, kTol);
   EXPECT_NEAR(one(OpKind::kGeluErf, 1.0), 0.8413447460685429, kTol);
   EXPECT_NEAR(one(OpKind::kGeluErf, -1.0), -0.15865525393145707, kTol);
+  // The negative tails, where the textbook forms cancel: relative accuracy holds.
+  EXPECT_NEAR(one(OpKind::kGelu, -6.0) / -8.4396467007622970837e-11, 1.0, 1e-13);
+  EXPECT_NEAR(one(OpKind::kGeluErf, -6.0) / -5.9195258702261888442e-9, 1.0, 1e-13);
+  EXPECT_NEAR(one(OpKind::kSilu, -6.0) / -0.014835738939808646004, 1.0, 1e-13);
   EXPECT_EQ(one(OpKind::kRelu, -2.0), 0.0);
   EXPECT_EQ(one(OpKind::kRelu, 3.0), 3.0);
   EXPECT_EQ(one(OpKind::kSqrt, 6.25), 2.5);
