@@ -21,7 +21,9 @@ namespace switchyard {
 
 // Quantizes src (a whole number of blocks of `t`) into dst, which must hold exactly
 // row_bytes(t, src.size()) bytes. kInvalidArgument on a size mismatch, on a dtype
-// that is not block-quantized, and on NaN or infinity in src.
+// that is not block-quantized, on NaN or infinity in src, and on a block whose
+// values are too large for the format's f16 scale (the reference quantizer would
+// write an infinite scale there). dst's contents are unspecified after a failure.
 [[nodiscard]] Status quantize(DType t, std::span<const float> src, std::span<std::byte> dst);
 
 // Dequantizes src (exactly row_bytes(t, dst.size()) bytes of `t`) into dst.

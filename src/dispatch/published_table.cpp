@@ -1,9 +1,31 @@
-// The process-wide snapshot. Readers load an atomic shared_ptr; writers serialise
-// on a mutex, build a new table off to the side and swap it in, so no reader ever
-// sees a table that is half written.
+// The process-wide snapshot.
+//
+// Note [Publishing without reader locks]
+// Writers serialise on `writer`, build the next table off to the side, and swap it
+// in; no reader ever sees a table that is half written. Readers keep a per-thread
+// copy of the current shared_ptr and compare its generation with an atomic
+// counter: in the steady state acquiring the snapshot is one acquire load and one
+// reference-count increment, with no lock. Only when the generation moved does a
+// reader take `swap` for the few nanoseconds of a pointer copy; it never holds a
+// lock while it uses the table.
+//
+// std::atomic<std::shared_ptr> would express the same thing, but libstdc++ 12
+// releases its internal lock bit with relaxed ordering on loads, which
+// ThreadSanitizer rightly reports as a race; this scheme is race-free under the
+// memory model, so the tsan run stays meaningful.
+//
+// Note [Kernel masks and the base table]
+// While a kernel mask is active, writers keep the unmasked base table beside the
+// published one: every publication is base-minus-mask, so masking is reversible
+// and an update_table() edit lands in the base, not in the masked copy. Without a
+// mask the published table is the base, and nothing is kept beside it.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
@@ -12,14 +34,68 @@ namespace switchyard {
 namespace {
 
 struct Published {
-  std::atomic<std::shared_ptr<const KernelBindingTable>> table;
-  std::mutex writer;
-  std::uint64_t generation = 0;  // guarded by writer
+  std::mutex writer;  // serialises update_table / publish_table / set_kernel_mask
+  std::mutex swap;    // guards `table` for the pointer copy
+  TableSnapshot table;
+  std::atomic<std::uint64_t> generation{0};
+  // Guarded by writer: the unmasked table, held only while `mask` is not empty.
+  std::optional<KernelBindingTable> base;
+  KernelMask mask;                      // guarded by writer
+  std::vector<CoverageBinding> masked;  // guarded by writer: what `mask` removed
 };
 
+// The mask named by SWITCHYARD_MASK_KERNELS. Read once, from the first-use
+// initializer below. A malformed value cannot be returned as a Status from there,
+// and ignoring it quietly would be the silent behaviour masking exists to avoid,
+// so it is printed where the user will see it.
+KernelMask mask_from_environment() {
+  const char* spec = std::getenv("SWITCHYARD_MASK_KERNELS");
+  if (spec == nullptr) return {};
+  Result<KernelMask> mask = KernelMask::parse(spec);
+  if (!mask.is_ok()) {
+    fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS ignored, nothing is masked: {}\n",
+               mask.status().message());
+    return {};
+  }
+  return *std::move(mask);
+}
+
+TableSnapshot load_locked(Published& p) {
+  std::lock_guard lock(p.swap);
+  return p.table;
+}
+
+// Publishes `table` (unmasked) minus the mask and keeps it as the base while a mask
+// is active. `p.writer` must be held (or `p` not yet shared). On failure nothing
+// is published and the state is left alone.
+Result<std::uint64_t> publish_locked(Published& p, KernelBindingTable table) {
+  SWITCHYARD_RETURN_IF_ERROR(table.finalize());
+  std::optional<KernelBindingTable> base;
+  std::vector<CoverageBinding> masked;
+  if (!p.mask.empty()) {
+    base = table;
+    masked = apply_kernel_mask(p.mask, table);
+    SWITCHYARD_RETURN_IF_ERROR(table.finalize());
+  }
+  const std::uint64_t generation = p.generation.load(std::memory_order_relaxed) + 1;
+  table.set_generation(generation);
+  auto next = std::make_shared<const KernelBindingTable>(std::move(table));
+  p.base = std::move(base);
+  p.masked = std::move(masked);
+  {
+    std::lock_guard lock(p.swap);
+    p.table = std::move(next);
+  }
+  p.generation.store(generation, std::memory_order_release);
+  return generation;
+}
+
+// The unmasked table as it stands. `p.writer` must be held.
+KernelBindingTable unmasked_locked(Published& p) { return p.base ? *p.base : *load_locked(p); }
+
 Published& published() {
-  // Built on first use; the builtin table must be complete before any reader
-  // can see the pointer, which the function-local static guarantees.
+  // Built on first use; the function-local static makes the builtin table
+  // complete before any reader can see it.
   static Published* p = [] {
     auto* state = new Published();  // never destroyed: readers may outlive main()
     Result<KernelBindingTable> builtin = make_builtin_table();
@@ -27,32 +103,41 @@ Published& published() {
       detail::check_failed("make_builtin_table()", __FILE__, __LINE__,
                            builtin.status().to_string());
     }
-    state->generation = 1;
-    builtin->set_generation(1);
-    state->table.store(std::make_shared<const KernelBindingTable>(std::move(*builtin)));
+    state->mask = mask_from_environment();
+    Result<std::uint64_t> first = publish_locked(*state, *std::move(builtin));
+    if (!first.is_ok()) {
+      detail::check_failed("publish_locked(builtin)", __FILE__, __LINE__,
+                           first.status().to_string());
+    }
+    if (!state->mask.empty()) {
+      // A mask set from the environment is a debugging switch someone may forget
+      // is on; say once what it hides.
+      fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS={} hides {} binding(s)\n",
+                 state->mask.to_string(), state->masked.size());
+    }
     return state;
   }();
   return *p;
 }
 
-Result<std::uint64_t> publish_locked(Published& p, KernelBindingTable table) {
-  SWITCHYARD_RETURN_IF_ERROR(table.finalize());
-  table.set_generation(++p.generation);
-  p.table.store(std::make_shared<const KernelBindingTable>(std::move(table)),
-                std::memory_order_release);
-  return p.generation;
-}
-
 }  // namespace
 
-TableSnapshot current_table() { return published().table.load(std::memory_order_acquire); }
+TableSnapshot current_table() {
+  Published& p = published();
+  thread_local TableSnapshot cached;
+  const std::uint64_t generation = p.generation.load(std::memory_order_acquire);
+  if (cached == nullptr || cached->generation() != generation) cached = load_locked(p);
+  return cached;
+}
 
-std::uint64_t current_generation() { return current_table()->generation(); }
+std::uint64_t current_generation() {
+  return published().generation.load(std::memory_order_acquire);
+}
 
 Result<std::uint64_t> update_table(FunctionRef<Status(KernelBindingTable&)> edit) {
   Published& p = published();
   std::lock_guard lock(p.writer);
-  KernelBindingTable next = *p.table.load(std::memory_order_acquire);
+  KernelBindingTable next = unmasked_locked(p);
   SWITCHYARD_RETURN_IF_ERROR(edit(next));
   return publish_locked(p, std::move(next));
 }
@@ -61,6 +146,30 @@ Result<std::uint64_t> publish_table(KernelBindingTable table) {
   Published& p = published();
   std::lock_guard lock(p.writer);
   return publish_locked(p, std::move(table));
+}
+
+Result<std::uint64_t> set_kernel_mask(KernelMask mask) {
+  Published& p = published();
+  std::lock_guard lock(p.writer);
+  KernelBindingTable base = unmasked_locked(p);
+  KernelMask previous = std::exchange(p.mask, std::move(mask));
+  Result<std::uint64_t> generation = publish_locked(p, std::move(base));
+  if (!generation.is_ok()) p.mask = std::move(previous);
+  return generation;
+}
+
+Result<std::uint64_t> clear_kernel_mask() { return set_kernel_mask(KernelMask()); }
+
+KernelMask current_kernel_mask() {
+  Published& p = published();
+  std::lock_guard lock(p.writer);
+  return p.mask;
+}
+
+std::vector<CoverageBinding> masked_bindings() {
+  Published& p = published();
+  std::lock_guard lock(p.writer);
+  return p.masked;
 }
 
 }  // namespace switchyard

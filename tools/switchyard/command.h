@@ -25,5 +25,6 @@ int report_failure(const Status& status);
 
 void add_coverage_command(CLI::App& app, CommandMain& selected);
 void add_verify_command(CLI::App& app, CommandMain& selected);
+void add_inspect_command(CLI::App& app, CommandMain& selected);
 
 }  // namespace switchyard::tool

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   CommandMain selected;
   add_coverage_command(app, selected);
   add_verify_command(app, selected);
+  add_inspect_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

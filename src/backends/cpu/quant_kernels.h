@@ -1,0 +1,70 @@
+// CPU kernels on GGUF block-quantized operands: matmul with quantized weights
+// (decode and prefill), get_rows from quantized tables, and casts from quantized
+// types to f32 / f16 / bf16.
+//
+// Each kernel takes the weight / table dtype as a template argument, so every
+// binding key has its own function (and a wrong operand dtype is refused), while
+// the work is shared by one implementation per kernel family.
+//
+//   matmul_quant_ref   portable: dequantizes a weight row to f32 once, then one
+//                      f32 dot product per activation row, in index order.
+//   matmul_quant_avx2  AVX2 + FMA + F16C: quantizes each activation row once to
+//                      the format's activation type (q8_0 or q8_k) and runs
+//                      integer dot products (byte multiply-adds) per block.
+//
+// All are deterministic at any thread count: work is split by weight (output) row
+// and each output element is computed by one thread in a fixed order.
+#pragma once
+
+#include "switchyard/kernel.h"
+
+namespace switchyard::cpu {
+
+// The validated operands of a quantized matmul: `rows` activation rows of `k`
+// floats (all leading dimensions of a flattened), `n` weight rows of `row_bytes`.
+struct QuantMatmulArgs {
+  const float* a = nullptr;
+  const std::byte* w = nullptr;
+  float* out = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t row_bytes = 0;
+};
+
+// Checks a matmul call: a f32 [..., M, K] and out f32 [..., M, N] contiguous,
+// w [N, K] of dtype `w` contiguous with K a whole number of blocks.
+Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w,
+                                           std::string_view kernel);
+
+// The implementations, for the quantized dtype `w`.
+Status matmul_quant_ref(const KernelCall& call, DType w);
+Status get_rows_quant_ref(const KernelCall& call, DType table, DType out);
+Status cast_quant_ref(const KernelCall& call, DType from, DType to);
+// Requires AVX2, FMA and F16C (the caller registers it only when the CPU has them).
+Status matmul_quant_avx2(const KernelCall& call, DType w);
+
+// The activation format the integer dot product of `w` pairs with: q8_k for the
+// 256-element formats, q8_0 for the 32-element ones. (q4_1 and q5_1 pair with q8_0
+// too: their min term needs the activation block's sum, which the AVX2 dot takes
+// exactly from the quantized values instead of q8_1's f16-rounded d * sum.)
+DType activation_format(DType w);
+
+template <DType W>
+Status matmul_quant_ref_for(const KernelCall& call) {
+  return matmul_quant_ref(call, W);
+}
+template <DType W>
+Status matmul_quant_avx2_for(const KernelCall& call) {
+  return matmul_quant_avx2(call, W);
+}
+template <DType Table, DType Out>
+Status get_rows_quant_ref_for(const KernelCall& call) {
+  return get_rows_quant_ref(call, Table, Out);
+}
+template <DType From, DType To>
+Status cast_quant_ref_for(const KernelCall& call) {
+  return cast_quant_ref(call, From, To);
+}
+
+}  // namespace switchyard::cpu

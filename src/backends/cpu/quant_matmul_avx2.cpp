@@ -1,0 +1,441 @@
+// AVX2 matmul with block-quantized weights: activations are quantized once per row
+// to the format's activation type, then every weight block meets its activation
+// block in an integer dot product.
+//
+// The integer core is the byte multiply-add (vpmaddubsw: unsigned x signed bytes,
+// adjacent pairs summed to i16), then vpmaddwd against the group scales (or ones)
+// to i32. Signed weights use the sign trick: |w| times a with w's sign applied.
+// No i16 sum can saturate: |w| <= 128 and |a| <= 127 give at most 2 * 128 * 127.
+//
+// Per format (x = activation, s_g = group scale, m_g = group min):
+//   32-element blocks: dot = d_w * d_x * sum(q_w * q_x)            (q4_0, q5_0,
+//                      q8_0, iq4_nl, mxfp4; q4_1 / q5_1 add m_w * d_x * sum(q_x))
+//   k-quants (q8_k):   dot = d_w * d_x * sum_g s_g * sum(q_w * q_x)
+//                            - dmin_w * d_x * sum_g m_g * bsum_g
+//   where an offset level (q6_k's q - 32, q3_k's q - 4) is applied through the
+//   q8_k group sums instead of per element.
+#include <fmt/format.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/quant_kernels.h"
+#include "quant/blocks.h"
+
+namespace switchyard::cpu {
+namespace {
+
+using detail::BlockQ8_0;
+using detail::BlockQ8_K;
+
+inline float f16_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// The 16 bytes at q as 32 nibbles: low nibbles in bytes 0..15, high in 16..31.
+inline __m256i nibbles(const std::uint8_t* q) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+}
+
+// Byte i is 0xff where bit i of `bits` is set.
+inline __m256i bits_to_bytes(std::uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i others = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+  return _mm256_cmpeq_epi8(others, _mm256_set1_epi64x(-1));
+}
+
+inline __m256i table_lookup(const std::int8_t* table, __m256i idx) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), idx);
+}
+
+// Pairwise i16 sums of signed w times signed x.
+inline __m256i mul_signed(__m256i w, __m256i x) {
+  return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+inline __m256i sum_i16_to_i32(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// A vector of i16 scales: `lo` for the first 16 bytes' pairs, `hi` for the rest.
+inline __m256i group_scales(int lo, int hi) {
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(hi)),
+                          _mm_set1_epi16(static_cast<short>(lo)));
+}
+
+// ---------------------------------------------------------------------------
+// 32-element formats against q8_0. Each weight block is unpacked once and meets
+// the same block of R activation rows (R = 1 for decode, 4 for prefill).
+
+// A block with a min adds m * d_x * sum(q_x). The sum is taken exactly from the
+// quantized activations (q8_1 would carry it as an f16-rounded d * sum, which costs
+// about 2^-11 of the term).
+inline __m256 add_min_term(__m256 acc, float m_dx, __m256i xq) {
+  const __m256i sums = sum_i16_to_i32(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq));
+  return _mm256_fmadd_ps(_mm256_set1_ps(m_dx), _mm256_cvtepi32_ps(sums), acc);
+}
+
+// One weight block unpacked: |q| (or q when unsigned), the signs, the scale and
+// the min (zero when the format has none).
+struct SmallBlock {
+  __m256i mag;
+  __m256i sign;
+  float d;
+  float m;
+};
+
+template <DType W>
+inline SmallBlock unpack_small(const std::uint8_t* wb) {
+  if constexpr (W == DType::kQ4_0) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ4_0*>(wb);
+    const __m256i q = _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
+    return {_mm256_sign_epi8(q, q), q, f16_at(b.d), 0.0f};
+  } else if constexpr (W == DType::kQ4_1) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ4_1*>(wb);
+    return {nibbles(b.qs), _mm256_setzero_si256(), f16_at(b.d), f16_at(b.m)};
+  } else if constexpr (W == DType::kQ5_0) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ5_0*>(wb);
+    const __m256i high =
+        _mm256_and_si256(bits_to_bytes(detail::load_u32(b.qh)), _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), high), _mm256_set1_epi8(16));
+    return {_mm256_sign_epi8(q, q), q, f16_at(b.d), 0.0f};
+  } else if constexpr (W == DType::kQ5_1) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ5_1*>(wb);
+    const __m256i high =
+        _mm256_and_si256(bits_to_bytes(detail::load_u32(b.qh)), _mm256_set1_epi8(0x10));
+    return {_mm256_or_si256(nibbles(b.qs), high), _mm256_setzero_si256(), f16_at(b.d), f16_at(b.m)};
+  } else if constexpr (W == DType::kQ8_0) {
+    const __m256i q = load256(wb + 2);
+    return {_mm256_sign_epi8(q, q), q, f16_at(wb), 0.0f};
+  } else if constexpr (W == DType::kIQ4_NL) {
+    const auto& b = *reinterpret_cast<const detail::BlockIQ4_NL*>(wb);
+    const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs));
+    return {_mm256_sign_epi8(q, q), q, f16_at(b.d), 0.0f};
+  } else {
+    static_assert(W == DType::kMXFP4);
+    const auto& b = *reinterpret_cast<const detail::BlockMXFP4*>(wb);
+    const __m256i q = table_lookup(detail::kMXFP4Values, nibbles(b.qs));
+    return {_mm256_sign_epi8(q, q), q, detail::e8m0_half(b.e), 0.0f};
+  }
+}
+
+template <DType W>
+constexpr bool kUnsignedLevels = W == DType::kQ4_1 || W == DType::kQ5_1;
+
+template <DType W, int R>
+void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
+               std::int64_t out_stride) {
+  constexpr bool kHasMin = kUnsignedLevels<W>;
+  constexpr std::int64_t kWBytes = block_bytes(W);
+  constexpr std::int64_t kXBytes = sizeof(BlockQ8_0);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const SmallBlock wb = unpack_small<W>(w + i * kWBytes);
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* xb = x[r] + i * kXBytes;
+      const __m256i xq = load256(xb + 2);
+      const float dx = f16_at(xb);
+      const __m256i p16 = kUnsignedLevels<W>
+                              ? _mm256_maddubs_epi16(wb.mag, xq)
+                              : _mm256_maddubs_epi16(wb.mag, _mm256_sign_epi8(xq, wb.sign));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wb.d * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)),
+                               acc[r]);
+      if constexpr (kHasMin) acc[r] = add_min_term(acc[r], wb.m * dx, xq);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
+}
+
+// ---------------------------------------------------------------------------
+// k-quants against q8_k. A weight super-block is unpacked once into eight
+// 32-byte level vectors with their i16 group scales, plus a group correction
+// applied through the activation's group sums:
+//   dot = d * d_x * sum_c (levels_c . x_c scaled) + corr * d_x * sum_g coef_g * bsum_g
+// (q4_k / q5_k / q2_k: corr = -dmin, coef = group mins; q6_k / q3_k: levels are
+// stored + 32 / + 4, so corr = -32 d / -4 d and coef = group scales).
+
+struct KHeader {
+  __m256i coef;  // 16 x i16
+  float d;
+  float corr;
+};
+
+inline __m256i mask_bits(__m256i v, int bit) {
+  const __m256i m = _mm256_set1_epi8(static_cast<char>(1 << bit));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(v, m), m);
+}
+
+inline __m256i coef16(const int* c) {
+  alignas(32) std::int16_t v[16];
+  for (int g = 0; g < 16; ++g) v[g] = static_cast<std::int16_t>(c[g]);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+}
+
+// Unpacks one super-block: fills the header and hands each 32-element chunk to
+// chunk(index, levels, signs, i16 scales) as soon as it is decoded, so the levels
+// stay in registers (signs matter only for iq4_xs, whose levels are signed).
+template <DType W, typename Chunk>
+inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
+  const __m256i none = _mm256_setzero_si256();
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i low2 = _mm256_set1_epi8(0x03);
+  if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
+    // Same leading fields in both layouts: d, dmin, 12 scale bytes.
+    const std::uint8_t* scales = wb + 4;
+    const std::uint8_t* qs = W == DType::kQ4_K ? wb + 16 : wb + 48;
+    k.d = f16_at(wb);
+    k.corr = -f16_at(wb + 2);
+    int sc[8];
+    int mins16[16];
+    for (int g = 0; g < 8; ++g) {
+      int m = 0;
+      detail::k4_scale_min(g, scales, sc[g], m);
+      mins16[2 * g] = m;
+      mins16[2 * g + 1] = m;
+    }
+    k.coef = coef16(mins16);
+    const __m256i hbits = W == DType::kQ5_K ? load256(wb + 16) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(qs + 32 * c);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (W == DType::kQ5_K) {
+        const __m256i b16 = _mm256_set1_epi8(0x10);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(mask_bits(hbits, 2 * c), b16));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(mask_bits(hbits, 2 * c + 1), b16));
+      }
+      chunk(2 * c, lo, none, _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
+      chunk(2 * c + 1, hi, none, _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+    }
+  } else if constexpr (W == DType::kQ6_K) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = -32.0f * k.d;
+    int sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = b.scales[g];
+    k.coef = coef16(sc);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qh = load256(b.qh + 32 * h);
+      const __m256i ql0 = load256(b.ql + 64 * h);
+      const __m256i ql1 = load256(b.ql + 64 * h + 32);
+      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      const __m256i highs[4] = {
+          _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)};
+      for (int r = 0; r < 4; ++r) {
+        const int g = 8 * h + 2 * r;
+        chunk(4 * h + r, _mm256_or_si256(lows[r], highs[r]), none, group_scales(sc[g], sc[g + 1]));
+      }
+    }
+  } else if constexpr (W == DType::kQ3_K) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ3_K*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = -4.0f * k.d;
+    int sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = detail::q3k_scale(g, b.scales);
+    k.coef = coef16(sc);
+    const __m256i hm = load256(b.hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(b.qs + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(qs, low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 2), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 4), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
+      for (int r = 0; r < 4; ++r) {
+        const int g = 8 * h + 2 * r;
+        const __m256i high = _mm256_and_si256(mask_bits(hm, 4 * h + r), _mm256_set1_epi8(4));
+        chunk(4 * h + r, _mm256_or_si256(lows[r], high), none, group_scales(sc[g], sc[g + 1]));
+      }
+    }
+  } else if constexpr (W == DType::kQ2_K) {
+    const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = -f16_at(b.dmin);
+    int mins[16];
+    for (int g = 0; g < 16; ++g) mins[g] = b.scales[g] >> 4;
+    k.coef = coef16(mins);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(b.qs + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(qs, low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 2), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 4), low2),
+                               _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
+      for (int r = 0; r < 4; ++r) {
+        const int g = 8 * h + 2 * r;
+        chunk(4 * h + r, lows[r], none, group_scales(b.scales[g] & 0xf, b.scales[g + 1] & 0xf));
+      }
+    }
+  } else {
+    static_assert(W == DType::kIQ4_XS);
+    const auto& b = *reinterpret_cast<const detail::BlockIQ4_XS*>(wb);
+    k.d = f16_at(b.d);
+    k.corr = 0.0f;
+    k.coef = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs + 16 * g));
+      chunk(g, _mm256_sign_epi8(q, q), q,
+            _mm256_set1_epi16(static_cast<short>(detail::iq4xs_scale(g, b))));
+    }
+  }
+}
+
+template <DType W, int R>
+void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
+           std::int64_t out_stride) {
+  constexpr std::int64_t kWBytes = block_bytes(W);
+  constexpr bool kSigned = W == DType::kIQ4_XS;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const BlockQ8_K* xb[R];
+    for (int r = 0; r < R; ++r) {
+      xb[r] = reinterpret_cast<const BlockQ8_K*>(x[r] + i * sizeof(BlockQ8_K));
+    }
+    __m256i sumi[R];
+    for (int r = 0; r < R; ++r) sumi[r] = _mm256_setzero_si256();
+    KHeader k;
+    unpack_k<W>(w + i * kWBytes, k, [&](int c, __m256i mag, __m256i sign, __m256i scales) {
+      for (int r = 0; r < R; ++r) {
+        __m256i xq = load256(xb[r]->qs + 32 * c);
+        if constexpr (kSigned) xq = _mm256_sign_epi8(xq, sign);
+        const __m256i p = _mm256_maddubs_epi16(mag, xq);
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, scales));
+      }
+    });
+    for (int r = 0; r < R; ++r) {
+      const float dx = detail::load_f32(xb[r]->d);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+      if constexpr (W != DType::kIQ4_XS) {
+        const __m256i corr = _mm256_madd_epi16(load256(xb[r]->bsums), k.coef);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
+}
+
+// out[r * out_stride] = dot(weight row w, activation row x[r]) for r < R.
+using DotFn = void (*)(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks,
+                       float* out, std::int64_t out_stride);
+
+struct DotFns {
+  DotFn one = nullptr;
+  DotFn four = nullptr;
+};
+
+template <DType W>
+DotFns dots() {
+  if constexpr (block_elems(W) == 32) {
+    return {&dot_small<W, 1>, &dot_small<W, 4>};
+  } else {
+    return {&dot_k<W, 1>, &dot_k<W, 4>};
+  }
+}
+
+DotFns dot_for(DType w) {
+  switch (w) {
+    case DType::kQ4_0: return dots<DType::kQ4_0>();
+    case DType::kQ4_1: return dots<DType::kQ4_1>();
+    case DType::kQ5_0: return dots<DType::kQ5_0>();
+    case DType::kQ5_1: return dots<DType::kQ5_1>();
+    case DType::kQ8_0: return dots<DType::kQ8_0>();
+    case DType::kIQ4_NL: return dots<DType::kIQ4_NL>();
+    case DType::kMXFP4: return dots<DType::kMXFP4>();
+    case DType::kQ2_K: return dots<DType::kQ2_K>();
+    case DType::kQ3_K: return dots<DType::kQ3_K>();
+    case DType::kQ4_K: return dots<DType::kQ4_K>();
+    case DType::kQ5_K: return dots<DType::kQ5_K>();
+    case DType::kQ6_K: return dots<DType::kQ6_K>();
+    case DType::kIQ4_XS: return dots<DType::kIQ4_XS>();
+    default: return {};
+  }
+}
+
+// Weight rows per parallel task, and per tile inside a task: a tile's unpacked
+// rows are reused across every group of four activation rows while in L2.
+constexpr std::int64_t kRowGrain = 8;
+constexpr std::int64_t kTileRows = 16;
+
+}  // namespace
+
+Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
+  const std::string kernel = fmt::format("matmul_f32_{}_f32__cpu_avx2", name(w_dtype));
+  const DotFns dot = dot_for(w_dtype);
+  if (dot.one == nullptr) {
+    return invalid_argument_error(
+        fmt::format("{}: no AVX2 dot product for {}", kernel, name(w_dtype)));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));
+  const DType act = activation_format(w_dtype);
+  if (args.k % block_elems(act) != 0) {
+    return invalid_argument_error(
+        fmt::format("{}: K = {} is not a whole number of {} blocks", kernel, args.k, name(act)));
+  }
+  const std::int64_t act_row_bytes = args.k / block_elems(act) * block_bytes(act);
+  std::vector<std::uint8_t> xq(static_cast<std::size_t>(act_row_bytes * args.rows));
+  // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
+  // set to NaN afterwards, as a float dot product would propagate them.
+  std::vector<char> non_finite(static_cast<std::size_t>(args.rows), 0);
+  call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* row = args.a + r * args.k;
+      for (std::int64_t i = 0; i < args.k; ++i) {
+        if (!std::isfinite(row[i])) non_finite[static_cast<std::size_t>(r)] = 1;
+      }
+      detail::quantize_row(act, row, xq.data() + r * act_row_bytes, args.k);
+    }
+  });
+  const std::int64_t blocks = args.k / block_elems(w_dtype);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
+  call.ctx.parallel_for(args.n, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t0 = begin; t0 < end; t0 += kTileRows) {
+      const std::int64_t t1 = std::min(end, t0 + kTileRows);
+      std::int64_t r = 0;
+      for (; r + 4 <= args.rows; r += 4) {
+        const std::uint8_t* x[4];
+        for (int i = 0; i < 4; ++i) x[i] = xq.data() + (r + i) * act_row_bytes;
+        for (std::int64_t j = t0; j < t1; ++j) {
+          dot.four(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
+        }
+      }
+      for (; r < args.rows; ++r) {
+        const std::uint8_t* x[1] = {xq.data() + r * act_row_bytes};
+        for (std::int64_t j = t0; j < t1; ++j) {
+          dot.one(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
+        }
+      }
+    }
+  });
+  for (std::int64_t r = 0; r < args.rows; ++r) {
+    if (non_finite[static_cast<std::size_t>(r)] != 0) {
+      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
+                std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,479 @@
+// GGUF reader: maps the file and parses the header, metadata and tensor infos,
+// checking every number the file claims against the bytes that are really there.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "formats/gguf/gguf_format.h"
+#include "switchyard/gguf.h"
+
+namespace switchyard {
+
+struct GgufFile::Mapping {
+  void* address = nullptr;
+  std::size_t size = 0;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (address != nullptr) munmap(address, size);
+  }
+};
+
+namespace {
+
+// Counts are checked against the bytes left before they are trusted, but in a
+// multi-gigabyte model that still allows billions; reservations are capped so a
+// forged count cannot demand memory the parsed entries would never use. Real
+// entries beyond the cap grow the containers as they are parsed.
+constexpr std::uint64_t kMaxReserve = 1u << 16;
+
+constexpr std::uint64_t kMaxInt64 =
+    static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+
+// Reads little-endian fields from the file, refusing to step past its end.
+class Cursor {
+ public:
+  explicit Cursor(std::span<const std::byte> bytes) : bytes_(bytes) {}
+
+  [[nodiscard]] std::uint64_t position() const { return position_; }
+  [[nodiscard]] std::uint64_t remaining() const { return bytes_.size() - position_; }
+
+  template <typename T>
+  Result<T> read(std::string_view what) {
+    SWITCHYARD_RETURN_IF_ERROR(need(sizeof(T), what));
+    T value;
+    std::memcpy(&value, bytes_.data() + position_, sizeof(T));
+    position_ += sizeof(T);
+    return value;
+  }
+
+  // A u64 length and that many bytes, as a view of the file.
+  Result<std::string_view> read_string_view(std::string_view what) {
+    const std::uint64_t at = position_;
+    SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t length, read<std::uint64_t>(what));
+    if (length > remaining()) {
+      return data_loss_error(
+          fmt::format("{} at offset {} claims {} bytes, but only {} bytes of the file are left",
+                      what, at, length, remaining()));
+    }
+    std::string_view text(reinterpret_cast<const char*>(bytes_.data() + position_), length);
+    position_ += length;
+    return text;
+  }
+  Result<std::string> read_string(std::string_view what) {
+    SWITCHYARD_ASSIGN_OR_RETURN(std::string_view text, read_string_view(what));
+    return std::string(text);
+  }
+
+  Status need(std::uint64_t count, std::string_view what) const {
+    if (count > remaining()) {
+      return data_loss_error(
+          fmt::format("truncated file: {} at offset {} needs {} bytes, only {} are left", what,
+                      position_, count, remaining()));
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::uint64_t position_ = 0;
+};
+
+Result<GgufType> read_type(Cursor& cursor, std::string_view what) {
+  const std::uint64_t at = cursor.position();
+  SWITCHYARD_ASSIGN_OR_RETURN(std::uint32_t id, cursor.read<std::uint32_t>(what));
+  if (id >= kGgufTypeCount) {
+    return invalid_argument_error(
+        fmt::format("{} at offset {} is {}, which is not a GGUF value type (0..{})", what, at, id,
+                    kGgufTypeCount - 1));
+  }
+  return static_cast<GgufType>(id);
+}
+
+Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth) {
+  switch (type) {
+    case GgufType::kU8: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint8_t>("u8 value"));
+      return GgufValue::u8(v);
+    }
+    case GgufType::kI8: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::int8_t>("i8 value"));
+      return GgufValue::i8(v);
+    }
+    case GgufType::kU16: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint16_t>("u16 value"));
+      return GgufValue::u16(v);
+    }
+    case GgufType::kI16: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::int16_t>("i16 value"));
+      return GgufValue::i16(v);
+    }
+    case GgufType::kU32: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint32_t>("u32 value"));
+      return GgufValue::u32(v);
+    }
+    case GgufType::kI32: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::int32_t>("i32 value"));
+      return GgufValue::i32(v);
+    }
+    case GgufType::kF32: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<float>("f32 value"));
+      return GgufValue::f32(v);
+    }
+    case GgufType::kBool: {
+      const std::uint64_t at = cursor.position();
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint8_t>("bool value"));
+      if (v > 1) {
+        return invalid_argument_error(
+            fmt::format("bool value at offset {} is {}; GGUF allows only 0 and 1", at, v));
+      }
+      return GgufValue::boolean(v == 1);
+    }
+    case GgufType::kString: {
+      SWITCHYARD_ASSIGN_OR_RETURN(std::string_view v, cursor.read_string_view("string value"));
+      return GgufValue::string(std::string(v));
+    }
+    case GgufType::kU64: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint64_t>("u64 value"));
+      return GgufValue::u64(v);
+    }
+    case GgufType::kI64: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::int64_t>("i64 value"));
+      return GgufValue::i64(v);
+    }
+    case GgufType::kF64: {
+      SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<double>("f64 value"));
+      return GgufValue::f64(v);
+    }
+    case GgufType::kArray: {
+      if (depth >= kGgufMaxArrayDepth) {
+        return invalid_argument_error(fmt::format("arrays nested more than {} deep at offset {}",
+                                                  kGgufMaxArrayDepth, cursor.position()));
+      }
+      SWITCHYARD_ASSIGN_OR_RETURN(GgufType element_type, read_type(cursor, "array element type"));
+      const std::uint64_t at = cursor.position();
+      SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t count, cursor.read<std::uint64_t>("array length"));
+      // Checked before reserving, so a forged count cannot size an allocation.
+      if (count > cursor.remaining() / detail::gguf_min_encoded_bytes(element_type)) {
+        return data_loss_error(fmt::format(
+            "array length at offset {} claims {} {} elements, more than the {} bytes left in the "
+            "file can hold",
+            at, count, name(element_type), cursor.remaining()));
+      }
+      std::vector<GgufValue> elements;
+      elements.reserve(std::min(count, kMaxReserve));
+      if (element_type == GgufType::kString) {
+        // The common large array (token lists, merges): built in place, with no
+        // Result per element.
+        for (std::uint64_t i = 0; i < count; ++i) {
+          Result<std::string_view> text = cursor.read_string_view("string value");
+          if (!text.is_ok()) return text.status().with_context(fmt::format("array element {}", i));
+          elements.push_back(GgufValue::string(std::string(*text)));
+        }
+        return GgufValue::array(element_type, std::move(elements));
+      }
+      for (std::uint64_t i = 0; i < count; ++i) {
+        Result<GgufValue> element = read_value(cursor, element_type, depth + 1);
+        if (!element.is_ok()) {
+          return element.status().with_context(fmt::format("array element {}", i));
+        }
+        elements.push_back(std::move(element).value());
+      }
+      return GgufValue::array(element_type, std::move(elements));
+    }
+  }
+  return internal_error("unreachable GGUF value type");
+}
+
+bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t* sum) {
+  return __builtin_add_overflow(a, b, sum);
+}
+
+}  // namespace
+
+Result<GgufFile> GgufFile::open(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    std::string message = fmt::format("cannot open '{}': {}", path.string(), std::strerror(error));
+    if (error == ENOENT) return not_found_error(std::move(message));
+    return unavailable_error(std::move(message));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return unavailable_error(
+        fmt::format("cannot stat '{}': {}", path.string(), std::strerror(error)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalid_argument_error(fmt::format("'{}' is not a regular file", path.string()));
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->size = static_cast<std::size_t>(st.st_size);
+  if (mapping->size > 0) {
+    void* address = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (address == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      return unavailable_error(
+          fmt::format("cannot map '{}': {}", path.string(), std::strerror(error)));
+    }
+    mapping->address = address;
+  }
+  // The mapping keeps the file's pages reachable; the descriptor is not needed.
+  ::close(fd);
+
+  GgufFile file;
+  file.bytes_ =
+      std::span<const std::byte>(static_cast<const std::byte*>(mapping->address), mapping->size);
+  file.mapping_ = std::move(mapping);
+  Result<GgufFile> parsed = parse_into(std::move(file));
+  if (!parsed.is_ok()) return parsed.status().with_context(path.string());
+  return parsed;
+}
+
+Result<GgufFile> GgufFile::parse(std::span<const std::byte> bytes) {
+  GgufFile file;
+  file.bytes_ = bytes;
+  return parse_into(std::move(file));
+}
+
+Result<GgufFile> GgufFile::parse_into(GgufFile file) {
+  Cursor cursor(file.bytes_);
+
+  // Header.
+  if (file.bytes_.size() < 4) {
+    return data_loss_error(fmt::format(
+        "truncated file: {} bytes is too short to hold the GGUF magic", file.bytes_.size()));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(std::uint32_t magic, cursor.read<std::uint32_t>("magic"));
+  if (magic != detail::kGgufMagic) {
+    std::string shown;
+    for (int i = 0; i < 4; ++i) {
+      const auto c = static_cast<unsigned char>(file.bytes_[i]);
+      shown += (c >= 0x20 && c < 0x7f) ? fmt::format("{}", static_cast<char>(c))
+                                       : fmt::format("\\x{:02x}", c);
+    }
+    return invalid_argument_error(
+        fmt::format("not a GGUF file: it starts with \"{}\", not \"GGUF\"", shown));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(file.version_, cursor.read<std::uint32_t>("version"));
+  if (file.version_ != 3 && file.version_ != 2) {
+    if ((file.version_ & 0xffffu) == 0 && file.version_ != 0) {
+      return unimplemented_error(fmt::format(
+          "GGUF version field is 0x{:08x}: a big-endian file, which this build does not read",
+          file.version_));
+    }
+    if (file.version_ == 1) {
+      return unimplemented_error(
+          "GGUF version 1 (32-bit counts) is not supported; this build reads versions 2 and 3");
+    }
+    return unimplemented_error(fmt::format(
+        "unsupported GGUF version {}; this build reads versions 2 and 3", file.version_));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t tensor_count,
+                              cursor.read<std::uint64_t>("tensor count"));
+  SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t kv_count, cursor.read<std::uint64_t>("metadata count"));
+  if (kv_count > cursor.remaining() / detail::kGgufMinKvBytes) {
+    return data_loss_error(
+        fmt::format("metadata count {} is more than the {} bytes left in the file can hold",
+                    kv_count, cursor.remaining()));
+  }
+  if (tensor_count > cursor.remaining() / detail::kGgufMinTensorInfoBytes) {
+    return data_loss_error(
+        fmt::format("tensor count {} is more than the {} bytes left in the file can hold",
+                    tensor_count, cursor.remaining()));
+  }
+
+  // Metadata.
+  for (std::uint64_t i = 0; i < kv_count; ++i) {
+    const std::uint64_t at = cursor.position();
+    Result<std::string> key = cursor.read_string("metadata key");
+    if (!key.is_ok()) return key.status().with_context(fmt::format("metadata entry {}", i));
+    auto in_key = [&](const Status& s) {
+      return s.with_context(fmt::format("metadata key '{}'", *key));
+    };
+    Result<GgufType> type = read_type(cursor, "value type");
+    if (!type.is_ok()) return in_key(type.status());
+    Result<GgufValue> value = read_value(cursor, *type, 0);
+    if (!value.is_ok()) return in_key(value.status());
+    if (file.metadata_.contains(*key)) {
+      return invalid_argument_error(
+          fmt::format("duplicate metadata key '{}' (second one at offset {})", *key, at));
+    }
+    SWITCHYARD_RETURN_IF_ERROR(
+        file.metadata_.add(std::move(key).value(), std::move(value).value()));
+  }
+  if (const GgufValue* alignment = file.metadata_.find("general.alignment")) {
+    Result<std::uint32_t> a = alignment->as_u32();
+    if (!a.is_ok()) return a.status().with_context("metadata key 'general.alignment'");
+    if (*a == 0 || !std::has_single_bit(*a)) {
+      return invalid_argument_error(
+          fmt::format("general.alignment is {}; it must be a power of two", *a));
+    }
+    file.alignment_ = *a;
+  }
+
+  // Tensor infos.
+  file.tensors_.reserve(std::min(tensor_count, kMaxReserve));
+  file.tensor_index_.reserve(std::min(tensor_count, kMaxReserve));
+  for (std::uint64_t i = 0; i < tensor_count; ++i) {
+    const std::uint64_t at = cursor.position();
+    Result<std::string> name_or = cursor.read_string("tensor name");
+    if (!name_or.is_ok()) return name_or.status().with_context(fmt::format("tensor info {}", i));
+    std::string tensor_name = std::move(name_or).value();
+    auto in_tensor = [&](const Status& s) {
+      return s.with_context(fmt::format("tensor '{}'", tensor_name));
+    };
+    if (tensor_name.size() > kGgufMaxTensorNameBytes) {
+      return invalid_argument_error(
+          fmt::format("tensor name at offset {} is {} bytes; GGUF allows "
+                      "at most {}",
+                      at, tensor_name.size(), kGgufMaxTensorNameBytes));
+    }
+    if (file.tensor_index_.contains(tensor_name)) {
+      return invalid_argument_error(
+          fmt::format("duplicate tensor name '{}' (second one at offset {})", tensor_name, at));
+    }
+    Result<std::uint32_t> n_dims = cursor.read<std::uint32_t>("dimension count");
+    if (!n_dims.is_ok()) return in_tensor(n_dims.status());
+    if (*n_dims == 0 || *n_dims > static_cast<std::uint32_t>(kGgufMaxDims)) {
+      return invalid_argument_error(
+          fmt::format("tensor '{}' has {} dimensions; GGUF tensors have 1 to {}", tensor_name,
+                      *n_dims, kGgufMaxDims));
+    }
+    std::array<std::int64_t, kGgufMaxDims> ne{};
+    std::int64_t numel = 1;
+    for (std::uint32_t d = 0; d < *n_dims; ++d) {
+      Result<std::uint64_t> dim = cursor.read<std::uint64_t>("dimension");
+      if (!dim.is_ok()) return in_tensor(dim.status());
+      if (*dim == 0 || *dim > kMaxInt64) {
+        return invalid_argument_error(
+            fmt::format("tensor '{}' has dimension ne[{}] = {} ({}); dimensions must be 1 to "
+                        "INT64_MAX",
+                        tensor_name, d, *dim, static_cast<std::int64_t>(*dim)));
+      }
+      ne[d] = static_cast<std::int64_t>(*dim);
+      if (__builtin_mul_overflow(numel, ne[d], &numel)) {
+        return out_of_range_error(fmt::format(
+            "tensor '{}' has more elements than fit in int64 (dimension product overflows)",
+            tensor_name));
+      }
+    }
+    const std::uint64_t type_at = cursor.position();
+    Result<std::uint32_t> type_id = cursor.read<std::uint32_t>("ggml type id");
+    if (!type_id.is_ok()) return in_tensor(type_id.status());
+    std::optional<DType> dtype =
+        *type_id > static_cast<std::uint32_t>(std::numeric_limits<int>::max())
+            ? std::nullopt
+            : dtype_from_gguf(static_cast<int>(*type_id));
+    if (!dtype) {
+      return invalid_argument_error(
+          fmt::format("tensor '{}' has ggml type id {} (offset {}), which Switchyard does not know",
+                      tensor_name, *type_id, type_at));
+    }
+    Result<std::uint64_t> offset = cursor.read<std::uint64_t>("data offset");
+    if (!offset.is_ok()) return in_tensor(offset.status());
+
+    // Size: whole blocks per row, rows multiply without overflow.
+    Result<std::int64_t> row = row_bytes(*dtype, ne[0]);
+    if (!row.is_ok()) return in_tensor(row.status());
+    const std::int64_t rows = numel / ne[0];
+    std::int64_t size_bytes = 0;
+    if (__builtin_mul_overflow(*row, rows, &size_bytes)) {
+      return out_of_range_error(
+          fmt::format("tensor '{}' has more bytes than fit in int64", tensor_name));
+    }
+
+    GgufTensorInfo info;
+    info.name = std::move(tensor_name);
+    std::array<std::int64_t, kGgufMaxDims> outer_first{};
+    for (std::uint32_t d = 0; d < *n_dims; ++d) outer_first[d] = ne[*n_dims - 1 - d];
+    info.shape = Shape(std::span<const std::int64_t>(outer_first.data(), *n_dims));
+    info.dtype = *dtype;
+    info.offset = *offset;
+    info.size_bytes = size_bytes;
+    file.tensor_index_.emplace(info.name, file.tensors_.size());
+    file.tensors_.push_back(std::move(info));
+  }
+
+  // Data section.
+  file.header_bytes_ = cursor.position();
+  const std::uint64_t align = file.alignment_;
+  std::uint64_t padded = 0;
+  if (add_overflows(file.header_bytes_, align - 1, &padded)) {
+    return internal_error("header size overflows");  // cannot happen for a mapped file
+  }
+  file.data_offset_ = padded / align * align;
+
+  for (const GgufTensorInfo& t : file.tensors_) {
+    if (t.offset % align != 0) {
+      return invalid_argument_error(
+          fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}", t.name,
+                      t.offset, align));
+    }
+    std::uint64_t start = 0, end = 0;
+    if (add_overflows(file.data_offset_, t.offset, &start) ||
+        add_overflows(start, static_cast<std::uint64_t>(t.size_bytes), &end) ||
+        end > file.bytes_.size()) {
+      return data_loss_error(fmt::format(
+          "tensor '{}' data ({} bytes at data offset {}) runs past the end of the {}-byte file",
+          t.name, t.size_bytes, t.offset, file.bytes_.size()));
+    }
+  }
+  // Overlap: sorted by offset, each tensor must end before the next begins.
+  std::vector<std::size_t> order(file.tensors_.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return file.tensors_[a].offset < file.tensors_[b].offset;
+  });
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const GgufTensorInfo& prev = file.tensors_[order[i - 1]];
+    const GgufTensorInfo& next = file.tensors_[order[i]];
+    if (prev.offset + static_cast<std::uint64_t>(prev.size_bytes) > next.offset) {
+      return invalid_argument_error(fmt::format(
+          "tensor '{}' (data offset {}, {} bytes) overlaps tensor '{}' (data offset {})", prev.name,
+          prev.offset, prev.size_bytes, next.name, next.offset));
+    }
+  }
+  return file;
+}
+
+const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Result<TensorView> GgufFile::tensor(std::string_view name) const {
+  const GgufTensorInfo* info = find_tensor(name);
+  if (info == nullptr) {
+    return not_found_error(fmt::format("the file has no tensor named '{}'", name));
+  }
+  return view(*info);
+}
+
+std::span<const std::byte> GgufFile::tensor_bytes(const GgufTensorInfo& info) const {
+  SWITCHYARD_CHECK_MSG(&info >= tensors_.data() && &info < tensors_.data() + tensors_.size(),
+                       "tensor info of another file");
+  return bytes_.subspan(data_offset_ + info.offset, static_cast<std::size_t>(info.size_bytes));
+}
+
+TensorView GgufFile::view(const GgufTensorInfo& info) const {
+  // TensorView has no const flavour; the mapping is read-only (see tensor()).
+  auto* data = const_cast<std::byte*>(tensor_bytes(info).data());
+  return TensorView::contiguous(data, info.dtype, info.shape);
+}
+
+}  // namespace switchyard

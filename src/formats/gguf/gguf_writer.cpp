@@ -1,0 +1,259 @@
+// GGUF writer: encodes metadata and tensor infos, packs tensor data at aligned
+// offsets and writes the file through a temporary file and a rename.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "formats/gguf/gguf_format.h"
+#include "switchyard/gguf.h"
+
+namespace switchyard {
+namespace {
+
+class Encoder {
+ public:
+  template <typename T>
+  void put(T value) {
+    const auto* p = reinterpret_cast<const std::byte*>(&value);
+    bytes_.insert(bytes_.end(), p, p + sizeof(T));
+  }
+  void put_string(std::string_view s) {
+    put<std::uint64_t>(s.size());
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    bytes_.insert(bytes_.end(), p, p + s.size());
+  }
+  void put_value(const GgufValue& v) {
+    switch (v.type()) {
+      case GgufType::kU8: put(*v.as_u8()); break;
+      case GgufType::kI8: put(*v.as_i8()); break;
+      case GgufType::kU16: put(*v.as_u16()); break;
+      case GgufType::kI16: put(*v.as_i16()); break;
+      case GgufType::kU32: put(*v.as_u32()); break;
+      case GgufType::kI32: put(*v.as_i32()); break;
+      case GgufType::kF32: put(*v.as_f32()); break;
+      case GgufType::kBool: put<std::uint8_t>(*v.as_bool() ? 1 : 0); break;
+      case GgufType::kString: put_string(*v.as_string()); break;
+      case GgufType::kU64: put(*v.as_u64()); break;
+      case GgufType::kI64: put(*v.as_i64()); break;
+      case GgufType::kF64: put(*v.as_f64()); break;
+      case GgufType::kArray:
+        put(static_cast<std::uint32_t>(v.element_type()));
+        put<std::uint64_t>(v.elements().size());
+        for (const GgufValue& e : v.elements()) put_value(e);
+        break;
+    }
+  }
+  std::vector<std::byte>& bytes() { return bytes_; }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+std::uint64_t align_up(std::uint64_t n, std::uint64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+// The deepest array nesting in `v` (0 for a scalar).
+int array_depth(const GgufValue& v) {
+  if (!v.is_array()) return 0;
+  int deepest = 0;
+  for (const GgufValue& e : v.elements()) deepest = std::max(deepest, array_depth(e));
+  return deepest + 1;
+}
+
+Status write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return unavailable_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+    }
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status GgufWriter::check_tensor(const std::string& name, DType dtype, const Shape& shape,
+                                std::size_t data_size) const {
+  if (name.empty()) return invalid_argument_error("a tensor name must not be empty");
+  if (name.size() > kGgufMaxWrittenTensorNameBytes) {
+    return invalid_argument_error(
+        fmt::format("tensor name '{}' is {} bytes; at most {} are allowed", name, name.size(),
+                    kGgufMaxWrittenTensorNameBytes));
+  }
+  if (tensor_names_.contains(name)) {
+    return already_exists_error(fmt::format("tensor '{}' was already added", name));
+  }
+  if (info(dtype).gguf_type_id < 0) {
+    return invalid_argument_error(
+        fmt::format("tensor '{}': GGUF has no type for dtype {}", name, switchyard::name(dtype)));
+  }
+  if (shape.rank() < 1 || shape.rank() > kGgufMaxDims) {
+    return invalid_argument_error(fmt::format("tensor '{}' has rank {}; GGUF tensors have 1 to {}",
+                                              name, shape.rank(), kGgufMaxDims));
+  }
+  for (std::int64_t d : shape.dims()) {
+    if (d < 1) {
+      return invalid_argument_error(fmt::format(
+          "tensor '{}' has shape {}; every dimension must be >= 1", name, shape.to_string()));
+    }
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(Shape checked, make_shape(shape.dims()));
+  Result<std::int64_t> row = row_bytes(dtype, checked.inner());
+  if (!row.is_ok()) return row.status().with_context(fmt::format("tensor '{}'", name));
+  std::int64_t size = 0;
+  if (__builtin_mul_overflow(*row, checked.outer(), &size)) {
+    return out_of_range_error(fmt::format("tensor '{}' has more bytes than fit in int64", name));
+  }
+  if (static_cast<std::uint64_t>(size) != data_size) {
+    return invalid_argument_error(
+        fmt::format("tensor '{}' ({}{}) takes {} bytes, but {} bytes were given", name,
+                    switchyard::name(dtype), shape.to_string(), size, data_size));
+  }
+  return Status::ok();
+}
+
+Status GgufWriter::add_tensor(std::string name, DType dtype, Shape shape,
+                              std::vector<std::byte> data) {
+  SWITCHYARD_RETURN_IF_ERROR(check_tensor(name, dtype, shape, data.size()));
+  auto t = std::make_unique<PendingTensor>();
+  t->name = std::move(name);
+  t->dtype = dtype;
+  t->shape = shape;
+  t->owned = std::move(data);
+  t->data = t->owned;
+  tensor_names_.emplace(t->name, tensors_.size());
+  tensors_.push_back(std::move(t));
+  return Status::ok();
+}
+
+Status GgufWriter::add_tensor_ref(std::string name, DType dtype, Shape shape,
+                                  std::span<const std::byte> data) {
+  SWITCHYARD_RETURN_IF_ERROR(check_tensor(name, dtype, shape, data.size()));
+  auto t = std::make_unique<PendingTensor>();
+  t->name = std::move(name);
+  t->dtype = dtype;
+  t->shape = shape;
+  t->data = data;
+  tensor_names_.emplace(t->name, tensors_.size());
+  tensors_.push_back(std::move(t));
+  return Status::ok();
+}
+
+Status GgufWriter::emit(const std::function<Status(std::span<const std::byte>)>& sink) const {
+  std::uint32_t alignment = kGgufDefaultAlignment;
+  if (const GgufValue* a = metadata_.find("general.alignment")) {
+    Result<std::uint32_t> value = a->as_u32();
+    if (!value.is_ok()) return value.status().with_context("metadata key 'general.alignment'");
+    if (*value < 8 || !std::has_single_bit(*value)) {
+      return invalid_argument_error(
+          fmt::format("general.alignment is {}; it must be a power of two and at least 8", *value));
+    }
+    alignment = *value;
+  }
+  for (const GgufMetadata::Entry& e : metadata_.entries()) {
+    if (array_depth(e.value) > kGgufMaxArrayDepth) {
+      return invalid_argument_error(
+          fmt::format("metadata key '{}' nests arrays more than {} deep, which readers refuse",
+                      e.key, kGgufMaxArrayDepth));
+    }
+  }
+
+  Encoder header;
+  header.put(detail::kGgufMagic);
+  header.put(kGgufVersion);
+  header.put<std::uint64_t>(tensors_.size());
+  header.put<std::uint64_t>(metadata_.size());
+  for (const GgufMetadata::Entry& e : metadata_.entries()) {
+    header.put_string(e.key);
+    header.put(static_cast<std::uint32_t>(e.value.type()));
+    header.put_value(e.value);
+  }
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors_) {
+    header.put_string(t->name);
+    const std::vector<std::int64_t> ne = gguf_dims(t->shape);
+    header.put<std::uint32_t>(static_cast<std::uint32_t>(ne.size()));
+    for (std::int64_t d : ne) header.put<std::uint64_t>(static_cast<std::uint64_t>(d));
+    header.put(static_cast<std::uint32_t>(info(t->dtype).gguf_type_id));
+    header.put<std::uint64_t>(offset);
+    offset = align_up(offset + t->data.size(), alignment);
+  }
+  std::vector<std::byte>& bytes = header.bytes();
+  bytes.resize(align_up(bytes.size(), alignment), std::byte{0});
+  SWITCHYARD_RETURN_IF_ERROR(sink(bytes));
+
+  static constexpr std::byte kZeros[4096] = {};
+  for (const auto& t : tensors_) {
+    SWITCHYARD_RETURN_IF_ERROR(sink(t->data));
+    std::uint64_t padding = align_up(t->data.size(), alignment) - t->data.size();
+    while (padding > 0) {
+      const std::uint64_t n = std::min<std::uint64_t>(padding, sizeof(kZeros));
+      SWITCHYARD_RETURN_IF_ERROR(sink(std::span<const std::byte>(kZeros, n)));
+      padding -= n;
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<std::byte>> GgufWriter::serialize() const {
+  std::vector<std::byte> out;
+  SWITCHYARD_RETURN_IF_ERROR(emit([&](std::span<const std::byte> chunk) {
+    out.insert(out.end(), chunk.begin(), chunk.end());
+    return Status::ok();
+  }));
+  return out;
+}
+
+Status GgufWriter::write(const std::filesystem::path& path) const {
+  const std::string target = path.string();
+  // The temporary lives beside the target so that the rename stays on one file system
+  // and is atomic.
+  std::string temp = target + ".tmp.XXXXXX";
+  const int fd = mkstemp(temp.data());
+  if (fd < 0) {
+    const int error = errno;
+    std::string message =
+        fmt::format("cannot create a temporary file for '{}': {}", target, std::strerror(error));
+    if (error == ENOENT || error == ENOTDIR) return not_found_error(std::move(message));
+    return unavailable_error(std::move(message));
+  }
+  auto fail = [&](Status status) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    return status;
+  };
+  // mkstemp creates the file private to its owner; a model file is ordinary data.
+  if (fchmod(fd, 0644) != 0) {
+    return fail(unavailable_error(
+        fmt::format("cannot set permissions of '{}': {}", temp, std::strerror(errno))));
+  }
+  Status written =
+      emit([&](std::span<const std::byte> chunk) { return write_all(fd, chunk, target); });
+  if (!written.is_ok()) return fail(written);
+  if (fsync(fd) != 0) {
+    return fail(
+        unavailable_error(fmt::format("cannot flush '{}': {}", target, std::strerror(errno))));
+  }
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    return unavailable_error(fmt::format("cannot close '{}': {}", target, std::strerror(error)));
+  }
+  if (std::rename(temp.c_str(), target.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    return unavailable_error(
+        fmt::format("cannot rename the new file to '{}': {}", target, std::strerror(error)));
+  }
+  return Status::ok();
+}
+
+}  // namespace switchyard

@@ -1,0 +1,287 @@
+// Synthetic llama generator: deterministic weights, llama metadata, standard names.
+#include "switchyard/synthetic_model.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "switchyard/half.h"
+#include "switchyard/quant.h"
+
+namespace switchyard {
+namespace {
+
+constexpr std::array<std::string_view, 9> kWeightRoles = {"token_embd", "attn_q",      "attn_k",
+                                                          "attn_v",     "attn_output", "ffn_gate",
+                                                          "ffn_up",     "ffn_down",    "output"};
+constexpr std::array<std::string_view, 3> kNormRoles = {"attn_norm", "ffn_norm", "output_norm"};
+
+constexpr double kMaxSyntheticParameters = 2147483648.0;  // 2^31
+
+// splitmix64: tiny, fast, and the same sequence everywhere (std:: distributions are
+// not specified bit for bit, so they cannot give cross-platform models).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// FNV-1a: the per-tensor stream depends on the name, not on generation order, so
+// changing one tensor's type or adding a tensor leaves the others' values alone.
+std::uint64_t hash_name(std::string_view name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// `count` values uniform in (-bound, bound) around `center`. Each is an odd integer
+// in (-2^24, 2^24) (exact in float) times bound * 2^-24 (exact: a power-of-two
+// scaling), plus center: every operation is exactly specified IEEE arithmetic with
+// no room for contraction or library differences.
+std::vector<float> uniform_values(std::uint64_t seed, std::string_view name, std::int64_t count,
+                                  float bound, float center) {
+  SplitMix64 rng(seed ^ hash_name(name));
+  const float step = bound * 0x1p-24f;
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (float& v : values) {
+    const auto k = static_cast<std::int32_t>(rng.next() >> 40);  // 24 random bits
+    const auto centered = static_cast<float>(2 * k + 1 - (1 << 24));
+    const float scaled = centered * step;
+    v = scaled + center;
+  }
+  return values;
+}
+
+// Dense float types, and the block formats quant.h quantizes except the
+// activation-only ones (q8_1, q8_k), which GGUF files never use for weights.
+bool storable(DType t) {
+  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) return true;
+  return is_quantized(t) && t != DType::kQ8_1 && t != DType::kQ8_K && can_quantize(t);
+}
+
+constexpr std::string_view kStorableText =
+    "f32, f16, bf16 and the block-quantized weight formats (not q8_1 or q8_k, which are for "
+    "activations)";
+
+Result<std::vector<std::byte>> encode(DType t, const std::vector<float>& values) {
+  std::vector<std::byte> out;
+  switch (t) {
+    case DType::kF32:
+      out.resize(values.size() * 4);
+      std::memcpy(out.data(), values.data(), out.size());
+      return out;
+    case DType::kF16:
+    case DType::kBF16: {
+      out.resize(values.size() * 2);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t h = t == DType::kF16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      }
+      return out;
+    }
+    default: {
+      if (!storable(t)) {
+        return invalid_argument_error(
+            fmt::format("the synthetic generator stores {}, not {}", kStorableText, name(t)));
+      }
+      SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t bytes,
+                                  row_bytes(t, static_cast<std::int64_t>(values.size())));
+      out.resize(static_cast<std::size_t>(bytes));
+      SWITCHYARD_RETURN_IF_ERROR(quantize(t, values, out));
+      return out;
+    }
+  }
+}
+
+Status check_size(std::string_view what, std::int64_t value) {
+  if (value < 1 || value > std::numeric_limits<std::uint32_t>::max()) {
+    return invalid_argument_error(
+        fmt::format("synthetic llama: {} is {}; it must be 1 to 2^32-1", what, value));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::span<const std::string_view> synthetic_llama_weight_roles() { return kWeightRoles; }
+
+const SyntheticTensor* SyntheticModel::find(std::string_view name) const {
+  for (const SyntheticTensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
+  SWITCHYARD_RETURN_IF_ERROR(check_size("vocab_size", c.vocab_size));
+  SWITCHYARD_RETURN_IF_ERROR(check_size("embedding_length", c.embedding_length));
+  SWITCHYARD_RETURN_IF_ERROR(check_size("block_count", c.block_count));
+  SWITCHYARD_RETURN_IF_ERROR(check_size("head_count", c.head_count));
+  SWITCHYARD_RETURN_IF_ERROR(check_size("head_count_kv", c.head_count_kv));
+  SWITCHYARD_RETURN_IF_ERROR(check_size("feed_forward_length", c.feed_forward_length));
+  SWITCHYARD_RETURN_IF_ERROR(check_size("context_length", c.context_length));
+  if (c.embedding_length % c.head_count != 0) {
+    return invalid_argument_error(
+        fmt::format("synthetic llama: embedding_length {} is not a multiple of head_count {}",
+                    c.embedding_length, c.head_count));
+  }
+  const std::int64_t head_dim = c.embedding_length / c.head_count;
+  if (head_dim % 2 != 0) {
+    return invalid_argument_error(fmt::format(
+        "synthetic llama: head dimension {} is odd; rotary embeddings rotate pairs", head_dim));
+  }
+  if (c.head_count % c.head_count_kv != 0) {
+    return invalid_argument_error(
+        fmt::format("synthetic llama: head_count {} is not a multiple of head_count_kv {}",
+                    c.head_count, c.head_count_kv));
+  }
+  if (!(c.rope_freq_base > 0.0f) || !std::isfinite(c.rope_freq_base) || !(c.rms_epsilon > 0.0f) ||
+      !std::isfinite(c.rms_epsilon)) {
+    return invalid_argument_error(
+        "synthetic llama: rope_freq_base and rms_epsilon must be positive and finite");
+  }
+  if (!storable(c.weight_type)) {
+    return invalid_argument_error(
+        fmt::format("synthetic llama: weight_type {}: the generator stores {}", name(c.weight_type),
+                    kStorableText));
+  }
+  for (const TensorTypeRule& rule : c.type_rules) {
+    bool known = false;
+    for (std::string_view role : kWeightRoles) known = known || role == rule.role;
+    for (std::string_view role : kNormRoles) {
+      if (role == rule.role && rule.dtype != DType::kF32) {
+        return invalid_argument_error(fmt::format(
+            "synthetic llama: type rule for '{}': norm weights are always f32", rule.role));
+      }
+      known = known || role == rule.role;
+    }
+    if (!known) {
+      return invalid_argument_error(fmt::format(
+          "synthetic llama: type rule names '{}', which is not a llama weight role ({})", rule.role,
+          fmt::join(kWeightRoles, ", ")));
+    }
+    if (rule.role == "output" && c.tied_embeddings) {
+      return invalid_argument_error(
+          "synthetic llama: type rule names 'output', but tied embeddings have no output tensor");
+    }
+    if (!storable(rule.dtype)) {
+      return invalid_argument_error(
+          fmt::format("synthetic llama: type rule for '{}': the generator stores {}, not {}",
+                      rule.role, kStorableText, name(rule.dtype)));
+    }
+  }
+  auto type_for = [&](std::string_view role) {
+    for (const TensorTypeRule& rule : c.type_rules) {
+      if (rule.role == role) return rule.dtype;
+    }
+    return c.weight_type;
+  };
+
+  SyntheticModel model;
+  GgufMetadata& m = model.metadata;
+  auto u32 = [](std::int64_t v) { return GgufValue::u32(static_cast<std::uint32_t>(v)); };
+  m.set("general.architecture", GgufValue::string("llama"));
+  m.set("general.name", GgufValue::string("switchyard synthetic llama"));
+  m.set("llama.context_length", u32(c.context_length));
+  m.set("llama.embedding_length", u32(c.embedding_length));
+  m.set("llama.block_count", u32(c.block_count));
+  m.set("llama.feed_forward_length", u32(c.feed_forward_length));
+  m.set("llama.attention.head_count", u32(c.head_count));
+  m.set("llama.attention.head_count_kv", u32(c.head_count_kv));
+  m.set("llama.rope.dimension_count", u32(head_dim));
+  m.set("llama.rope.freq_base", GgufValue::f32(c.rope_freq_base));
+  m.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_epsilon));
+  m.set("llama.vocab_size", u32(c.vocab_size));
+  m.set("switchyard.synthetic.seed", GgufValue::u64(c.seed));
+
+  auto add = [&](std::string name, std::string_view role, Shape shape, bool norm) -> Status {
+    const DType dtype = norm ? DType::kF32 : type_for(role);
+    Result<std::int64_t> row = row_bytes(dtype, shape.inner());
+    if (!row.is_ok()) {
+      return invalid_argument_error(
+          fmt::format("synthetic llama: tensor '{}' of shape {} cannot be stored as {}: {}", name,
+                      shape.to_string(), switchyard::name(dtype), row.status().message()));
+    }
+    // Norm weights scale normalized activations, so they sit around 1; matrix
+    // weights have standard deviation 1/sqrt(fan_in): uniform bound sqrt(3/fan_in).
+    const float bound =
+        norm ? 0.125f : static_cast<float>(std::sqrt(3.0 / static_cast<double>(shape.inner())));
+    const std::vector<float> values =
+        uniform_values(c.seed, name, shape.numel(), bound, norm ? 1.0f : 0.0f);
+    SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::byte> data, encode(dtype, values));
+    model.tensors.push_back(
+        SyntheticTensor{std::move(name), std::string(role), shape, dtype, std::move(data)});
+    return Status::ok();
+  };
+
+  const std::int64_t n_embd = c.embedding_length;
+  const std::int64_t n_kv = c.head_count_kv * head_dim;
+  const std::int64_t n_ff = c.feed_forward_length;
+  // Synthetic models exist for tests and demos; a config that would need tens of
+  // gigabytes is a mistake, refused before anything is allocated. Counted in double:
+  // sizes up to 2^32 cannot overflow it.
+  const double parameters =
+      static_cast<double>(c.vocab_size) * static_cast<double>(n_embd) *
+          (c.tied_embeddings ? 1.0 : 2.0) +
+      static_cast<double>(c.block_count) *
+          (2.0 * static_cast<double>(n_embd) * static_cast<double>(n_embd + n_kv) +
+           3.0 * static_cast<double>(n_embd) * static_cast<double>(n_ff));
+  if (parameters > kMaxSyntheticParameters) {
+    return resource_exhausted_error(fmt::format(
+        "synthetic llama: {:.3g} parameters is more than the generator's limit of {:.3g}",
+        parameters, kMaxSyntheticParameters));
+  }
+
+  SWITCHYARD_RETURN_IF_ERROR(
+      add("token_embd.weight", "token_embd", Shape{c.vocab_size, n_embd}, false));
+  for (std::int64_t b = 0; b < c.block_count; ++b) {
+    auto blk = [b](std::string_view role) { return fmt::format("blk.{}.{}.weight", b, role); };
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("attn_norm"), "attn_norm", Shape{n_embd}, true));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("attn_q"), "attn_q", Shape{n_embd, n_embd}, false));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("attn_k"), "attn_k", Shape{n_kv, n_embd}, false));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("attn_v"), "attn_v", Shape{n_kv, n_embd}, false));
+    SWITCHYARD_RETURN_IF_ERROR(
+        add(blk("attn_output"), "attn_output", Shape{n_embd, n_embd}, false));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("ffn_norm"), "ffn_norm", Shape{n_embd}, true));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("ffn_gate"), "ffn_gate", Shape{n_ff, n_embd}, false));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("ffn_up"), "ffn_up", Shape{n_ff, n_embd}, false));
+    SWITCHYARD_RETURN_IF_ERROR(add(blk("ffn_down"), "ffn_down", Shape{n_embd, n_ff}, false));
+  }
+  SWITCHYARD_RETURN_IF_ERROR(add("output_norm.weight", "output_norm", Shape{n_embd}, true));
+  if (!c.tied_embeddings) {
+    SWITCHYARD_RETURN_IF_ERROR(add("output.weight", "output", Shape{c.vocab_size, n_embd}, false));
+  }
+  return model;
+}
+
+Result<GgufWriter> synthetic_model_writer(const SyntheticModel& model) {
+  GgufWriter writer;
+  for (const GgufMetadata::Entry& e : model.metadata.entries()) {
+    SWITCHYARD_RETURN_IF_ERROR(writer.metadata().add(e.key, e.value));
+  }
+  for (const SyntheticTensor& t : model.tensors) {
+    SWITCHYARD_RETURN_IF_ERROR(writer.add_tensor_ref(t.name, t.dtype, t.shape, t.data));
+  }
+  return writer;
+}
+
+Status write_synthetic_model(const SyntheticModel& model, const std::filesystem::path& path) {
+  SWITCHYARD_ASSIGN_OR_RETURN(GgufWriter writer, synthetic_model_writer(model));
+  return writer.write(path);
+}
+
+}  // namespace switchyard

@@ -1,0 +1,321 @@
+// CPU kernels on quantized operands: matmul (portable and AVX2) against a float64
+// reference on the dequantized weights, get_rows, casts, thread-count
+// determinism, refusal of malformed calls, and the binding-table rows.
+#include "backends/cpu/quant_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/cpu_features.h"
+#include "quant/blocks.h"
+#include "switchyard/backends.h"
+#include "switchyard/half.h"
+#include "switchyard/quant.h"
+#include "switchyard/thread_pool.h"
+
+namespace switchyard::cpu {
+namespace {
+
+constexpr DType kAllQuant[] = {DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
+                               DType::kQ8_0,   DType::kQ8_1,   DType::kQ2_K, DType::kQ3_K,
+                               DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K, DType::kQ8_K,
+                               DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
+constexpr DType kAvx2Quant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
+                                DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
+                                DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
+                                DType::kMXFP4};
+
+bool has_avx2() { return cpu_features().avx2 && cpu_features().f16c; }
+
+struct Problem {
+  std::int64_t batch, m, n, k;
+  std::vector<float> a;
+  std::vector<std::byte> w;
+  std::vector<float> w_deq;
+};
+
+Problem make_problem(DType t, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                     unsigned seed) {
+  Problem p{batch, m, n, k, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  p.a.resize(static_cast<std::size_t>(batch * m * k));
+  for (float& v : p.a) v = normal(rng);
+  std::vector<float> w(static_cast<std::size_t>(n * k));
+  for (float& v : w) v = normal(rng) * 0.05f;
+  p.w.resize(static_cast<std::size_t>(*row_bytes(t, n * k)));
+  EXPECT_TRUE(quantize(t, w, p.w).is_ok());
+  p.w_deq.resize(w.size());
+  EXPECT_TRUE(dequantize(t, p.w, p.w_deq).is_ok());
+  return p;
+}
+
+Status run_matmul(KernelFn fn, DType t, Problem& p, std::vector<float>& out,
+                  ParallelRunner* runner = nullptr) {
+  out.assign(static_cast<std::size_t>(p.batch * p.m * p.n), -1.0f);
+  const TensorView views[] = {TensorView::contiguous(p.a.data(), DType::kF32, {p.batch, p.m, p.k}),
+                              TensorView::contiguous(p.w.data(), t, {p.n, p.k}),
+                              TensorView::contiguous(out.data(), DType::kF32, {p.batch, p.m, p.n})};
+  OpParams params;
+  ExecContext ctx;
+  ctx.runner = runner;
+  return fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+}
+
+KernelFn ref_fn(DType t) {
+  switch (t) {
+#define CASE(T) \
+  case DType::T: return &matmul_quant_ref_for<DType::T>;
+    CASE(kQ4_0)
+    CASE(kQ4_1)
+    CASE(kQ5_0)
+    CASE(kQ5_1) CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
+        CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+#undef CASE
+            default : return nullptr;
+  }
+}
+
+KernelFn avx2_fn(DType t) {
+  switch (t) {
+#define CASE(T) \
+  case DType::T: return &matmul_quant_avx2_for<DType::T>;
+    CASE(kQ4_0)
+    CASE(kQ4_1)
+    CASE(kQ5_0)
+    CASE(kQ5_1) CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
+        CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+#undef CASE
+            default : return nullptr;
+  }
+}
+
+// Checks out against a float64 product of `a` and the dequantized weights:
+// |out - exact| <= rel * sum |a * w| for every element.
+void expect_within(const Problem& p, const std::vector<float>& a, const std::vector<float>& out,
+                   double rel, const std::string& what) {
+  for (std::int64_t r = 0; r < p.batch * p.m; ++r) {
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      double exact = 0.0;
+      double mag = 0.0;
+      for (std::int64_t q = 0; q < p.k; ++q) {
+        const double prod = double{a[static_cast<std::size_t>(r * p.k + q)]} *
+                            p.w_deq[static_cast<std::size_t>(j * p.k + q)];
+        exact += prod;
+        mag += std::fabs(prod);
+      }
+      const double got = out[static_cast<std::size_t>(r * p.n + j)];
+      ASSERT_LE(std::fabs(got - exact), rel * mag + 1e-30)
+          << what << " row " << r << " col " << j << " got " << got << " exact " << exact;
+    }
+  }
+}
+
+std::int64_t k_for(DType t) { return block_elems(t) == 32 ? 96 : 512; }
+
+TEST(QuantMatmulRef, MatchesFloat64ReferenceForEveryFormat) {
+  for (DType t : kAllQuant) {
+    Problem p = make_problem(t, 2, 3, 5, k_for(t), 11);
+    std::vector<float> out;
+    ASSERT_TRUE(run_matmul(ref_fn(t), t, p, out).is_ok()) << name(t);
+    expect_within(p, p.a, out, 1e-5, std::string(name(t)));
+  }
+}
+
+TEST(QuantMatmulAvx2, WithinDeclaredBoundForEveryFormat) {
+  if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  for (DType t : kAvx2Quant) {
+    for (std::int64_t n : {1, 7, 33}) {
+      Problem p = make_problem(t, 1, 4, n, 2 * k_for(t), 5);
+      std::vector<float> out;
+      ASSERT_TRUE(run_matmul(avx2_fn(t), t, p, out).is_ok()) << name(t);
+      expect_within(p, p.a, out, 1.0 / 64.0, std::string(name(t)));
+    }
+  }
+}
+
+// Against the exact product of the q8-quantized activations and the weights the
+// integer path is only off by f32 rounding: this pins every format's unpacking.
+TEST(QuantMatmulAvx2, ExactOnQuantizedActivations) {
+  if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  for (DType t : kAvx2Quant) {
+    Problem p = make_problem(t, 1, 5, 9, 2 * k_for(t), 21);  // 4 rows together + 1
+    const DType act = activation_format(t);
+    std::vector<float> a_q(p.a.size());
+    std::vector<std::byte> tmp(static_cast<std::size_t>(*row_bytes(act, p.k)));
+    for (std::int64_t r = 0; r < p.m; ++r) {
+      const std::span<const float> row(p.a.data() + r * p.k, static_cast<std::size_t>(p.k));
+      ASSERT_TRUE(quantize(act, row, tmp).is_ok());
+      ASSERT_TRUE(
+          dequantize(act, tmp, std::span(a_q.data() + r * p.k, static_cast<std::size_t>(p.k)))
+              .is_ok());
+    }
+    std::vector<float> out;
+    ASSERT_TRUE(run_matmul(avx2_fn(t), t, p, out).is_ok()) << name(t);
+    expect_within(p, a_q, out, 1e-5, std::string(name(t)) + " vs q8 activations");
+  }
+}
+
+TEST(QuantMatmulAvx2, NonFiniteActivationRowGivesNaN) {
+  if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
+  Problem p = make_problem(DType::kQ4_K, 1, 5, 3, 256, 2);
+  p.a[static_cast<std::size_t>(2 * p.k + 17)] = std::numeric_limits<float>::infinity();
+  std::vector<float> out;
+  ASSERT_TRUE(run_matmul(avx2_fn(DType::kQ4_K), DType::kQ4_K, p, out).is_ok());
+  for (std::int64_t r = 0; r < 5; ++r) {
+    for (std::int64_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == 2) << r << "," << j;
+    }
+  }
+}
+
+TEST(QuantMatmulConcurrent, SameBytesAtAnyThreadCount) {
+  ThreadPool pool(4);
+  for (DType t : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kIQ4_XS}) {
+    Problem p = make_problem(t, 1, 5, 37, 512, 9);
+    std::vector<KernelFn> fns = {ref_fn(t)};
+    if (has_avx2()) fns.push_back(avx2_fn(t));
+    for (KernelFn fn : fns) {
+      std::vector<float> serial;
+      std::vector<float> threaded;
+      ASSERT_TRUE(run_matmul(fn, t, p, serial).is_ok());
+      ASSERT_TRUE(run_matmul(fn, t, p, threaded, &pool).is_ok());
+      EXPECT_EQ(serial, threaded) << name(t);
+    }
+  }
+}
+
+TEST(QuantMatmulRef, RefusesMalformedCalls) {
+  Problem p = make_problem(DType::kQ4_0, 1, 2, 3, 64, 1);
+  std::vector<float> out(6);
+  OpParams params;
+  ExecContext ctx;
+  // Weights of another dtype than the kernel's.
+  {
+    const TensorView v[] = {TensorView::contiguous(p.a.data(), DType::kF32, {2, 64}),
+                            TensorView::contiguous(p.w.data(), DType::kQ8_0, {3, 64}),
+                            TensorView::contiguous(out.data(), DType::kF32, {2, 3})};
+    EXPECT_EQ(
+        matmul_quant_ref_for<DType::kQ4_0>({std::span(v, 2), std::span(v + 2, 1), params, ctx})
+            .code(),
+        StatusCode::kInvalidArgument);
+  }
+  // K that is not a whole number of blocks.
+  {
+    const TensorView v[] = {TensorView::contiguous(p.a.data(), DType::kF32, {2, 48}),
+                            TensorView::contiguous(p.w.data(), DType::kQ4_0, {3, 48}),
+                            TensorView::contiguous(out.data(), DType::kF32, {2, 3})};
+    EXPECT_EQ(
+        matmul_quant_ref_for<DType::kQ4_0>({std::span(v, 2), std::span(v + 2, 1), params, ctx})
+            .code(),
+        StatusCode::kInvalidArgument);
+  }
+  // Output shape that does not match.
+  {
+    const TensorView v[] = {TensorView::contiguous(p.a.data(), DType::kF32, {2, 64}),
+                            TensorView::contiguous(p.w.data(), DType::kQ4_0, {3, 64}),
+                            TensorView::contiguous(out.data(), DType::kF32, {3, 2})};
+    EXPECT_EQ(
+        matmul_quant_ref_for<DType::kQ4_0>({std::span(v, 2), std::span(v + 2, 1), params, ctx})
+            .code(),
+        StatusCode::kInvalidArgument);
+    if (has_avx2()) {
+      EXPECT_EQ(
+          matmul_quant_avx2_for<DType::kQ4_0>({std::span(v, 2), std::span(v + 2, 1), params, ctx})
+              .code(),
+          StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(QuantGetRows, DequantizesSelectedRows) {
+  const DType t = DType::kQ5_K;
+  Problem p = make_problem(t, 1, 1, 6, 256, 4);
+  std::int32_t idx[] = {5, 0, 5, 2};
+  std::vector<float> out32(4 * 256);
+  std::vector<std::uint16_t> out16(4 * 256);
+  OpParams params;
+  ExecContext ctx;
+  const TensorView table = TensorView::contiguous(p.w.data(), t, {6, 256});
+  const TensorView ids = TensorView::contiguous(idx, DType::kI32, {4});
+  {
+    const TensorView v[] = {table, ids,
+                            TensorView::contiguous(out32.data(), DType::kF32, {4, 256})};
+    ASSERT_TRUE((get_rows_quant_ref_for<DType::kQ5_K, DType::kF32>(
+                     {std::span(v, 2), std::span(v + 2, 1), params, ctx}))
+                    .is_ok());
+  }
+  {
+    const TensorView v[] = {table, ids,
+                            TensorView::contiguous(out16.data(), DType::kF16, {4, 256})};
+    ASSERT_TRUE((get_rows_quant_ref_for<DType::kQ5_K, DType::kF16>(
+                     {std::span(v, 2), std::span(v + 2, 1), params, ctx}))
+                    .is_ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int c = 0; c < 256; ++c) {
+      const float expect = p.w_deq[static_cast<std::size_t>(idx[i] * 256 + c)];
+      ASSERT_EQ(out32[static_cast<std::size_t>(i * 256 + c)], expect);
+      ASSERT_EQ(out16[static_cast<std::size_t>(i * 256 + c)], f32_to_f16(expect));
+    }
+  }
+  idx[3] = 6;
+  const TensorView v[] = {table, ids, TensorView::contiguous(out32.data(), DType::kF32, {4, 256})};
+  EXPECT_EQ((get_rows_quant_ref_for<DType::kQ5_K, DType::kF32>(
+                 {std::span(v, 2), std::span(v + 2, 1), params, ctx}))
+                .code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST(QuantCast, EveryFormatToEveryFloatType) {
+  OpParams params;
+  ExecContext ctx;
+  for (DType t : kAllQuant) {
+    Problem p = make_problem(t, 1, 1, 2, 512, 8);
+    std::vector<float> f32(1024);
+    std::vector<std::uint16_t> bf16(1024);
+    const TensorView in = TensorView::contiguous(p.w.data(), t, {2, 512});
+    const TensorView v1[] = {in, TensorView::contiguous(f32.data(), DType::kF32, {2, 512})};
+    const TensorView v2[] = {in, TensorView::contiguous(bf16.data(), DType::kBF16, {2, 512})};
+    ASSERT_TRUE(cast_quant_ref(KernelCall{std::span(v1, 1), std::span(v1 + 1, 1), params, ctx}, t,
+                               DType::kF32)
+                    .is_ok());
+    ASSERT_TRUE(cast_quant_ref(KernelCall{std::span(v2, 1), std::span(v2 + 1, 1), params, ctx}, t,
+                               DType::kBF16)
+                    .is_ok());
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      ASSERT_EQ(f32[i], p.w_deq[i]) << name(t);
+      ASSERT_EQ(bf16[i], f32_to_bf16(p.w_deq[i])) << name(t);
+    }
+  }
+}
+
+TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
+  Result<KernelBindingTable> table = make_builtin_table();
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  for (DType t : kAllQuant) {
+    const auto alts =
+        table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
+    ASSERT_FALSE(alts.empty()) << name(t);
+    EXPECT_EQ(alts.back().source, "portable") << name(t);
+    const bool fast = has_avx2() && std::find(std::begin(kAvx2Quant), std::end(kAvx2Quant), t) !=
+                                        std::end(kAvx2Quant);
+    EXPECT_EQ(alts.size(), fast ? 2u : 1u) << name(t);
+    if (fast) {
+      EXPECT_EQ(alts.front().source, "avx2") << name(t);
+    }
+    for (DType to : {DType::kF32, DType::kF16, DType::kBF16}) {
+      EXPECT_TRUE(table->lookup(OpKind::kCast, {t, to}, BackendId::kCpu).is_ok()) << name(t);
+      EXPECT_TRUE(table->lookup(OpKind::kGetRows, {t, DType::kI32, to}, BackendId::kCpu).is_ok())
+          << name(t);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace switchyard::cpu
