@@ -2,8 +2,12 @@
 // reference, and strided or broadcast inputs appear exactly when the caps allow.
 #include "verify/cases.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
+#include "switchyard/quant.h"
+#include "verify/quantized_operands.h"
 #include "verify/reference.h"
 #include "verify/storage.h"
 
@@ -244,6 +248,49 @@ TEST(VerifyStorageTest, GuardsDetectWritesOnEitherSide) {
   EXPECT_FALSE(out.first_damaged_guard().has_value());
   out.view().first_as<float>()[-1] = 1.0f;
   EXPECT_EQ(*out.first_damaged_guard(), -4);
+}
+
+TEST(VerifyQuantizedOperandTest, ReferenceReadsTheDequantizedValues) {
+  const Shape shape{2, 32};
+  std::vector<double> values(64);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37 * i);
+  const std::vector<double> raw = values;
+  Result<std::vector<std::byte>> bytes = quantize_operand(DType::kQ4_0, shape, values);
+  ASSERT_TRUE(bytes.is_ok()) << bytes.status().to_string();
+  EXPECT_EQ(bytes->size(), 2u * 18u);
+  // The values are now what a q4_0 reader decodes: close to the data, not equal.
+  std::vector<float> decoded(32);
+  ASSERT_TRUE(dequantize(DType::kQ4_0, std::span(*bytes).subspan(18, 18), decoded).is_ok());
+  bool changed = false;
+  for (std::size_t i = 0; i < 32; ++i) {
+    EXPECT_EQ(values[32 + i], decoded[i]);
+    EXPECT_NEAR(values[32 + i], raw[32 + i], 0.2);
+    changed = changed || values[32 + i] != raw[32 + i];
+  }
+  EXPECT_TRUE(changed);
+  // Rows must be whole blocks.
+  std::vector<double> short_row(20, 0.5);
+  EXPECT_EQ(quantize_operand(DType::kQ4_0, Shape{20}, short_row).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(VerifyCasesTest, QuantizedWeightsGetWholeBlocks) {
+  std::mt19937_64 rng(5);
+  for (DType q : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    for (const KeyCase& k : std::vector<KeyCase>{{OpKind::kMatmul, {kF32, q, kF32}},
+                                                 {OpKind::kGetRows, {q, kI32, kF32}},
+                                                 {OpKind::kCast, {q, kF32}}}) {
+      Result<std::vector<Case>> cases = make_cases(k.op, k.dtypes, {.strided_input = true}, rng);
+      ASSERT_TRUE(cases.is_ok()) << cases.status().to_string();
+      for (const Case& c : *cases) {
+        for (const InputSpec& in : c.inputs) {
+          if (!is_quantized(in.dtype)) continue;
+          EXPECT_EQ(in.shape.inner() % block_elems(q), 0) << name(q);
+          EXPECT_FALSE(in.strided);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
