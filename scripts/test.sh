@@ -2,7 +2,7 @@
 # Quick start, second command: builds everything and runs every test.
 #   1. the GoogleTest suite (dev preset: optimised, warnings as errors);
 #   2. the concurrency tests again under ThreadSanitizer (tsan preset);
-#   3. the tool's own checks on the built-in table.
+#   3. the tool's own checks on the built-in table (coverage, conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,4 +20,6 @@ TSAN_OPTIONS="halt_on_error=1" ./build/tsan/tests/switchyard_tests --gtest_filte
 
 echo "== tool checks"
 ./build/dev/tools/switchyard/switchyard coverage >/dev/null
+# The conformance harness: every kernel alternative against its float64 reference.
+./build/dev/tools/switchyard/switchyard verify --ledger build/dev/switchyard-ledger.json
 echo "all tests passed"

@@ -26,6 +26,7 @@ int report_failure(const Status& status);
 void add_coverage_command(CLI::App& app, CommandMain& selected);
 void add_run_command(CLI::App& app, CommandMain& selected);
 void add_explain_command(CLI::App& app, CommandMain& selected);
+void add_verify_command(CLI::App& app, CommandMain& selected);
 void add_inspect_command(CLI::App& app, CommandMain& selected);
 
 }  // namespace switchyard::tool

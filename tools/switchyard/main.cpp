@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add_coverage_command(app, selected);
   add_run_command(app, selected);
   add_explain_command(app, selected);
+  add_verify_command(app, selected);
   add_inspect_command(app, selected);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,378 @@
+// The conformance harness: runs each alternative on generated cases and judges it
+// against the float64 references by its own precision claim.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "switchyard/thread_pool.h"
+#include "switchyard/verify.h"
+#include "verify/cases.h"
+#include "verify/quantized_operands.h"
+#include "verify/reference.h"
+#include "verify/storage.h"
+
+namespace switchyard {
+namespace {
+
+using verify_detail::Case;
+using verify_detail::GuardedOutput;
+using verify_detail::HostInput;
+using verify_detail::InputSpec;
+using verify_detail::Layout;
+using verify_detail::RefOutput;
+using verify_detail::RefTensor;
+
+// FNV-1a, so an entry's inputs depend on its name and not on its table position.
+std::uint64_t name_hash(std::string_view text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string describe_case(const Case& c) {
+  std::string text;
+  for (const InputSpec& in : c.inputs) {
+    if (!text.empty()) text += ", ";
+    text += fmt::format("{} {}{}", in.role, name(in.dtype), in.shape.to_string());
+    if (in.strided) text += " strided";
+    if (in.broadcast_mask != 0) {
+      std::string dims;
+      for (int d = 0; d < in.shape.rank(); ++d) {
+        if (in.broadcast_mask & (1u << d)) dims += fmt::format("{}{}", dims.empty() ? "" : ",", d);
+      }
+      text += fmt::format(" broadcast(dim {})", dims);
+    }
+  }
+  if (!c.note.empty()) text += "; " + c.note;
+  return text;
+}
+
+// The outcome of one kernel run.
+struct RunOutcome {
+  VerifyFailure failure = VerifyFailure::kNone;
+  std::string detail;
+  std::vector<std::byte> bytes;
+};
+
+class CaseRunner {
+ public:
+  CaseRunner(const BindingEntry& entry, std::span<const HostInput> inputs,
+             std::span<const std::vector<std::byte>> pristine, const OpParams& params,
+             GuardedOutput& out)
+      : entry_(entry), inputs_(inputs), pristine_(pristine), params_(params), out_(out) {}
+
+  RunOutcome run(ParallelRunner* runner) {
+    RunOutcome outcome;
+    out_.reset();
+    std::vector<TensorView> in_views;
+    for (const HostInput& in : inputs_) in_views.push_back(in.view);
+    const TensorView out_view = out_.view();
+    ExecContext ctx{.runner = runner};
+    const KernelCall call{.inputs = in_views,
+                          .outputs = std::span<const TensorView>(&out_view, 1),
+                          .params = params_,
+                          .ctx = ctx};
+    const Status status = entry_.fn(call);
+    if (!status.is_ok()) {
+      outcome.failure = VerifyFailure::kKernelError;
+      outcome.detail = fmt::format("the kernel refused a valid case: {}", status.to_string());
+      return outcome;
+    }
+    if (std::optional<std::int64_t> at = out_.first_damaged_guard()) {
+      outcome.failure = VerifyFailure::kOutOfBoundsWrite;
+      outcome.detail = *at < 0 ? fmt::format("wrote {} bytes before the output", -*at)
+                               : fmt::format("wrote at byte {} of a {}-byte output", *at,
+                                             out_.output_bytes().size());
+      return outcome;
+    }
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      const auto now = inputs_[i].bytes.span();
+      if (!std::equal(now.begin(), now.end(), pristine_[i].begin(), pristine_[i].end())) {
+        outcome.failure = VerifyFailure::kInputModified;
+        outcome.detail = fmt::format("input {} was written to", i);
+        return outcome;
+      }
+    }
+    const auto bytes = out_.output_bytes();
+    outcome.bytes.assign(bytes.begin(), bytes.end());
+    return outcome;
+  }
+
+ private:
+  const BindingEntry& entry_;
+  std::span<const HostInput> inputs_;
+  std::span<const std::vector<std::byte>> pristine_;
+  const OpParams& params_;
+  GuardedOutput& out_;
+};
+
+// Whether |out - ref| = err is within one of the claim's bounds (Note [Verify
+// thresholds] in verify.h).
+bool within_bounds(const PrecisionGuarantee& p, DType dtype, double err, double ref, double scale) {
+  if (!p.max_abs && !p.max_rel && !p.max_ulp) return err == 0.0;
+  if (p.max_abs && err <= *p.max_abs) return true;
+  if (p.max_rel && err <= *p.max_rel * scale) return true;
+  if (p.max_ulp &&
+      err <= *p.max_ulp * verify_detail::ulp_of(dtype, ref) + std::abs(ref) * 0x1p-50) {
+    return true;
+  }
+  return false;
+}
+
+std::string describe_bounds(const PrecisionGuarantee& p, DType dtype, double ref, double scale) {
+  std::string text;
+  if (p.max_abs) text += fmt::format(" abs {:.3g}", *p.max_abs);
+  if (p.max_rel)
+    text += fmt::format(" rel {:.3g}*{:.6g}={:.3g}", *p.max_rel, scale, *p.max_rel * scale);
+  if (p.max_ulp) {
+    text += fmt::format(" ulp {:g}*{:.3g}", *p.max_ulp, verify_detail::ulp_of(dtype, ref));
+  }
+  return text.empty() ? " exact" : text;
+}
+
+struct Comparison {
+  VerifyFailure failure = VerifyFailure::kNone;
+  std::string detail;
+  double nmse = 0.0;
+  double max_abs = 0.0;
+};
+
+Comparison compare(std::span<const double> out, const RefOutput& ref, DType dtype,
+                   const PrecisionGuarantee& p, double max_nmse) {
+  Comparison c;
+  double err2 = 0.0, ref2 = 0.0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double o = out[i];
+    const double r = ref.values[i];
+    if (std::isnan(o)) {
+      c.failure = VerifyFailure::kNaN;
+      c.detail = fmt::format("element {} is NaN (expected {:.9g}){}", i, r,
+                             is_float(dtype) ? "; an unwritten element shows as NaN" : "");
+      c.nmse = std::numeric_limits<double>::infinity();
+      c.max_abs = std::numeric_limits<double>::infinity();
+      return c;
+    }
+    double err = 0.0;
+    if (std::isinf(o) || std::isinf(r)) {
+      err = o == r ? 0.0 : std::numeric_limits<double>::infinity();
+    } else {
+      err = std::abs(o - r);
+      ref2 += r * r;
+    }
+    err2 += err * err;
+    c.max_abs = std::max(c.max_abs, err);
+    if (p.audit == AuditState::kBounded && c.failure == VerifyFailure::kNone &&
+        !within_bounds(p, dtype, err, r, ref.scale[i])) {
+      c.failure = VerifyFailure::kBoundExceeded;
+      c.detail = fmt::format("element {}: got {:.9g}, expected {:.9g}, error {:.3g} exceeds{}", i,
+                             o, r, err, describe_bounds(p, dtype, r, ref.scale[i]));
+    }
+  }
+  c.nmse = ref2 > 0.0 ? err2 / ref2 : err2;
+  if (c.failure == VerifyFailure::kNone && c.nmse > max_nmse) {
+    c.failure = VerifyFailure::kNmseExceeded;
+    c.detail = fmt::format("NMSE {:.3g} is above the gate {:.3g}", c.nmse, max_nmse);
+  }
+  return c;
+}
+
+// Rounds a case's operands to their dtypes and lays them out. Fills `refs` with
+// the values the kernel will read.
+Status prepare_inputs(Case& c, std::vector<RefTensor>& refs, std::vector<HostInput>& host) {
+  for (InputSpec& in : c.inputs) {
+    std::vector<std::byte> quantized;
+    if (is_quantized(in.dtype)) {
+      SWITCHYARD_ASSIGN_OR_RETURN(quantized,
+                                  verify_detail::quantize_operand(in.dtype, in.shape, in.values));
+    } else {
+      verify_detail::round_to_dtype(in.dtype, in.values);
+      verify_detail::collapse_broadcast(in.shape, in.broadcast_mask, in.values);
+    }
+    const Layout layout = in.strided               ? Layout::kStrided
+                          : in.broadcast_mask != 0 ? Layout::kBroadcast
+                                                   : Layout::kContiguous;
+    SWITCHYARD_ASSIGN_OR_RETURN(HostInput h,
+                                verify_detail::make_input(in.dtype, in.shape, in.values, layout,
+                                                          in.broadcast_mask, quantized));
+    host.push_back(std::move(h));
+    refs.push_back({in.dtype, in.shape, in.values});
+  }
+  return Status::ok();
+}
+
+void skip(VerifyEntryReport& report, std::string reason) {
+  report.verdict = VerifyVerdict::kSkipped;
+  report.reason = std::move(reason);
+}
+
+}  // namespace
+
+std::string_view name(VerifyVerdict verdict) {
+  switch (verdict) {
+    case VerifyVerdict::kPass: return "pass";
+    case VerifyVerdict::kFail: return "fail";
+    case VerifyVerdict::kUnaudited: return "unaudited";
+    case VerifyVerdict::kSkipped: return "skipped";
+  }
+  return "?";
+}
+
+Result<VerifyVerdict> parse_verify_verdict(std::string_view text) {
+  for (VerifyVerdict v : {VerifyVerdict::kPass, VerifyVerdict::kFail, VerifyVerdict::kUnaudited,
+                          VerifyVerdict::kSkipped}) {
+    if (text == name(v)) return v;
+  }
+  return invalid_argument_error(fmt::format("unknown verdict '{}'", text));
+}
+
+std::string_view name(VerifyFailure failure) {
+  switch (failure) {
+    case VerifyFailure::kNone: return "none";
+    case VerifyFailure::kKernelError: return "kernel-error";
+    case VerifyFailure::kNaN: return "nan";
+    case VerifyFailure::kOutOfBoundsWrite: return "out-of-bounds-write";
+    case VerifyFailure::kInputModified: return "input-modified";
+    case VerifyFailure::kBoundExceeded: return "bound-exceeded";
+    case VerifyFailure::kNmseExceeded: return "nmse-exceeded";
+    case VerifyFailure::kNotBitStable: return "not-bit-stable";
+    case VerifyFailure::kNotThreadDeterministic: return "not-thread-deterministic";
+  }
+  return "?";
+}
+
+VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const BindingEntry& entry,
+                               const VerifyOptions& options) {
+  VerifyEntryReport report;
+  report.backend = slot.backend;
+  report.key = slot.key;
+  report.dtypes = slot.dtypes;
+  report.kernel = entry.name;
+  report.source = entry.source;
+  report.revision_hash = entry.revision_hash;
+  report.precision = entry.precision;
+
+  const std::optional<OpKind> op = slot.key.static_op();
+  if (!op) {
+    skip(report, "runtime-fused recipes have no reference in the harness");
+    return report;
+  }
+  if (slot.backend != BackendId::kCpu) {
+    skip(report, fmt::format("the harness runs kernels on host memory; {} operands are not",
+                             name(slot.backend)));
+    return report;
+  }
+  if (entry.fn == nullptr) {
+    report.verdict = VerifyVerdict::kFail;
+    report.failure = VerifyFailure::kKernelError;
+    report.reason = "the entry has no kernel function";
+    return report;
+  }
+  std::mt19937_64 rng(options.seed ^ name_hash(entry.name));
+  Result<std::vector<Case>> cases = verify_detail::make_cases(*op, slot.dtypes, entry.caps, rng);
+  if (!cases.is_ok()) {
+    skip(report, std::string(cases.status().message()));
+    return report;
+  }
+
+  const DType out_dtype = slot.dtypes[slot.dtypes.size() - 1];
+  const int threads = std::max(options.threads, 1);
+  // The CPU backend's own pool, so the runs split work exactly as in production.
+  ThreadPool parallel(threads);
+  ThreadPool other(threads == 1 ? 3 : 1);
+  for (Case& c : *cases) {
+    VerifyCaseResult result;
+    result.description = describe_case(c);
+    std::vector<RefTensor> refs;
+    std::vector<HostInput> host;
+    if (Status s = prepare_inputs(c, refs, host); !s.is_ok()) {
+      skip(report, std::string(s.message()));
+      report.cases.clear();
+      return report;
+    }
+    Result<RefOutput> ref = verify_detail::compute_reference(*op, refs, c.params, out_dtype);
+    if (!ref.is_ok()) {
+      // A generator and a reference that disagree are a harness bug: never a pass.
+      report.verdict = VerifyVerdict::kFail;
+      report.reason =
+          fmt::format("harness error on case {}: {}", result.description, ref.status().message());
+      return report;
+    }
+    std::vector<std::vector<std::byte>> pristine;
+    for (const HostInput& h : host)
+      pristine.emplace_back(h.bytes.span().begin(), h.bytes.span().end());
+    GuardedOutput out(out_dtype, ref->shape);
+    CaseRunner runner(entry, host, pristine, c.params, out);
+    result.elements = ref->shape.numel();
+
+    RunOutcome first = runner.run(&parallel);
+    if (first.failure != VerifyFailure::kNone) {
+      result.failure = first.failure;
+      result.detail = first.detail;
+    } else {
+      const std::vector<double> values = out.values();
+      Comparison cmp = compare(values, *ref, out_dtype, entry.precision, options.max_nmse);
+      result.nmse = cmp.nmse;
+      result.max_abs_error = cmp.max_abs;
+      result.failure = cmp.failure;
+      result.detail = cmp.detail;
+    }
+    if (result.failure == VerifyFailure::kNone && entry.precision.bit_stable) {
+      report.bit_stable_checked = true;
+      RunOutcome again = runner.run(&parallel);
+      if (again.failure != VerifyFailure::kNone) {
+        result.failure = again.failure;
+        result.detail = "second run: " + again.detail;
+      } else if (again.bytes != first.bytes) {
+        result.failure = VerifyFailure::kNotBitStable;
+        result.detail = fmt::format("two runs at {} threads gave different bytes", threads);
+      }
+    }
+    if (result.failure == VerifyFailure::kNone && entry.precision.deterministic_across_threads) {
+      report.thread_determinism_checked = true;
+      RunOutcome again = runner.run(&other);
+      if (again.failure != VerifyFailure::kNone) {
+        result.failure = again.failure;
+        result.detail = fmt::format("run at {} threads: {}", other.num_threads(), again.detail);
+      } else if (again.bytes != first.bytes) {
+        result.failure = VerifyFailure::kNotThreadDeterministic;
+        result.detail = fmt::format("runs at {} and {} threads gave different bytes", threads,
+                                    other.num_threads());
+      }
+    }
+    report.worst_nmse = std::max(report.worst_nmse, result.nmse);
+    report.worst_max_abs = std::max(report.worst_max_abs, result.max_abs_error);
+    if (result.failure != VerifyFailure::kNone && report.failure == VerifyFailure::kNone) {
+      report.failure = result.failure;
+      report.reason =
+          fmt::format("{} on case {}: {}", name(result.failure), result.description, result.detail);
+    }
+    report.cases.push_back(std::move(result));
+  }
+  if (report.failure != VerifyFailure::kNone) {
+    report.verdict = VerifyVerdict::kFail;
+  } else if (entry.precision.is_unaudited()) {
+    report.verdict = VerifyVerdict::kUnaudited;
+    report.reason = "the kernel makes no precision claim";
+  } else {
+    report.verdict = VerifyVerdict::kPass;
+  }
+  return report;
+}
+
+std::vector<VerifyEntryReport> verify_table(const KernelBindingTable& table,
+                                            const VerifyOptions& options) {
+  std::vector<VerifyEntryReport> reports;
+  for (const KernelBindingTable::EntryRef ref : table.entries()) {
+    if (options.backend && ref.slot.backend != *options.backend) continue;
+    if (options.op && ref.slot.key != BindingKey(*options.op)) continue;
+    reports.push_back(verify_entry(ref.slot, ref.entry, options));
+  }
+  return reports;
+}
+
+}  // namespace switchyard
