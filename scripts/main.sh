@@ -9,4 +9,4 @@ cmake --build --preset release --target switchyard
 if (($#)); then
   exec ./build/release/tools/switchyard/switchyard "$@"
 fi
-exec ./build/release/tools/switchyard/switchyard coverage
+exec ./build/release/tools/switchyard/switchyard run
