@@ -51,6 +51,7 @@
 #include "switchyard/cost.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/graph.h"
+#include "switchyard/registry.h"
 
 namespace switchyard {
 
@@ -98,6 +99,16 @@ struct PlanOptions {
   TransferCaps transfer;
   // Empty: one bucket named "default"; the graph must then have no symbols.
   std::vector<ShapeBucket> buckets;
+  // Planning is the registry's build phase: each node's resolution is recorded
+  // with its role (or its name when it has none) as a lookup on the policy's first
+  // preferred backend: a hit when the node runs there, a slow-path miss naming the
+  // kernel it falls back to (or "no kernel") otherwise. The registry is then
+  // sealed, and a strict policy covering a violation fails the plan with the seal
+  // report (kFailedPrecondition, StrictKernelFailure payload).
+  // Null: the process-wide registry.
+  Registry* registry = nullptr;
+  // False plans without recording or sealing anything.
+  bool record_in_registry = true;
 };
 
 // Why a sibling was not chosen; machine-readable, with text beside it.

@@ -564,6 +564,39 @@ void add_violations(PlanReport& report, const PlacementPolicy& policy) {
   }
 }
 
+// See PlanOptions::registry. The recorded answer is the planner's own resolution,
+// the very kernel the executor will launch, so the registry cannot disagree with
+// what runs.
+Status record_in_registry(const ExecutionPlan& plan, const PlanOptions& options) {
+  Registry& registry = options.registry != nullptr ? *options.registry : global_registry();
+  const BackendId selected =
+      options.policy.preferred.empty() ? BackendId::kCpu : options.policy.preferred.front();
+  const Graph& graph = plan.graph();
+  for (const BucketReport& bucket : plan.report().buckets) {
+    for (const NodeReport& n : bucket.nodes) {
+      const Node& node = graph.nodes()[static_cast<std::size_t>(n.node)];
+      const DTypeList dtypes = detail::node_dtypes(graph, node);
+      const Lookup lookup{.backend = selected,
+                          .op = detail::node_key(node),
+                          .dtype = representative_dtype(dtypes),
+                          .role = n.role.empty() ? std::string_view(n.name) : n.role};
+      if (n.resolved && n.chosen.backend == selected) {
+        registry.record_build(lookup, Outcome::make_hit());
+      } else if (n.resolved && plan.table()->backend_supports(lookup.op, dtypes, selected)) {
+        // A kernel exists there; the route picker chose another backend by cost
+        // (the operands live there, say): a decision, not a missing kernel.
+        registry.record_build(lookup, Outcome::by_design(n.chosen.kernel));
+      } else {
+        registry.record_build(lookup,
+                              Outcome::slow_path(n.resolved ? n.chosen.kernel : "no kernel"));
+      }
+    }
+  }
+  const std::vector<CoverageBinding> masked = masked_bindings();
+  Result<SealReport> sealed = registry.seal_or_error(masked);
+  return sealed.is_ok() ? Status::ok() : sealed.status();
+}
+
 }  // namespace
 
 Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
@@ -611,6 +644,9 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     plan.buckets_.push_back(std::move(bp));
   }
   add_violations(plan.report_, options.policy);
+  // Recorded even when planning failed, so the seal report shows the misses.
+  const Status sealed =
+      options.record_in_registry ? record_in_registry(plan, options) : Status::ok();
   if (!first_failure.is_ok()) {
     auto payload = std::make_shared<PlanFailure>();
     payload->report = plan.report_;
@@ -618,6 +654,7 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     return Status(first_failure.code(), "planning failed: " + std::string(first_failure.message()),
                   std::move(payload));
   }
+  SWITCHYARD_RETURN_IF_ERROR(sealed);
   return plan;
 }
 

@@ -64,7 +64,8 @@ TEST(Explain, TextShowsChoicesRejectionsCastsAndFusions) {
   t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<1>,
                     opts("matmul_unaudited", OpKind::kMatmul, {}, PrecisionGuarantee{}));
   t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
-                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef), opts("cast_bf16_f32", OpKind::kCast));
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {2, 8});
   ValueId w = b.constant_f32("w", {4, 8}, ramp(32, 1));

@@ -495,9 +495,7 @@ PrecisionGuarantee quant_integer_dot() {
 
 // Dequantization is exact to f32 (block scale times a small integer, rounded
 // once); to f16 / bf16 it rounds once more, to nearest: within half an ULP either way.
-PrecisionGuarantee dequant_to(DType /*to*/) {
-  return exact();
-}
+PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 
 template <DType W>
 void add_quant_rows(std::vector<Row>& out, bool avx2) {
