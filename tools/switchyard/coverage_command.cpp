@@ -11,6 +11,7 @@
 #include "command.h"
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
+#include "table_text.h"
 
 namespace switchyard::tool {
 namespace {
@@ -20,22 +21,6 @@ struct CoverageOptions {
   std::string backend;
   std::string op;
 };
-
-std::string key_label(const KernelBindingTable& table, BindingKey key) {
-  if (auto op = key.static_op()) return std::string(name(*op));
-  const RuntimeFusedInfo* info = table.runtime_fused(*key.fused_id());
-  return info ? "fused:" + info->name : fmt::format("fused#{}", key.raw());
-}
-
-// Static ops have one output, the last operand: "f32,f32 -> f32".
-std::string signature(const DTypeList& dtypes) {
-  std::string text;
-  for (std::size_t i = 0; i < dtypes.size(); ++i) {
-    if (i) text += i + 1 == dtypes.size() ? " -> " : ",";
-    text += name(dtypes[i]);
-  }
-  return text;
-}
 
 nlohmann::json precision_json(const PrecisionGuarantee& p) {
   nlohmann::json j = {{"audit", name(p.audit)},

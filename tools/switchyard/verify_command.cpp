@@ -14,6 +14,7 @@
 #include "command.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/verify.h"
+#include "table_text.h"
 
 namespace switchyard::tool {
 namespace {
@@ -29,21 +30,6 @@ struct VerifyCommandOptions {
   std::uint64_t seed = VerifyOptions{}.seed;
   int threads = VerifyOptions{}.threads;
 };
-
-std::string key_label(const KernelBindingTable& table, BindingKey key) {
-  if (auto op = key.static_op()) return std::string(name(*op));
-  const RuntimeFusedInfo* info = table.runtime_fused(*key.fused_id());
-  return info ? "fused:" + info->name : fmt::format("fused#{}", key.raw());
-}
-
-std::string signature(const DTypeList& dtypes) {
-  std::string text;
-  for (std::size_t i = 0; i < dtypes.size(); ++i) {
-    if (i) text += i + 1 == dtypes.size() ? " -> " : ",";
-    text += name(dtypes[i]);
-  }
-  return text;
-}
 
 // What the bit-stable column says: "-" when nothing is claimed.
 std::string bit_stable_cell(const VerifyEntryReport& r) {
