@@ -336,6 +336,11 @@ struct Router {
           reject(why->first, why->second);
           continue;
         }
+        if (!e.admits_shapes(cost_in.shapes)) {
+          reject(RejectReason::kShapeNotAdmitted,
+                 fmt::format("the kernel does not admit shapes {}", nr.shapes));
+          continue;
+        }
         CostEstimate est;
         if (e.cost_expr) {
           Result<CostEstimate> r = e.cost_expr->evaluate(cost_in);

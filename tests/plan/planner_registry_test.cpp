@@ -142,3 +142,43 @@ TEST(PlannerRegistry, MaskingTheOnlyKernelFailsPlanningAndTheRegistryNamesIt) {
 
 }  // namespace
 }  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+TEST(PlannerShapeAdmission, ASiblingThatDoesNotAdmitTheShapeIsRejectedWhateverItsCost) {
+  KernelBindingTable t;
+  // A matvec-like sibling, far cheaper, registered first, admitting one row only.
+  t.register_kernel(OpKind::kMatmul, testing::f32s(3), BackendId::kCpu, &testing::matmul_variant<7>,
+                    {.name = "matmul_one_row",
+                     .precision = testing::audited(),
+                     .cost =
+                         +[](const CostInputs&) {
+                           return CostEstimate{1, 1, 0, true};
+                         },
+                     .admits = +[](std::span<const Shape> s) { return s[0].outer() == 1; }});
+  testing::register_basic(t, BackendId::kCpu, "cpu");
+  const TableSnapshot table = testing::finalize(std::move(t));
+  PlanOptions options;
+  options.record_in_registry = false;
+  for (std::int64_t rows : {1, 4}) {
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::kF32, {rows, 8});
+    ValueId w = b.constant_f32("w", {16, 8}, testing::ramp(128, 3));
+    b.output(b.matmul(x, w, "fc"));
+    Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), table, options);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    const NodeReport& n = plan->report().buckets[0].nodes[0];
+    if (rows == 1) {
+      EXPECT_EQ(n.chosen.kernel, "matmul_one_row");
+    } else {
+      EXPECT_EQ(n.chosen.kernel, "matmul_f32__cpu");
+      ASSERT_FALSE(n.rejected.empty());
+      EXPECT_EQ(n.rejected[0].kernel, "matmul_one_row");
+      EXPECT_EQ(n.rejected[0].reason, RejectReason::kShapeNotAdmitted);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace switchyard
