@@ -158,10 +158,10 @@ class LlamaModel {
   // Loads the model in `file` (which the model keeps alive: weights are borrowed
   // from its mapping). The registry is told that `options.backend` is the selected
   // backend (so its slow paths are violations, the CPU's included) and, when
-  // `options.strict` is set, given that policy; both stay set on the registry. Errors: the config's (from_gguf); kFailedPrecondition with a
-  // StrictKernelFailure payload when the strict policy refuses a violation;
-  // kUnavailable for a backend this build lacks; the planner's miss when a node
-  // has no kernel anywhere it may run.
+  // `options.strict` is set, given that policy; both stay set on the registry. Errors: the config's
+  // (from_gguf); kFailedPrecondition with a StrictKernelFailure payload when the strict policy
+  // refuses a violation; kUnavailable for a backend this build lacks; the planner's miss when a
+  // node has no kernel anywhere it may run.
   [[nodiscard]] static Result<LlamaModel> load(GgufFile file, const LlamaLoadOptions& options);
 
   LlamaModel(LlamaModel&&) noexcept;

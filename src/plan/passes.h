@@ -30,8 +30,8 @@ namespace switchyard::detail {
                             const std::vector<Node>& nodes);
 
 // Pattern fusion and runtime-fused recipes; appends to `report`.
-[[nodiscard]] Graph fuse(Graph graph, const KernelBindingTable& table,
-                         const PlanOptions& options, PlanReport& report);
+[[nodiscard]] Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& options,
+                         PlanReport& report);
 
 // Cast insertion. Nodes no promotion can serve are returned with the table's
 // miss error (by node name).

@@ -74,8 +74,9 @@ KernelFn ref_fn(DType t) {
     CASE(kQ4_0)
     CASE(kQ4_1)
     CASE(kQ5_0)
-    CASE(kQ5_1) CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
-        CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ5_1)
+    CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K)
+        CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
   }
@@ -88,8 +89,9 @@ KernelFn avx2_fn(DType t) {
     CASE(kQ4_0)
     CASE(kQ4_1)
     CASE(kQ5_0)
-    CASE(kQ5_1) CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K)
-        CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ5_1)
+    CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL)
+        CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
   }
