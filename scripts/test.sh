@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# A venv with the gguf Python package, for the GGUF interoperability cross-checks.
+source scripts/python_env.sh
 
 echo "== build and test (dev)"
 cmake --preset dev >/dev/null

@@ -1,6 +1,8 @@
 // Cross-check against an independent GGUF implementation, the `gguf` Python package:
 // its reader must read what our writer writes, and our reader what its writer writes.
-// Skips (does not pass) when python3 or the package is missing.
+// Skips (does not pass) when Python or the package is missing. The interpreter is
+// $SWITCHYARD_PYTHON when set (scripts/test.sh points it at a venv it prepares),
+// python3 otherwise.
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,14 +25,19 @@ namespace {
 const std::filesystem::path kScript =
     std::filesystem::path(__FILE__).parent_path() / "gguf_crosscheck.py";
 
+std::string python() {
+  const char* env = std::getenv("SWITCHYARD_PYTHON");
+  return env != nullptr && *env != '\0' ? "'" + std::string(env) + "'" : "python3";
+}
+
 bool python_gguf_available() {
-  return std::system("python3 -c 'import gguf' >/dev/null 2>&1") == 0;
+  return std::system((python() + " -c 'import gguf' >/dev/null 2>&1").c_str()) == 0;
 }
 
 // Runs the script; returns its stdout, or nullopt when it failed.
 std::optional<std::string> run_script(const std::string& mode, const std::filesystem::path& file) {
   const std::string command =
-      "python3 '" + kScript.string() + "' " + mode + " '" + file.string() + "' 2>/dev/null";
+      python() + " '" + kScript.string() + "' " + mode + " '" + file.string() + "' 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return std::nullopt;
   std::string out;
