@@ -43,6 +43,11 @@ constexpr float kGroupMaxEps = 1e-15f;
 // ---------------------------------------------------------------------------
 // Scale searches shared by the k-quants.
 
+// w * l^2 rounded as the reference quantizers round it, (w * l) * l in float; the
+// exact integer l * l times w can differ in the last bit, which can flip a scale
+// choice and so the bytes written.
+float weighted_square(float w, int l) { return w * static_cast<float>(l) * static_cast<float>(l); }
+
 // Symmetric quantization of n values to [-nmax, nmax - 1] (stored + nmax in L),
 // weighted by x^2 (the reference's "rmse type 1"), trying 18 scales around
 // nmax / max and keeping the best weighted least-squares fit. Returns the scale.
@@ -69,7 +74,7 @@ float search_symmetric(int n, int nmax, const float* x, std::int8_t* L) {
     L[i] = static_cast<std::int8_t>(l + nmax);
     const float w = x[i] * x[i];
     sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l * l);
+    suml2 += weighted_square(w, l);
   }
   float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
   float best = scale * sumlx;
@@ -82,7 +87,7 @@ float search_symmetric(int n, int nmax, const float* x, std::int8_t* L) {
       const int l = clamp_l(nearest_int(iscale * x[i]));
       const float w = x[i] * x[i];
       sumlx += w * x[i] * static_cast<float>(l);
-      suml2 += w * static_cast<float>(l * l);
+      suml2 += weighted_square(w, l);
     }
     if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
       for (int i = 0; i < n; ++i) {
@@ -121,7 +126,7 @@ float search_q3(int n, int nmax, const float* x, std::int8_t* L) {
     L[i] = static_cast<std::int8_t>(l);
     const float w = x[i] * x[i];
     sumlx += w * x[i] * static_cast<float>(l);
-    suml2 += w * static_cast<float>(l * l);
+    suml2 += weighted_square(w, l);
   }
   for (int sweep = 0; sweep < 5; ++sweep) {
     int changed = 0;
@@ -129,11 +134,11 @@ float search_q3(int n, int nmax, const float* x, std::int8_t* L) {
       const float w = x[i] * x[i];
       float slx = sumlx - w * x[i] * static_cast<float>(L[i]);
       if (slx > 0.0f) {
-        float sl2 = suml2 - w * static_cast<float>(L[i] * L[i]);
+        float sl2 = suml2 - weighted_square(w, L[i]);
         const int new_l = clamp_l(nearest_int(x[i] * sl2 / slx));
         if (new_l != L[i]) {
           slx += w * x[i] * static_cast<float>(new_l);
-          sl2 += w * static_cast<float>(new_l * new_l);
+          sl2 += weighted_square(w, new_l);
           if (sl2 > 0.0f && slx * slx * suml2 > sumlx * sumlx * sl2) {
             L[i] = static_cast<std::int8_t>(new_l);
             sumlx = slx;
