@@ -2,8 +2,7 @@
 // stated size converted to a mix preset, against the peer measured in the same run
 // on the same page-cached file: the same tool path with nothing to convert (type
 // f32, every tensor copied), which is the cost of reading and writing the file.
-//   ./build/release/bench/switchyard_bench --benchmark_filter=Quantize
-//       [--benchmark_min_time=1x]   (one conversion per case is plenty)
+//   ./build/release/bench/switchyard_bench --benchmark_filter=QuantizeModel
 #include <unistd.h>
 
 #include <chrono>
@@ -81,6 +80,7 @@ void BM_QuantizeModel(benchmark::State& state) {
 BENCHMARK(BM_QuantizeModel)
     ->Args({1024, 1})
     ->Args({1024, 2})
+    ->Iterations(2)  // seconds per conversion: two are plenty
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

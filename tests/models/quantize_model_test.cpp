@@ -249,8 +249,9 @@ TEST_F(QuantizeModelTest, F32ModelToQ4KMFollowsTheRulesBitExactly) {
   EXPECT_EQ(*out->metadata().get_u32("general.quantization_version"), kQuantizationVersion);
 }
 
-// The same conversion on one thread gives the same bytes as on three.
-TEST_F(QuantizeModelTest, OutputDoesNotDependOnThreadCount) {
+// The same conversion on one thread gives the same bytes as on three. Named
+// *Concurrent* so that scripts/test.sh runs it under ThreadSanitizer too.
+TEST_F(QuantizeModelTest, ConcurrentConversionMatchesSerialBytes) {
   const std::filesystem::path in_path = synthetic("f32.gguf", DType::kF32);
   QuantizeOptions options;
   options.type = "q4_k_m";
