@@ -12,7 +12,8 @@
 // How a tensor's type is chosen (first that applies)
 //   1. A 1-D tensor (norm weights, biases) is stored in f32: f16 and bf16 are
 //      widened, f32 is copied; a 1-D tensor of any other type is copied unchanged.
-//   2. A tensor that is neither float nor block-quantized (integer tables) is copied.
+//   2. A tensor that is neither f32, f16, bf16 nor block-quantized (integer tables,
+//      f64) is copied.
 //   3. The caller's rules (`QuantizeOptions::rules`), in order: the first whose
 //      pattern matches the tensor's name gives the type.
 //   4. The preset's own rules, when `type` names a mix preset (below).
@@ -166,7 +167,7 @@ struct TensorQuantizeDecision {
   // Set when `to` is a fallback for a type whose blocks do not divide the rows.
   std::optional<DType> fallback_from;
   // Why this type: "1-D tensor: f32", "rule ffn_down=q6_k", "q4_k_m: blk.0.attn_v",
-  // "base type q4_k", "not a float tensor: copied".
+  // "base type q4_k", "i32 tensor: copied".
   std::string reason;
   std::int64_t input_bytes = 0;
   std::int64_t output_bytes = 0;

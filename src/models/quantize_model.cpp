@@ -347,14 +347,15 @@ Result<QuantizePlan> plan_quantization(const GgufFile& input, const QuantizeOpti
     d.shape = t.shape;
     d.from = t.dtype;
     d.input_bytes = t.size_bytes;
-    const bool convertible = is_float(t.dtype) || is_quantized(t.dtype);
+    const bool convertible = t.dtype == DType::kF32 || t.dtype == DType::kF16 ||
+                             t.dtype == DType::kBF16 || is_quantized(t.dtype);
     if (t.shape.rank() == 1) {
       const bool widen = t.dtype == DType::kF16 || t.dtype == DType::kBF16;
       d.to = widen ? DType::kF32 : t.dtype;
       d.reason = t.dtype == DType::kF32 || widen ? "1-D tensor: f32" : "1-D tensor: copied";
     } else if (!convertible) {
       d.to = t.dtype;
-      d.reason = "not a float tensor: copied";
+      d.reason = fmt::format("{} tensor: copied", name(t.dtype));
     } else {
       auto match = [&](std::span<const QuantizeRule> rules) -> const QuantizeRule* {
         for (const QuantizeRule& r : rules) {

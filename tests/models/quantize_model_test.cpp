@@ -445,6 +445,9 @@ std::filesystem::path awkward_file(const std::filesystem::path& dir) {
   std::vector<std::byte> ids(4 * 6);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::byte>(i);
   EXPECT_TRUE(w.add_tensor("ids", DType::kI32, Shape{2, 3}, ids).is_ok());
+  std::vector<std::byte> wide(8 * 4);
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<std::byte>(i * 3);
+  EXPECT_TRUE(w.add_tensor("wide", DType::kF64, Shape{2, 2}, wide).is_ok());
   const std::filesystem::path path = dir / "awkward.gguf";
   EXPECT_TRUE(w.write(path).is_ok());
   return path;
@@ -458,7 +461,7 @@ TEST_F(QuantizeModelTest, RowsThatAreNotWholeBlocksFallBack) {
   Result<QuantizeSummary> s = quantize_gguf(in_path, dir_ / "out.gguf", options);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   const auto& t = s->plan.tensors;
-  ASSERT_EQ(t.size(), 6u);
+  ASSERT_EQ(t.size(), 7u);
   EXPECT_EQ(t[0].to, DType::kQ5_0);  // q4_k -> q5_0 on 32-element blocks
   EXPECT_EQ(t[0].fallback_from, DType::kQ4_K);
   EXPECT_NE(t[0].reason.find("not whole q4_k blocks"), std::string::npos) << t[0].reason;
@@ -471,6 +474,9 @@ TEST_F(QuantizeModelTest, RowsThatAreNotWholeBlocksFallBack) {
   EXPECT_EQ(t[4].to, DType::kF32);
   EXPECT_EQ(t[5].to, DType::kI32);
   EXPECT_TRUE(t[5].copy);
+  EXPECT_EQ(t[5].reason, "i32 tensor: copied");
+  EXPECT_EQ(t[6].to, DType::kF64);
+  EXPECT_TRUE(t[6].copy);
 
   Result<GgufFile> in = GgufFile::open(in_path);
   Result<GgufFile> out = GgufFile::open(dir_ / "out.gguf");
@@ -481,7 +487,10 @@ TEST_F(QuantizeModelTest, RowsThatAreNotWholeBlocksFallBack) {
     EXPECT_TRUE(same_bytes(out->tensor_bytes(out->tensors()[i]),
                            expected_bytes(*in, in->tensors()[i], t[i].to)));
   }
-  EXPECT_TRUE(same_bytes(out->tensor_bytes(out->tensors()[5]), in->tensor_bytes(in->tensors()[5])));
+  for (std::size_t i : {5u, 6u}) {
+    EXPECT_TRUE(
+        same_bytes(out->tensor_bytes(out->tensors()[i]), in->tensor_bytes(in->tensors()[i])));
+  }
   // The input's file type is replaced, in place.
   EXPECT_EQ(out->metadata().entries()[1].key, "general.file_type");
   EXPECT_EQ(*out->metadata().get_u32("general.file_type"), 14u);
