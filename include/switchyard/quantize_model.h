@@ -152,7 +152,8 @@ struct QuantizeOptions {
   bool allow_requantize = false;
   // CPU parallelism for the conversion; null runs on the calling thread.
   ParallelRunner* runner = nullptr;
-  // Called after every chunk written; may be empty.
+  // Called before each tensor's conversion starts and after each of its chunks is
+  // converted; may be empty.
   std::function<void(const QuantizeProgress&)> progress;
 };
 

@@ -428,6 +428,10 @@ Status write_quantized(const GgufFile& input, const QuantizePlan& plan,
     auto source = [&, i, bytes, out_row](std::int64_t first, std::int64_t rows,
                                          std::span<std::byte> out) {
       const TensorQuantizeDecision& dec = plan.tensors[i];
+      // Announce the tensor before its first chunk, so a long conversion shows its name.
+      if (first == 0 && options.progress) {
+        options.progress(QuantizeProgress{i, plan.tensors.size(), dec.name, done, total});
+      }
       SWITCHYARD_RETURN_IF_ERROR(convert_rows(dec, bytes, first, rows, out, options.runner));
       done += rows * out_row;
       if (options.progress) {

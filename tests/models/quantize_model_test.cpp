@@ -220,7 +220,7 @@ TEST_F(QuantizeModelTest, F32ModelToQ4KMFollowsTheRulesBitExactly) {
   ASSERT_TRUE(summary.is_ok()) << summary.status().to_string();
   EXPECT_EQ(summary->plan.block_count, 4);
   EXPECT_EQ(last_done, summary->output_tensor_bytes);
-  EXPECT_GE(progress_calls, static_cast<int>(summary->plan.tensors.size()));
+  EXPECT_GE(progress_calls, 2 * static_cast<int>(summary->plan.tensors.size()));
   EXPECT_EQ(summary->output_file_bytes, std::filesystem::file_size(out_path));
 
   Result<GgufFile> in = GgufFile::open(in_path);
@@ -411,6 +411,33 @@ TEST_F(QuantizeModelTest, RequantizingIsRefusedUnlessAllowed) {
     EXPECT_EQ(out->tensors()[i].dtype, want);
     EXPECT_TRUE(same_bytes(out->tensor_bytes(out->tensors()[i]), expected_bytes(*in, a, want)));
   }
+}
+
+// Caller rules apply in order, the first match winning, and ahead of the preset's
+// (which would give blk.3.ffn_down q6_k here).
+TEST_F(QuantizeModelTest, FirstMatchingRuleWins) {
+  Result<GgufFile> file = GgufFile::open(synthetic("f32.gguf", DType::kF32));
+  ASSERT_TRUE(file.is_ok());
+  QuantizeOptions options;
+  options.type = "q4_k_m";
+  options.rules = {*parse_quantize_rule("blk.0.ffn_down=q8_0"),
+                   *parse_quantize_rule("ffn_down=q5_k")};
+  Result<QuantizePlan> plan = plan_quantization(*file, options);
+  ASSERT_TRUE(plan.is_ok());
+  auto type_of = [](const QuantizePlan& p, std::string_view name) {
+    for (const TensorQuantizeDecision& d : p.tensors) {
+      if (d.name == name) return d.to;
+    }
+    ADD_FAILURE() << "no tensor " << name;
+    return DType::kBool;
+  };
+  EXPECT_EQ(type_of(*plan, "blk.0.ffn_down.weight"), DType::kQ8_0);
+  EXPECT_EQ(type_of(*plan, "blk.3.ffn_down.weight"), DType::kQ5_K);
+  EXPECT_EQ(type_of(*plan, "blk.3.attn_v.weight"), DType::kQ6_K);  // the preset's
+  std::swap(options.rules[0], options.rules[1]);
+  plan = plan_quantization(*file, options);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(type_of(*plan, "blk.0.ffn_down.weight"), DType::kQ5_K);
 }
 
 // A hand-built file with awkward tensors: rows that are not whole k-quant blocks
