@@ -43,6 +43,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -330,6 +331,27 @@ class GgufWriter {
   [[nodiscard]] Status add_tensor_ref(std::string name, DType dtype, Shape shape,
                                       std::span<const std::byte> data);
 
+  // Produces the bytes of rows [first_row, first_row + rows) of a tensor into `out`,
+  // which holds exactly that many rows (rows are the tensor's innermost dimension;
+  // a tensor has shape.outer() of them). A failure stops the write with its status.
+  using TensorSource =
+      std::function<Status(std::int64_t first_row, std::int64_t rows, std::span<std::byte> out)>;
+  // The most bytes one call of a TensorSource is asked for by default (at least one
+  // row is always asked for, however long).
+  static constexpr std::size_t kSourceChunkBytes = std::size_t{64} << 20;
+  // Changes that limit (at least 1): smaller chunks bound memory more tightly.
+  void set_source_chunk_bytes(std::size_t bytes);
+
+  // As add_tensor, but the bytes are produced while the file is written: `source` is
+  // called in order over the tensor's rows, in chunks of at most the source chunk
+  // size (kSourceChunkBytes unless set_source_chunk_bytes changed it),
+  // into one reused buffer. A file much larger than memory can be written this way
+  // (a quantizer converting one tensor at a time), holding one chunk at a time.
+  // `source` must stay callable until the last write() or serialize(), and is
+  // called once per write() or serialize().
+  [[nodiscard]] Status add_tensor_source(std::string name, DType dtype, Shape shape,
+                                         TensorSource source);
+
   [[nodiscard]] std::size_t tensor_count() const { return tensors_.size(); }
 
   // The whole file in memory.
@@ -348,12 +370,21 @@ class GgufWriter {
     Shape shape;
     std::vector<std::byte> owned;
     std::span<const std::byte> data;
+    // Set for add_tensor_source: `data` is empty and `size` is the byte count.
+    TensorSource source;
+    std::uint64_t size = 0;
+    [[nodiscard]] std::uint64_t byte_size() const { return source ? size : data.size(); }
   };
-  Status check_tensor(const std::string& name, DType dtype, const Shape& shape,
-                      std::size_t data_size) const;
+  Status emit_source(const PendingTensor& t, std::vector<std::byte>& chunk,
+                     const std::function<Status(std::span<const std::byte>)>& sink) const;
+  // The tensor's byte count, after checking name, dtype, shape and (when given) the
+  // size of the data offered for it.
+  Result<std::uint64_t> check_tensor(const std::string& name, DType dtype, const Shape& shape,
+                                     std::optional<std::size_t> data_size) const;
   Status emit(const std::function<Status(std::span<const std::byte>)>& sink) const;
 
   GgufMetadata metadata_;
+  std::size_t source_chunk_bytes_ = kSourceChunkBytes;
   std::vector<std::unique_ptr<PendingTensor>> tensors_;
   std::unordered_map<std::string, std::size_t, detail::StringHash, std::equal_to<>> tensor_names_;
 };

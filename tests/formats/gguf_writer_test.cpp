@@ -118,6 +118,64 @@ TEST(GgufWriterTest, RoundTripsEveryValueTypeShapeAndByte) {
   EXPECT_EQ(bytes->size(), file->data_offset() + next_offset);
 }
 
+// A sourced tensor is produced chunk by chunk, in row order, each chunk within the
+// limit (at least one row), and the file is byte for byte the one the same bytes
+// give through add_tensor.
+TEST(GgufWriterTest, SourcedTensorsMatchOwnedOnesChunkByChunk) {
+  const std::vector<std::byte> a = counting_bytes(4 * 10 * 6, 1);  // f32 [10, 6]: 24-byte rows
+  const std::vector<std::byte> b = counting_bytes(3 * 18, 2);      // q4_0 [3, 32]: 18-byte rows
+  const std::vector<std::byte> c = counting_bytes(4 * 5, 3);       // f32 [5]
+  GgufWriter owned;
+  ASSERT_TRUE(owned.add_tensor("a", DType::kF32, Shape{10, 6}, a).is_ok());
+  ASSERT_TRUE(owned.add_tensor("b", DType::kQ4_0, Shape{3, 32}, b).is_ok());
+  ASSERT_TRUE(owned.add_tensor("c", DType::kF32, Shape{5}, c).is_ok());
+
+  GgufWriter sourced;
+  sourced.set_source_chunk_bytes(50);  // two 24-byte rows of `a`, two 18-byte rows of `b`
+  std::vector<std::pair<std::int64_t, std::int64_t>> calls;
+  auto from = [&calls](const std::vector<std::byte>& bytes, std::size_t row) {
+    return [&calls, &bytes, row](std::int64_t first, std::int64_t rows, std::span<std::byte> out) {
+      calls.emplace_back(first, rows);
+      EXPECT_EQ(out.size(), static_cast<std::size_t>(rows) * row);
+      std::memcpy(out.data(), bytes.data() + static_cast<std::size_t>(first) * row, out.size());
+      return Status::ok();
+    };
+  };
+  ASSERT_TRUE(sourced.add_tensor_source("a", DType::kF32, Shape{10, 6}, from(a, 24)).is_ok());
+  ASSERT_TRUE(sourced.add_tensor_source("b", DType::kQ4_0, Shape{3, 32}, from(b, 18)).is_ok());
+  ASSERT_TRUE(sourced.add_tensor_source("c", DType::kF32, Shape{5}, from(c, 20)).is_ok());
+
+  Result<std::vector<std::byte>> want = owned.serialize();
+  Result<std::vector<std::byte>> got = sourced.serialize();
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_TRUE(*got == *want);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> expected = {
+      {0, 2}, {2, 2}, {4, 2}, {6, 2}, {8, 2},  // a
+      {0, 2}, {2, 1},                          // b
+      {0, 1}};                                 // c: one 20-byte row
+  EXPECT_EQ(calls, expected);
+
+  // A row longer than the limit is still asked for whole.
+  GgufWriter tiny;
+  tiny.set_source_chunk_bytes(1);
+  calls.clear();
+  ASSERT_TRUE(tiny.add_tensor_source("b", DType::kQ4_0, Shape{3, 32}, from(b, 18)).is_ok());
+  ASSERT_TRUE(tiny.serialize().is_ok());
+  EXPECT_EQ(calls, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 1}, {1, 1}, {2, 1}}));
+}
+
+TEST(GgufWriterTest, RefusesBadSourcedTensors) {
+  GgufWriter writer;
+  auto ok = [](std::int64_t, std::int64_t, std::span<std::byte>) { return Status::ok(); };
+  EXPECT_EQ(writer.add_tensor_source("q", DType::kQ4_K, Shape{2, 100}, ok).code(),
+            StatusCode::kInvalidArgument);  // rows not whole blocks
+  EXPECT_EQ(writer.add_tensor_source("n", DType::kF32, Shape{2}, {}).code(),
+            StatusCode::kInvalidArgument);  // no source
+  ASSERT_TRUE(writer.add_tensor_source("t", DType::kF32, Shape{2}, ok).is_ok());
+  EXPECT_EQ(writer.add_tensor_source("t", DType::kF32, Shape{2}, ok).code(),
+            StatusCode::kAlreadyExists);
+}
+
 // Dimensions are written innermost first: Shape [2, 3] is ne = [3, 2].
 TEST(GgufWriterTest, WritesDimensionsInnermostFirst) {
   GgufWriter writer;
@@ -249,6 +307,24 @@ TEST_F(GgufWriteFileTest, WritesAndReplacesAtomically) {
   EXPECT_EQ(std::memcmp(read.data(), data.data(), data.size()), 0);
   Result<std::vector<std::byte>> in_memory = writer.serialize();
   EXPECT_EQ(std::filesystem::file_size(path), in_memory->size());
+}
+
+// A failing source stops the write with its status, naming the tensor, and leaves
+// neither the file nor a temporary behind.
+TEST_F(GgufWriteFileTest, SourceFailureStopsTheWriteAndLeavesNothingBehind) {
+  GgufWriter writer;
+  ASSERT_TRUE(writer
+                  .add_tensor_source("broken", DType::kF32, Shape{4, 2},
+                                     [](std::int64_t, std::int64_t, std::span<std::byte>) {
+                                       return invalid_argument_error("no bytes today");
+                                     })
+                  .is_ok());
+  Status st = writer.write(dir_ / "m.gguf");
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("broken"), std::string_view::npos) << st.to_string();
+  EXPECT_NE(st.message().find("no bytes today"), std::string_view::npos) << st.to_string();
+  EXPECT_EQ(files_in_dir(), 0u);
 }
 
 TEST_F(GgufWriteFileTest, IoErrorsAreStatusesAndLeaveNothingBehind) {

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add_explain_command(app, selected);
   add_verify_command(app, selected);
   add_inspect_command(app, selected);
+  add_quantize_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -87,8 +89,9 @@ Status write_all(int fd, std::span<const std::byte> bytes, const std::string& pa
 
 }  // namespace
 
-Status GgufWriter::check_tensor(const std::string& name, DType dtype, const Shape& shape,
-                                std::size_t data_size) const {
+Result<std::uint64_t> GgufWriter::check_tensor(const std::string& name, DType dtype,
+                                               const Shape& shape,
+                                               std::optional<std::size_t> data_size) const {
   if (name.empty()) return invalid_argument_error("a tensor name must not be empty");
   if (name.size() > kGgufMaxWrittenTensorNameBytes) {
     return invalid_argument_error(
@@ -119,17 +122,17 @@ Status GgufWriter::check_tensor(const std::string& name, DType dtype, const Shap
   if (__builtin_mul_overflow(*row, checked.outer(), &size)) {
     return out_of_range_error(fmt::format("tensor '{}' has more bytes than fit in int64", name));
   }
-  if (static_cast<std::uint64_t>(size) != data_size) {
+  if (data_size && static_cast<std::uint64_t>(size) != *data_size) {
     return invalid_argument_error(
         fmt::format("tensor '{}' ({}{}) takes {} bytes, but {} bytes were given", name,
-                    switchyard::name(dtype), shape.to_string(), size, data_size));
+                    switchyard::name(dtype), shape.to_string(), size, *data_size));
   }
-  return Status::ok();
+  return static_cast<std::uint64_t>(size);
 }
 
 Status GgufWriter::add_tensor(std::string name, DType dtype, Shape shape,
                               std::vector<std::byte> data) {
-  SWITCHYARD_RETURN_IF_ERROR(check_tensor(name, dtype, shape, data.size()));
+  SWITCHYARD_RETURN_IF_ERROR(check_tensor(name, dtype, shape, data.size()).status());
   auto t = std::make_unique<PendingTensor>();
   t->name = std::move(name);
   t->dtype = dtype;
@@ -143,12 +146,32 @@ Status GgufWriter::add_tensor(std::string name, DType dtype, Shape shape,
 
 Status GgufWriter::add_tensor_ref(std::string name, DType dtype, Shape shape,
                                   std::span<const std::byte> data) {
-  SWITCHYARD_RETURN_IF_ERROR(check_tensor(name, dtype, shape, data.size()));
+  SWITCHYARD_RETURN_IF_ERROR(check_tensor(name, dtype, shape, data.size()).status());
   auto t = std::make_unique<PendingTensor>();
   t->name = std::move(name);
   t->dtype = dtype;
   t->shape = shape;
   t->data = data;
+  tensor_names_.emplace(t->name, tensors_.size());
+  tensors_.push_back(std::move(t));
+  return Status::ok();
+}
+
+void GgufWriter::set_source_chunk_bytes(std::size_t bytes) {
+  source_chunk_bytes_ = std::max<std::size_t>(1, bytes);
+}
+
+Status GgufWriter::add_tensor_source(std::string name, DType dtype, Shape shape,
+                                     TensorSource source) {
+  if (!source) return invalid_argument_error(fmt::format("tensor '{}' has no source", name));
+  // No size to check: the writer hands the source buffers of exactly the tensor's rows.
+  SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t size, check_tensor(name, dtype, shape, std::nullopt));
+  auto t = std::make_unique<PendingTensor>();
+  t->name = std::move(name);
+  t->dtype = dtype;
+  t->shape = shape;
+  t->source = std::move(source);
+  t->size = size;
   tensor_names_.emplace(t->name, tensors_.size());
   tensors_.push_back(std::move(t));
   return Status::ok();
@@ -191,21 +214,44 @@ Status GgufWriter::emit(const std::function<Status(std::span<const std::byte>)>&
     for (std::int64_t d : ne) header.put<std::uint64_t>(static_cast<std::uint64_t>(d));
     header.put(static_cast<std::uint32_t>(info(t->dtype).gguf_type_id));
     header.put<std::uint64_t>(offset);
-    offset = align_up(offset + t->data.size(), alignment);
+    offset = align_up(offset + t->byte_size(), alignment);
   }
   std::vector<std::byte>& bytes = header.bytes();
   bytes.resize(align_up(bytes.size(), alignment), std::byte{0});
   SWITCHYARD_RETURN_IF_ERROR(sink(bytes));
 
   static constexpr std::byte kZeros[4096] = {};
+  std::vector<std::byte> chunk;  // reused by every sourced tensor
   for (const auto& t : tensors_) {
-    SWITCHYARD_RETURN_IF_ERROR(sink(t->data));
-    std::uint64_t padding = align_up(t->data.size(), alignment) - t->data.size();
+    if (t->source) {
+      SWITCHYARD_RETURN_IF_ERROR(emit_source(*t, chunk, sink));
+    } else {
+      SWITCHYARD_RETURN_IF_ERROR(sink(t->data));
+    }
+    const std::uint64_t size = t->byte_size();
+    std::uint64_t padding = align_up(size, alignment) - size;
     while (padding > 0) {
       const std::uint64_t n = std::min<std::uint64_t>(padding, sizeof(kZeros));
       SWITCHYARD_RETURN_IF_ERROR(sink(std::span<const std::byte>(kZeros, n)));
       padding -= n;
     }
+  }
+  return Status::ok();
+}
+
+Status GgufWriter::emit_source(
+    const PendingTensor& t, std::vector<std::byte>& chunk,
+    const std::function<Status(std::span<const std::byte>)>& sink) const {
+  const std::int64_t rows = t.shape.outer();
+  const auto row = static_cast<std::uint64_t>(t.size / static_cast<std::uint64_t>(rows));
+  const std::int64_t per_chunk =
+      static_cast<std::int64_t>(std::max<std::uint64_t>(1, source_chunk_bytes_ / row));
+  for (std::int64_t first = 0; first < rows; first += per_chunk) {
+    const std::int64_t n = std::min(per_chunk, rows - first);
+    chunk.resize(static_cast<std::size_t>(row * static_cast<std::uint64_t>(n)));
+    Status produced = t.source(first, n, chunk);
+    if (!produced.is_ok()) return produced.with_context(fmt::format("tensor '{}'", t.name));
+    SWITCHYARD_RETURN_IF_ERROR(sink(chunk));
   }
   return Status::ok();
 }
