@@ -84,8 +84,9 @@ KernelFn ref_fn(DType t) {
     CASE(kQ5_1)
     CASE(kQ8_0)
     CASE(kQ8_1)
-    CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL)
-        CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ2_K)
+    CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS)
+        CASE(kMXFP4)
 #undef CASE
             default : return nullptr;
   }
@@ -101,7 +102,8 @@ KernelFn avx2_fn(DType t) {
     CASE(kQ5_1)
     CASE(kQ8_0)
     CASE(kQ2_K)
-    CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ3_K)
+    CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
         default : return nullptr;
   }
@@ -263,7 +265,7 @@ TEST(QuantMatmulAvx512, WithinDeclaredBoundForEveryFormat) {
 }
 
 // Whichever tile computes an output element (decode tiles for one activation
-// row, 2 x 4 prefill tiles, the leftover tiles), it gets the same bytes: a
+// row, 4 x 4 or 3 x 4 prefill tiles, the leftover tiles), it gets the same bytes: a
 // matmul's rows equal the matvecs of each activation row alone.
 TEST(QuantMatmulAvx512, EveryTilePathGivesTheSameBytes) {
   if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
