@@ -165,6 +165,36 @@ void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t
   for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
 }
 
+// Four weight rows against one activation row (decode): four independent
+// accumulator chains instead of one, whose FMA latency bounded a single row. Each
+// output sees exactly the operations dot_small<W, 1> gives it, so the two agree
+// bit for bit. w[r] = w + r * w_stride; out[r] for r < 4.
+template <DType W>
+void dot_small_rows4(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+                     std::int64_t blocks, float* out) {
+  constexpr bool kHasMin = kUnsignedLevels<W>;
+  constexpr std::int64_t kWBytes = block_bytes(W);
+  constexpr std::int64_t kXBytes = sizeof(BlockQ8_0);
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const std::uint8_t* xb = x + i * kXBytes;
+    const __m256i xq = load256(xb + 2);
+    const float dx = f16_at(xb);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const SmallBlock wb = unpack_small<W>(w + r * w_stride + i * kWBytes);
+      const __m256i p16 = kUnsignedLevels<W>
+                              ? _mm256_maddubs_epi16(wb.mag, xq)
+                              : _mm256_maddubs_epi16(wb.mag, _mm256_sign_epi8(xq, wb.sign));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wb.d * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)),
+                               acc[r]);
+      if constexpr (kHasMin) acc[r] = add_min_term(acc[r], wb.m * dx, xq);
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
+}
+
 // ---------------------------------------------------------------------------
 // k-quants against q8_k. A weight super-block is unpacked once into eight
 // 32-byte level vectors with their i16 group scales, plus a group correction
@@ -359,15 +389,21 @@ void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blo
 using DotFn = void (*)(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks,
                        float* out, std::int64_t out_stride);
 
+// Four weight rows against one activation row, or nullptr where the single-row
+// dot is not latency-bound (the k-quants accumulate a super-block in integers).
+using RowsFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+                        std::int64_t blocks, float* out);
+
 struct DotFns {
   DotFn one = nullptr;
   DotFn four = nullptr;
+  RowsFn rows4 = nullptr;
 };
 
 template <DType W>
 DotFns dots() {
   if constexpr (block_elems(W) == 32) {
-    return {&dot_small<W, 1>, &dot_small<W, 4>};
+    return {&dot_small<W, 1>, &dot_small<W, 4>, &dot_small_rows4<W>};
   } else {
     return {&dot_k<W, 1>, &dot_k<W, 4>};
   }
@@ -441,7 +477,14 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
       }
       for (; r < args.rows; ++r) {
         const std::uint8_t* x[1] = {xq.data() + r * act_row_bytes};
-        for (std::int64_t j = t0; j < t1; ++j) {
+        std::int64_t j = t0;
+        if (dot.rows4 != nullptr) {
+          for (; j + 4 <= t1; j += 4) {
+            dot.rows4(w + j * args.row_bytes, args.row_bytes, x[0], blocks,
+                      args.out + r * args.n + j);
+          }
+        }
+        for (; j < t1; ++j) {
           dot.one(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
         }
       }

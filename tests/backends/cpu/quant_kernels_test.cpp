@@ -85,10 +85,10 @@ KernelFn ref_fn(DType t) {
     CASE(kQ8_0)
     CASE(kQ8_1)
     CASE(kQ2_K)
-    CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS)
-        CASE(kMXFP4)
+    CASE(kQ3_K)
+    CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
-            default : return nullptr;
+        default : return nullptr;
   }
 }
 
@@ -103,7 +103,8 @@ KernelFn avx2_fn(DType t) {
     CASE(kQ8_0)
     CASE(kQ2_K)
     CASE(kQ3_K)
-    CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ4_K)
+    CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
         default : return nullptr;
   }
@@ -264,24 +265,27 @@ TEST(QuantMatmulAvx512, WithinDeclaredBoundForEveryFormat) {
   }
 }
 
-// Whichever tile computes an output element (decode tiles for one activation
-// row, 4 x 4 or 3 x 4 prefill tiles, the leftover tiles), it gets the same bytes: a
+// Whichever tile computes an output element (decode tiles of one or four weight
+// rows, the prefill tiles, the leftover tiles), it gets the same bytes: a
 // matmul's rows equal the matvecs of each activation row alone.
-TEST(QuantMatmulAvx512, EveryTilePathGivesTheSameBytes) {
-  if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
-  for (DType t : kAvx2Quant) {
-    Problem p = make_problem(t, 1, 6, 11, 3 * block_elems(t), 31);
-    std::vector<float> all;
-    ASSERT_TRUE(run_matmul(avx512_fn(t), t, p, all).is_ok()) << name(t);
-    for (std::int64_t r = 0; r < p.m; ++r) {
-      Problem one = p;
-      one.m = 1;
-      one.a.assign(p.a.begin() + r * p.k, p.a.begin() + (r + 1) * p.k);
-      std::vector<float> single;
-      ASSERT_TRUE(run_matmul(avx512_fn(t), t, one, single).is_ok()) << name(t);
-      for (std::int64_t j = 0; j < p.n; ++j) {
-        ASSERT_EQ(single[static_cast<std::size_t>(j)], all[static_cast<std::size_t>(r * p.n + j)])
-            << name(t) << " row " << r << " col " << j;
+TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
+  const std::vector<Simd> simd = runnable_simd();
+  if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
+  for (const Simd& s : simd) {
+    for (DType t : kAvx2Quant) {
+      Problem p = make_problem(t, 1, 6, 11, 3 * block_elems(t), 31);
+      std::vector<float> all;
+      ASSERT_TRUE(run_matmul(s.fn(t), t, p, all).is_ok()) << name(t);
+      for (std::int64_t r = 0; r < p.m; ++r) {
+        Problem one = p;
+        one.m = 1;
+        one.a.assign(p.a.begin() + r * p.k, p.a.begin() + (r + 1) * p.k);
+        std::vector<float> single;
+        ASSERT_TRUE(run_matmul(s.fn(t), t, one, single).is_ok()) << name(t);
+        for (std::int64_t j = 0; j < p.n; ++j) {
+          ASSERT_EQ(single[static_cast<std::size_t>(j)], all[static_cast<std::size_t>(r * p.n + j)])
+              << s.name << " " << name(t) << " row " << r << " col " << j;
+        }
       }
     }
   }
