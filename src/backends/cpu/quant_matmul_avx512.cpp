@@ -114,11 +114,20 @@ constexpr std::array<std::int16_t, 32> pair_words(int block_bytes, int offset) {
   }
   return a;
 }
-constexpr std::array<std::int16_t, 32> kHighNibbleShift = [] {
-  std::array<std::int16_t, 32> a{};
-  for (int w = 0; w < 32; ++w) a[static_cast<std::size_t>(w)] = w / 8 % 2 == 1 ? 4 : 0;
+// The words that hold the second copies (shifted by four for the high nibbles).
+constexpr __mmask32 kHighNibbleWords = 0xff00ff00u;
+// vpshufb indices on a pair's first 32 bytes (blocks of 18-24 bytes): the f16 at
+// `offset` of block i, in the low 128-bit lane, eight times, then that of block
+// i + 1, in the high lane, eight times. An in-lane shuffle where the word permute
+// would take a cross-lane one.
+constexpr std::array<std::uint8_t, 32> pair_bytes(int block_bytes, int offset) {
+  std::array<std::uint8_t, 32> a{};
+  for (int b = 0; b < 32; ++b) {
+    const int in_lane = b < 16 ? offset : block_bytes + offset - 16;
+    a[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(in_lane + b % 2);
+  }
   return a;
-}();
+}
 
 // The 16 levels of a table format plus 128, as unsigned bytes, in every lane.
 template <DType W>
@@ -141,6 +150,9 @@ struct PairW {
 
 inline __m512 f16_lanes(__m512i pair, const std::array<std::int16_t, 32>& idx) {
   return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(load_table(idx), pair)));
+}
+inline __m512 f16_lanes(__m512i pair, const std::array<std::uint8_t, 32>& idx) {
+  return _mm512_cvtph_ps(_mm256_shuffle_epi8(_mm512_castsi512_si256(pair), load256(idx.data())));
 }
 
 // Decodes blocks i and i + 1 starting at p (both must be readable).
@@ -172,11 +184,9 @@ inline PairW decode_pair(const std::uint8_t* p) {
     constexpr __mmask32 kWords = (1u << kB) - 1;  // 2 * kB bytes
     const __m512i raw = _mm512_maskz_loadu_epi16(kWords, p);
     static constexpr auto kNibbles = nibble_words<W>();
-    static constexpr auto kScale = pair_words(kB, 0);
-    __m512i q =
-        _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(load_table(kNibbles), raw),
-                                           load_table(kHighNibbleShift)),
-                         low4);
+    static constexpr auto kScale = pair_bytes(kB, 0);
+    const __m512i spread = _mm512_permutexvar_epi16(load_table(kNibbles), raw);
+    __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(spread, kHighNibbleWords, spread, 4), low4);
     if constexpr (W == DType::kQ5_0 || W == DType::kQ5_1) {
       constexpr int kQh = W == DType::kQ5_0 ? 2 : 4;
       const __mmask64 high = static_cast<__mmask64>(detail::load_u32(p + kQh)) |
@@ -189,7 +199,7 @@ inline PairW decode_pair(const std::uint8_t* p) {
     }
     __m512 m = _mm512_setzero_ps();
     if constexpr (kHasMin<W>) {
-      static constexpr auto kMin = pair_words(kB, 2);
+      static constexpr auto kMin = pair_bytes(kB, 2);
       m = f16_lanes(raw, kMin);
     }
     return {q, f16_lanes(raw, kScale), m};
