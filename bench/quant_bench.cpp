@@ -231,8 +231,15 @@ std::vector<std::string_view> simd_sources(DType t) {
 
 template <typename Fn>
 benchmark::internal::Benchmark* add(const char* bench, DType t, std::string_view source, Fn fn) {
-  std::string label = std::string(bench) + "/" + std::string(name(t));
-  if (!source.empty()) label += "/" + std::string(source);
+  // Appended piece by piece: GCC 12 at -O3 flags `"/" + std::string(...)` with a
+  // spurious -Wrestrict.
+  std::string label(bench);
+  label += '/';
+  label += name(t);
+  if (!source.empty()) {
+    label += '/';
+    label += source;
+  }
   return benchmark::RegisterBenchmark(label.c_str(), fn, t, source);
 }
 
