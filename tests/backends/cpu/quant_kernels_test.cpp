@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backends/cpu/cpu_features.h"
 #include "quant/blocks.h"
@@ -86,7 +90,8 @@ KernelFn ref_fn(DType t) {
     CASE(kQ8_1)
     CASE(kQ2_K)
     CASE(kQ3_K)
-    CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ4_K)
+    CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
         default : return nullptr;
   }
@@ -104,7 +109,8 @@ KernelFn avx2_fn(DType t) {
     CASE(kQ2_K)
     CASE(kQ3_K)
     CASE(kQ4_K)
-    CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ5_K)
+    CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
         default : return nullptr;
   }
@@ -247,6 +253,61 @@ TEST(QuantMatmulSimd, OddShapesExactOnQuantizedActivations) {
             expect_within(p, a_q, out, 1e-5, what);
             if (HasFatalFailure()) return;
           }
+        }
+      }
+    }
+  }
+}
+
+// Bytes that end exactly where an inaccessible page begins: a kernel reading one
+// byte past them faults (vector loads that run past a row's last block).
+class GuardedBytes {
+ public:
+  explicit GuardedBytes(std::size_t size) : size_(size) {
+    page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    span_ = (size + page_ - 1) / page_ * page_ + page_;
+    void* m = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    base_ = static_cast<std::byte*>(m);
+    EXPECT_EQ(mprotect(base_ + span_ - page_, page_, PROT_NONE), 0);
+  }
+  ~GuardedBytes() { munmap(base_, span_); }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  [[nodiscard]] std::byte* data() { return base_ + span_ - page_ - size_; }
+
+ private:
+  std::size_t size_;
+  std::size_t page_ = 0;
+  std::size_t span_ = 0;
+  std::byte* base_ = nullptr;
+};
+
+// Weights and activations placed flush against a guard page: no SIMD sibling
+// reads past the last weight block or the last activation element.
+TEST(QuantMatmulSimd, NoReadPastTheOperands) {
+  const std::vector<Simd> simd = runnable_simd();
+  if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
+  for (const Simd& s : simd) {
+    for (DType t : kAvx2Quant) {
+      for (std::int64_t blocks : {1, 3}) {
+        for (std::int64_t n : {1, 5}) {
+          const std::int64_t k = blocks * block_elems(t);
+          Problem p = make_problem(t, 1, 1, n, k, 77);
+          GuardedBytes w(p.w.size());
+          GuardedBytes a(p.a.size() * sizeof(float));
+          std::memcpy(w.data(), p.w.data(), p.w.size());
+          std::memcpy(a.data(), p.a.data(), p.a.size() * sizeof(float));
+          std::vector<float> out(static_cast<std::size_t>(n));
+          std::vector<float> expect;
+          ASSERT_TRUE(run_matmul(s.fn(t), t, p, expect).is_ok());
+          const TensorView views[] = {TensorView::contiguous(a.data(), DType::kF32, {1, k}),
+                                      TensorView::contiguous(w.data(), t, {n, k}),
+                                      TensorView::contiguous(out.data(), DType::kF32, {1, n})};
+          OpParams params;
+          ExecContext ctx;
+          ASSERT_TRUE(s.fn(t)({std::span(views, 2), std::span(views + 2, 1), params, ctx}).is_ok());
+          EXPECT_EQ(out, expect) << s.name << " " << name(t) << " blocks " << blocks << " n " << n;
         }
       }
     }
