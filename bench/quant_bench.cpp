@@ -5,10 +5,12 @@
 //
 // QuantReadBandwidth   streams a 256 MiB buffer with every thread (AVX2 loads when
 //                      the CPU has them): the matvec roofline.
+// Every benchmark below runs once per SIMD sibling the CPU has (suffix /avx512,
+// /avx2), through the sibling's binding-table entry.
 // QuantMatvec/<fmt>    [1 x 4096] x [14336 x 4096]^T: counters GB/s (weight bytes
 //                      read per second) and bw_ratio (GB/s over the measured read
 //                      bandwidth).
-// QuantDotInCache/<fmt> one thread, 64 weight rows that stay in L2: the compute
+// QuantDotInCache/<fmt> one thread, 256 weight rows that stay in L2: the compute
 //                      ceiling per core (GB/s of weights consumed, activation
 //                      quantization included).
 // QuantMatmul/<fmt>    [512 x 4096] x [14336 x 4096]^T (~60 GFLOP): one iteration
@@ -23,6 +25,8 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -140,12 +144,21 @@ const Weights& weights(DType t) {
   return cache.back().second;
 }
 
-void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows, std::int64_t n = kN,
-                      bool threaded = true) {
-  const TableSnapshot table = current_table();
-  Result<const BindingEntry*> entry =
-      table->lookup(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
-  if (!entry.is_ok()) {
+// The CPU sibling of `matmul (f32, t, f32)` from `source` ("avx512", "avx2"), or
+// the table's first when `source` is empty.
+const BindingEntry* sibling(DType t, std::string_view source) {
+  static const TableSnapshot kTable = current_table();
+  for (const BindingEntry& e : kTable->lookup_alternatives(
+           OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
+    if (source.empty() || e.source == source) return &e;
+  }
+  return nullptr;
+}
+
+void run_quant_matmul(benchmark::State& state, DType t, std::string_view source, std::int64_t rows,
+                      std::int64_t n = kN, bool threaded = true) {
+  const BindingEntry* const entry = sibling(t, source);
+  if (entry == nullptr) {
     state.SkipWithError("no kernel registered");
     return;
   }
@@ -165,7 +178,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows, std::
   double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Status s = (*entry)->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+    const Status s = entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.is_ok()) {
       state.SkipWithError(s.to_string().c_str());
@@ -174,7 +187,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows, std::
     benchmark::ClobberMemory();
     seconds += std::chrono::duration<double>(t1 - t0).count();
   }
-  state.SetLabel((*entry)->name);
+  state.SetLabel(entry->name);
   const double iters = static_cast<double>(state.iterations());
   if (rows == 1) {
     const double gbps = static_cast<double>(n * w.row_bytes) * iters / seconds / 1e9;
@@ -186,13 +199,18 @@ void run_quant_matmul(benchmark::State& state, DType t, std::int64_t rows, std::
   }
 }
 
-void BM_QuantMatvec(benchmark::State& state, DType t) { run_quant_matmul(state, t, 1); }
-void BM_QuantMatmul(benchmark::State& state, DType t) { run_quant_matmul(state, t, kPrefillRows); }
-// One thread, 64 weight rows (at most 150 KB: in L2): the kernel's compute ceiling
-// in weight bytes per second per core, with memory out of the way. With so few
-// rows the per-call activation quantization (one 4096-row) is a visible share.
-void BM_QuantDotInCache(benchmark::State& state, DType t) {
-  run_quant_matmul(state, t, 1, 64, false);
+void BM_QuantMatvec(benchmark::State& state, DType t, std::string_view source) {
+  run_quant_matmul(state, t, source, 1);
+}
+void BM_QuantMatmul(benchmark::State& state, DType t, std::string_view source) {
+  run_quant_matmul(state, t, source, kPrefillRows);
+}
+// One thread, 256 weight rows (at most 1.1 MB for q8_0: in L2): the kernel's
+// compute ceiling in weight bytes per second per core, with memory out of the
+// way. The per-call activation quantization (one 4096-row) is still in it, a
+// few percent of the time (at 64 rows it was a third and hid the dot products).
+void BM_QuantDotInCache(benchmark::State& state, DType t, std::string_view source) {
+  run_quant_matmul(state, t, source, 1, 256, false);
 }
 
 constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
@@ -200,23 +218,46 @@ constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType:
                               DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
                               DType::kMXFP4};
 
+// One benchmark per format and SIMD sibling the CPU runs (`<name>/<fmt>/<source>`),
+// so siblings are compared in the same run.
+std::vector<std::string_view> simd_sources(DType t) {
+  std::vector<std::string_view> out;
+  for (std::string_view source : {"avx512", "avx2"}) {
+    if (sibling(t, source) != nullptr) out.push_back(source);
+  }
+  if (out.empty()) out.push_back("");
+  return out;
+}
+
+template <typename Fn>
+benchmark::internal::Benchmark* add(const char* bench, DType t, std::string_view source, Fn fn) {
+  // Appended piece by piece: GCC 12 at -O3 flags `"/" + std::string(...)` with a
+  // spurious -Wrestrict.
+  std::string label(bench);
+  label += '/';
+  label += name(t);
+  if (!source.empty()) {
+    label += '/';
+    label += source;
+  }
+  return benchmark::RegisterBenchmark(label.c_str(), fn, t, source);
+}
+
 const bool kRegistered = [] {
   for (DType t : kFormats) {
-    benchmark::RegisterBenchmark(("BM_QuantMatvec/" + std::string(name(t))).c_str(), BM_QuantMatvec,
-                                 t)
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.5);
+    for (std::string_view s : simd_sources(t)) {
+      add("BM_QuantMatvec", t, s, BM_QuantMatvec)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+    }
   }
   for (DType t : kFormats) {
-    benchmark::RegisterBenchmark(("BM_QuantDotInCache/" + std::string(name(t))).c_str(),
-                                 BM_QuantDotInCache, t)
-        ->MinTime(0.2);
+    for (std::string_view s : simd_sources(t)) {
+      add("BM_QuantDotInCache", t, s, BM_QuantDotInCache)->MinTime(0.2);
+    }
   }
   for (DType t : kFormats) {
-    benchmark::RegisterBenchmark(("BM_QuantMatmul/" + std::string(name(t))).c_str(), BM_QuantMatmul,
-                                 t)
-        ->Unit(benchmark::kMillisecond)
-        ->Iterations(1);
+    for (std::string_view s : simd_sources(t)) {
+      add("BM_QuantMatmul", t, s, BM_QuantMatmul)->Unit(benchmark::kMillisecond)->Iterations(1);
+    }
   }
   return true;
 }();

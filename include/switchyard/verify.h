@@ -38,7 +38,11 @@
 //     no-bound claim: it is far above what an approximation worth using produces
 //     (bf16 rounding alone is ~1e-5, q8 activations ~1e-5) and far below what a
 //     broken kernel produces (dropping one term of a 64-term dot product is
-//     ~1.6e-2, a wrong index or a missed row is ~1).
+//     ~1.6e-2, a wrong index or a missed row is ~1). For matmul each element's
+//     ref^2 in the denominator is floored by the sum of its squared terms (which
+//     ref^2 equals on average when nothing cancels): a draw whose terms cancel
+//     to a tiny result would otherwise fail an honest kernel whose error follows
+//     the terms (q8 activations), while a dropped term still costs 1/K of it.
 //
 // Verdicts
 //   pass: a claim (bounded or no-bound) held on every case. fail: anything above

@@ -145,6 +145,7 @@ Result<RefOutput> matmul(std::span<const RefTensor> in) {
   if (!shared && !same_leading(a, w, 2)) return contract_error(kOp, "batch dims differ");
   const std::int64_t batch = batch_of(a, 2);
   RefOutput out = make_output(with_dims(a, a.rank() - 2, {m, n}));
+  out.energy.assign(out.values.size(), 0.0);
   for (std::int64_t b = 0; b < batch; ++b) {
     const double* pa = in[0].values.data() + b * m * k;
     const double* pw = in[1].values.data() + (shared ? 0 : b * n * k);
@@ -152,13 +153,16 @@ Result<RefOutput> matmul(std::span<const RefTensor> in) {
       for (std::int64_t j = 0; j < n; ++j) {
         double acc = 0.0;
         double mag = 0.0;
+        double energy = 0.0;
         for (std::int64_t p = 0; p < k; ++p) {
           const double t = pa[i * k + p] * pw[j * k + p];
           acc += t;
           mag += std::abs(t);
+          energy += t * t;
         }
         out.values[(b * m + i) * n + j] = acc;
         out.scale[(b * m + i) * n + j] = mag;
+        out.energy[(b * m + i) * n + j] = energy;
       }
     }
   }

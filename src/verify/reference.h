@@ -25,11 +25,15 @@ struct RefTensor {
 };
 
 // The reference result: exact values and, per element, the magnitude the relative
-// bound is taken against (see Note [Verify thresholds] in verify.h).
+// bound is taken against (see Note [Verify thresholds] in verify.h). `energy`, set
+// by matmul only (empty otherwise), is per element the sum of the squared terms of
+// the dot product: what |value|^2 is on average when the terms do not cancel, and
+// the floor of the NMSE gate's denominator.
 struct RefOutput {
   Shape shape;
   std::vector<double> values;
   std::vector<double> scale;
+  std::vector<double> energy;
 };
 
 // Computes `op` on `inputs` (in key order) for an output of dtype `out_dtype`

@@ -92,6 +92,8 @@ TEST(VerifyReferenceTest, MatmulSharedAndBatchedWeights) {
   expect_values(out, Shape{2, 2}, {-2, 4, -2, 13});
   // The relative-bound scale is sum |a*w|, not |result|.
   EXPECT_EQ(out.scale, (std::vector<double>{4, 4, 10, 13}));
+  // The NMSE floor: the sum of the squared terms (1 + 9 cancel to -2 in the first).
+  EXPECT_EQ(out.energy, (std::vector<double>{10, 8, 52, 89}));
   // Batched weights: each batch has its own w.
   expect_values(
       run(OpKind::kMatmul, {t(Shape{2, 1, 2}, {1, 2, 3, 4}), t(Shape{2, 1, 2}, {1, 1, 0, 2})}),

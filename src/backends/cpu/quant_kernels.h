@@ -11,6 +11,10 @@
 //   matmul_quant_avx2  AVX2 + FMA + F16C: quantizes each activation row once to
 //                      the format's activation type (q8_0 or q8_k) and runs
 //                      integer dot products (byte multiply-adds) per block.
+//   matmul_quant_avx512 AVX-512 F/BW/VL + VNNI: the same activation quantization
+//                      and precision, 64 levels per vpdpbusd / vpdpwssd, and
+//                      register tiles (4 weight rows for decode, 4 or 3 weight
+//                      rows x 4 activation rows for prefill).
 //
 // All are deterministic at any thread count: work is split by weight (output) row
 // and each output element is computed by one thread in a fixed order.
@@ -43,6 +47,8 @@ Status get_rows_quant_ref(const KernelCall& call, DType table, DType out);
 Status cast_quant_ref(const KernelCall& call, DType from, DType to);
 // Requires AVX2, FMA and F16C (the caller registers it only when the CPU has them).
 Status matmul_quant_avx2(const KernelCall& call, DType w);
+// Requires AVX-512 F/BW/VL/DQ, AVX-512 VNNI and F16C.
+Status matmul_quant_avx512(const KernelCall& call, DType w);
 
 // The activation format the integer dot product of `w` pairs with: q8_k for the
 // 256-element formats, q8_0 for the 32-element ones. (q4_1 and q5_1 pair with q8_0
@@ -57,6 +63,10 @@ Status matmul_quant_ref_for(const KernelCall& call) {
 template <DType W>
 Status matmul_quant_avx2_for(const KernelCall& call) {
   return matmul_quant_avx2(call, W);
+}
+template <DType W>
+Status matmul_quant_avx512_for(const KernelCall& call) {
+  return matmul_quant_avx512(call, W);
 }
 template <DType Table, DType Out>
 Status get_rows_quant_ref_for(const KernelCall& call) {

@@ -165,6 +165,36 @@ void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t
   for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
 }
 
+// Four weight rows against one activation row (decode): four independent
+// accumulator chains instead of one, whose FMA latency bounded a single row. Each
+// output sees exactly the operations dot_small<W, 1> gives it, so the two agree
+// bit for bit. w[r] = w + r * w_stride; out[r] for r < 4.
+template <DType W>
+void dot_small_rows4(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+                     std::int64_t blocks, float* out) {
+  constexpr bool kHasMin = kUnsignedLevels<W>;
+  constexpr std::int64_t kWBytes = block_bytes(W);
+  constexpr std::int64_t kXBytes = sizeof(BlockQ8_0);
+  __m256 acc[4];
+  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const std::uint8_t* xb = x + i * kXBytes;
+    const __m256i xq = load256(xb + 2);
+    const float dx = f16_at(xb);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const SmallBlock wb = unpack_small<W>(w + r * w_stride + i * kWBytes);
+      const __m256i p16 = kUnsignedLevels<W>
+                              ? _mm256_maddubs_epi16(wb.mag, xq)
+                              : _mm256_maddubs_epi16(wb.mag, _mm256_sign_epi8(xq, wb.sign));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wb.d * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)),
+                               acc[r]);
+      if constexpr (kHasMin) acc[r] = add_min_term(acc[r], wb.m * dx, xq);
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
+}
+
 // ---------------------------------------------------------------------------
 // k-quants against q8_k. A weight super-block is unpacked once into eight
 // 32-byte level vectors with their i16 group scales, plus a group correction
@@ -184,10 +214,11 @@ inline __m256i mask_bits(__m256i v, int bit) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(v, m), m);
 }
 
-inline __m256i coef16(const int* c) {
-  alignas(32) std::int16_t v[16];
-  for (int g = 0; g < 16; ++g) v[g] = static_cast<std::int16_t>(c[g]);
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+// Eight bytes, each twice: the eight 32-element groups' values as 16 x i16, one
+// per 16-element group of q8_k's sums.
+inline __m256i bytes_twice(std::uint64_t eight) {
+  const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(eight));
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
 }
 
 // Unpacks one super-block: fills the header and hands each 32-element chunk to
@@ -204,15 +235,19 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
     const std::uint8_t* qs = W == DType::kQ4_K ? wb + 16 : wb + 48;
     k.d = f16_at(wb);
     k.corr = -f16_at(wb + 2);
-    int sc[8];
-    int mins16[16];
-    for (int g = 0; g < 8; ++g) {
-      int m = 0;
-      detail::k4_scale_min(g, scales, sc[g], m);
-      mins16[2 * g] = m;
-      mins16[2 * g + 1] = m;
-    }
-    k.coef = coef16(mins16);
+    // Groups 0-3 keep their 6-bit scale / min in bytes 0-3 / 4-7; groups 4-7 take
+    // a nibble of bytes 8-11 and the top two bits of bytes 0-3 / 4-7. Decoded four
+    // groups at a time in 32-bit words (bytes stay in their lanes).
+    const std::uint32_t u0 = detail::load_u32(scales);
+    const std::uint32_t u1 = detail::load_u32(scales + 4);
+    const std::uint32_t u2 = detail::load_u32(scales + 8);
+    const std::uint64_t sc =
+        (u0 & 0x3f3f3f3fu) |
+        static_cast<std::uint64_t>((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
+    const std::uint64_t mins =
+        (u1 & 0x3f3f3f3fu) |
+        static_cast<std::uint64_t>(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
+    k.coef = bytes_twice(mins);
     const __m256i hbits = W == DType::kQ5_K ? load256(wb + 16) : _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(qs + 32 * c);
@@ -223,16 +258,16 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
         lo = _mm256_or_si256(lo, _mm256_and_si256(mask_bits(hbits, 2 * c), b16));
         hi = _mm256_or_si256(hi, _mm256_and_si256(mask_bits(hbits, 2 * c + 1), b16));
       }
-      chunk(2 * c, lo, none, _mm256_set1_epi16(static_cast<short>(sc[2 * c])));
-      chunk(2 * c + 1, hi, none, _mm256_set1_epi16(static_cast<short>(sc[2 * c + 1])));
+      chunk(2 * c, lo, none, _mm256_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xff)));
+      chunk(2 * c + 1, hi, none,
+            _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xff)));
     }
   } else if constexpr (W == DType::kQ6_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
     k.d = f16_at(b.d);
     k.corr = -32.0f * k.d;
-    int sc[16];
-    for (int g = 0; g < 16; ++g) sc[g] = b.scales[g];
-    k.coef = coef16(sc);
+    const std::int8_t* sc = b.scales;
+    k.coef = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     for (int h = 0; h < 2; ++h) {
       const __m256i qh = load256(b.qh + 32 * h);
       const __m256i ql0 = load256(b.ql + 64 * h);
@@ -254,9 +289,22 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
     const auto& b = *reinterpret_cast<const detail::BlockQ3_K*>(wb);
     k.d = f16_at(b.d);
     k.corr = -4.0f * k.d;
+    // The 6-bit scales (stored + 32) four groups at a time: low nibbles from bytes
+    // 0-7, top two bits from bytes 8-11 (two bits per group of four).
+    const std::uint32_t a0 = detail::load_u32(b.scales);
+    const std::uint32_t a1 = detail::load_u32(b.scales + 4);
+    const std::uint32_t t = detail::load_u32(b.scales + 8);
+    alignas(16) std::uint32_t words[4] = {(a0 & 0x0f0f0f0fu) | ((t << 4) & 0x30303030u),
+                                          (a1 & 0x0f0f0f0fu) | ((t << 2) & 0x30303030u),
+                                          ((a0 >> 4) & 0x0f0f0f0fu) | (t & 0x30303030u),
+                                          ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 2) & 0x30303030u)};
+    std::uint8_t stored[16];
+    std::memcpy(stored, words, sizeof stored);
     int sc[16];
-    for (int g = 0; g < 16; ++g) sc[g] = detail::q3k_scale(g, b.scales);
-    k.coef = coef16(sc);
+    for (int g = 0; g < 16; ++g) sc[g] = stored[g] - 32;
+    k.coef = _mm256_sub_epi16(
+        _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(words))),
+        _mm256_set1_epi16(32));
     const __m256i hm = load256(b.hmask);
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b.qs + 32 * h);
@@ -274,9 +322,9 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
     const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
     k.d = f16_at(b.d);
     k.corr = -f16_at(b.dmin);
-    int mins[16];
-    for (int g = 0; g < 16; ++g) mins[g] = b.scales[g] >> 4;
-    k.coef = coef16(mins);
+    k.coef = _mm256_cvtepu8_epi16(_mm_and_si128(
+        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), 4),
+        _mm_set1_epi8(0x0f)));
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b.qs + 32 * h);
       const __m256i lows[4] = {_mm256_and_si256(qs, low2),
@@ -341,15 +389,21 @@ void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blo
 using DotFn = void (*)(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks,
                        float* out, std::int64_t out_stride);
 
+// Four weight rows against one activation row, or nullptr where the single-row
+// dot is not latency-bound (the k-quants accumulate a super-block in integers).
+using RowsFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+                        std::int64_t blocks, float* out);
+
 struct DotFns {
   DotFn one = nullptr;
   DotFn four = nullptr;
+  RowsFn rows4 = nullptr;
 };
 
 template <DType W>
 DotFns dots() {
   if constexpr (block_elems(W) == 32) {
-    return {&dot_small<W, 1>, &dot_small<W, 4>};
+    return {&dot_small<W, 1>, &dot_small<W, 4>, &dot_small_rows4<W>};
   } else {
     return {&dot_k<W, 1>, &dot_k<W, 4>};
   }
@@ -423,7 +477,14 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
       }
       for (; r < args.rows; ++r) {
         const std::uint8_t* x[1] = {xq.data() + r * act_row_bytes};
-        for (std::int64_t j = t0; j < t1; ++j) {
+        std::int64_t j = t0;
+        if (dot.rows4 != nullptr) {
+          for (; j + 4 <= t1; j += 4) {
+            dot.rows4(w + j * args.row_bytes, args.row_bytes, x[0], blocks,
+                      args.out + r * args.n + j);
+          }
+        }
+        for (; j < t1; ++j) {
           dot.one(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
         }
       }

@@ -470,12 +470,27 @@ constexpr DType kQuantAvx2Types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,  
                                      DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
                                      DType::kMXFP4};
 
-// The portable quantized matmul is a scalar loop (no SIMD): its roofline uses the
-// default matmul estimate with eight times the flops, so the planner ranks the
-// SIMD sibling ahead by cost and not only by registration order.
-CostEstimate scalar_quant_matmul_cost(const CostInputs& in) {
+// The weight formats with an AVX-512 VNNI integer dot product (all of AVX2's).
+constexpr DType kQuantAvx512Types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
+                                       DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
+                                       DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
+                                       DType::kMXFP4};
+
+template <DType W, std::size_t N>
+constexpr bool listed(const DType (&types)[N]) {
+  return std::find(std::begin(types), std::end(types), W) != std::end(types);
+}
+
+// Quantized matmul costs: the default matmul roofline (weight bytes at the
+// format's size) with the flops scaled by how many instructions each sibling
+// spends per multiply-add relative to the AVX-512 VNNI one: AVX2 needs about
+// twice as many (half the width), the portable scalar loop eight times the
+// AVX2 count. Decode stays memory-bound for the SIMD siblings (equal cost, and
+// the table's best-first order decides); prefill ranks AVX-512 first by cost.
+template <int kFlopScale>
+CostEstimate quant_matmul_cost(const CostInputs& in) {
   CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
-  e.flops *= 8.0;
+  e.flops *= kFlopScale;
   return e;
 }
 
@@ -498,16 +513,24 @@ PrecisionGuarantee quant_integer_dot() {
 PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 
 template <DType W>
-void add_quant_rows(std::vector<Row>& out, bool avx2) {
+void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
   const std::string w(name(W));
-  if (avx2 && std::find(std::begin(kQuantAvx2Types), std::end(kQuantAvx2Types), W) !=
-                  std::end(kQuantAvx2Types)) {
+  if (avx512 && listed<W>(kQuantAvx512Types)) {
+    out.push_back({OpKind::kMatmul,
+                   {kF32, W, kF32},
+                   &matmul_quant_avx512_for<W>,
+                   {.name = "matmul_f32_" + w + "_f32__cpu_avx512",
+                    .precision = quant_integer_dot(),
+                    .cost = &quant_matmul_cost<1>,
+                    .source = "avx512"}});
+  }
+  if (avx2 && listed<W>(kQuantAvx2Types)) {
     out.push_back({OpKind::kMatmul,
                    {kF32, W, kF32},
                    &matmul_quant_avx2_for<W>,
                    {.name = "matmul_f32_" + w + "_f32__cpu_avx2",
                     .precision = quant_integer_dot(),
-                    .cost = default_cost_for(OpKind::kMatmul),
+                    .cost = &quant_matmul_cost<2>,
                     .source = "avx2"}});
   }
   out.push_back({OpKind::kMatmul,
@@ -515,7 +538,7 @@ void add_quant_rows(std::vector<Row>& out, bool avx2) {
                  &matmul_quant_ref_for<W>,
                  {.name = "matmul_f32_" + w + "_f32__cpu_ref",
                   .precision = quant_reference_dot(),
-                  .cost = &scalar_quant_matmul_cost,
+                  .cost = &quant_matmul_cost<16>,
                   .source = "portable"}});
   out.push_back(
       {OpKind::kGetRows,
@@ -547,8 +570,8 @@ void add_quant_rows(std::vector<Row>& out, bool avx2) {
 }
 
 template <std::size_t... I>
-void add_all_quant_rows(std::vector<Row>& out, bool avx2, std::index_sequence<I...>) {
-  (add_quant_rows<kQuantTypes[I]>(out, avx2), ...);
+void add_all_quant_rows(std::vector<Row>& out, bool avx512, bool avx2, std::index_sequence<I...>) {
+  (add_quant_rows<kQuantTypes[I]>(out, avx512, avx2), ...);
 }
 
 // Built per process: which SIMD siblings exist depends on the running CPU.
@@ -556,7 +579,8 @@ const std::vector<Row>& quant_rows() {
   static const std::vector<Row> kRows = [] {
     std::vector<Row> out;
     const CpuFeatures& cpu = cpu_features();
-    add_all_quant_rows(out, cpu.avx2 && cpu.f16c,
+    // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd).
+    add_all_quant_rows(out, cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
                        std::make_index_sequence<std::size(kQuantTypes)>{});
     return out;
   }();

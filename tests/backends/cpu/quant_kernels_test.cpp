@@ -3,13 +3,18 @@
 // determinism, refusal of malformed calls, and the binding-table rows.
 #include "backends/cpu/quant_kernels.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "backends/cpu/cpu_features.h"
 #include "quant/blocks.h"
@@ -31,6 +36,9 @@ constexpr DType kAvx2Quant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DTyp
                                 DType::kMXFP4};
 
 bool has_avx2() { return cpu_features().avx2 && cpu_features().f16c; }
+bool has_avx512_vnni() {
+  return cpu_features().avx512 && cpu_features().avx512_vnni && cpu_features().f16c;
+}
 
 struct Problem {
   std::int64_t batch, m, n, k;
@@ -39,15 +47,18 @@ struct Problem {
   std::vector<float> w_deq;
 };
 
+// Activations N(0, 1) and weights N(0, 0.05); `uniform` draws both from
+// U(-1, 1) instead (the conformance harness's inputs).
 Problem make_problem(DType t, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
-                     unsigned seed) {
+                     unsigned seed, bool uniform = false) {
   Problem p{batch, m, n, k, {}, {}, {}};
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> flat(-1.0f, 1.0f);
   p.a.resize(static_cast<std::size_t>(batch * m * k));
-  for (float& v : p.a) v = normal(rng);
+  for (float& v : p.a) v = uniform ? flat(rng) : normal(rng);
   std::vector<float> w(static_cast<std::size_t>(n * k));
-  for (float& v : w) v = normal(rng) * 0.05f;
+  for (float& v : w) v = uniform ? flat(rng) : normal(rng) * 0.05f;
   p.w.resize(static_cast<std::size_t>(*row_bytes(t, n * k)));
   EXPECT_TRUE(quantize(t, w, p.w).is_ok());
   p.w_deq.resize(w.size());
@@ -75,10 +86,14 @@ KernelFn ref_fn(DType t) {
     CASE(kQ4_1)
     CASE(kQ5_0)
     CASE(kQ5_1)
-    CASE(kQ8_0) CASE(kQ8_1) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K)
-        CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ8_0)
+    CASE(kQ8_1)
+    CASE(kQ2_K)
+    CASE(kQ3_K)
+    CASE(kQ4_K)
+    CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
-            default : return nullptr;
+        default : return nullptr;
   }
 }
 
@@ -90,11 +105,49 @@ KernelFn avx2_fn(DType t) {
     CASE(kQ4_1)
     CASE(kQ5_0)
     CASE(kQ5_1)
-    CASE(kQ8_0) CASE(kQ2_K) CASE(kQ3_K) CASE(kQ4_K) CASE(kQ5_K) CASE(kQ6_K) CASE(kIQ4_NL)
-        CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ8_0)
+    CASE(kQ2_K)
+    CASE(kQ3_K)
+    CASE(kQ4_K)
+    CASE(kQ5_K)
+    CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
 #undef CASE
-            default : return nullptr;
+        default : return nullptr;
   }
+}
+
+KernelFn avx512_fn(DType t) {
+  switch (t) {
+#define CASE(T) \
+  case DType::T: return &matmul_quant_avx512_for<DType::T>;
+    CASE(kQ4_0)
+    CASE(kQ4_1)
+    CASE(kQ5_0)
+    CASE(kQ5_1)
+    CASE(kQ8_0)
+    CASE(kQ2_K)
+    CASE(kQ3_K)
+    CASE(kQ4_K)
+    CASE(kQ5_K)
+    CASE(kQ6_K)
+    CASE(kIQ4_NL)
+    CASE(kIQ4_XS)
+    CASE(kMXFP4)
+#undef CASE
+    default: return nullptr;
+  }
+}
+
+// The SIMD siblings this CPU runs, each with its kernel per format.
+struct Simd {
+  const char* name;
+  KernelFn (*fn)(DType);
+};
+std::vector<Simd> runnable_simd() {
+  std::vector<Simd> v;
+  if (has_avx512_vnni()) v.push_back({"avx512", &avx512_fn});
+  if (has_avx2()) v.push_back({"avx2", &avx2_fn});
+  return v;
 }
 
 // Checks out against a float64 product of `a` and the dequantized weights:
@@ -163,6 +216,157 @@ TEST(QuantMatmulAvx2, ExactOnQuantizedActivations) {
   }
 }
 
+// The q8 activations a SIMD sibling works from, dequantized: against these the
+// integer paths are exact up to f32 rounding.
+std::vector<float> quantized_activations(DType t, const Problem& p) {
+  const DType act = activation_format(t);
+  std::vector<float> a_q(p.a.size());
+  std::vector<std::byte> tmp(static_cast<std::size_t>(*row_bytes(act, p.k)));
+  for (std::int64_t r = 0; r < p.batch * p.m; ++r) {
+    const std::span<const float> row(p.a.data() + r * p.k, static_cast<std::size_t>(p.k));
+    EXPECT_TRUE(quantize(act, row, tmp).is_ok());
+    EXPECT_TRUE(dequantize(act, tmp, std::span(a_q.data() + r * p.k, static_cast<std::size_t>(p.k)))
+                    .is_ok());
+  }
+  return a_q;
+}
+
+// Odd shapes through every tile path: 1, 3 and 17 activation rows (4-row groups
+// plus leftovers), 1, 3 and 17 weight rows (2- and 4-row tiles plus leftovers),
+// K of one block and of several (an odd count of 32-element blocks leaves the
+// last one unpaired in the AVX-512 sibling).
+TEST(QuantMatmulSimd, OddShapesExactOnQuantizedActivations) {
+  const std::vector<Simd> simd = runnable_simd();
+  if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
+  for (const Simd& s : simd) {
+    for (DType t : kAvx2Quant) {
+      const std::int64_t be = block_elems(t);
+      for (std::int64_t k : {be, 3 * be, 8 * be}) {
+        for (std::int64_t m : {1, 3, 17}) {
+          for (std::int64_t n : {1, 3, 17}) {
+            Problem p = make_problem(t, 1, m, n, k, static_cast<unsigned>(m * 100 + n + k),
+                                     /*uniform=*/(m + n) % 2 == 0);
+            const std::vector<float> a_q = quantized_activations(t, p);
+            std::vector<float> out;
+            ASSERT_TRUE(run_matmul(s.fn(t), t, p, out).is_ok()) << s.name << " " << name(t);
+            const std::string what = fmt::format("{} {} m={} n={} k={}", s.name, name(t), m, n, k);
+            expect_within(p, a_q, out, 1e-5, what);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Bytes that end exactly where an inaccessible page begins: a kernel reading one
+// byte past them faults (vector loads that run past a row's last block).
+class GuardedBytes {
+ public:
+  explicit GuardedBytes(std::size_t size) : size_(size) {
+    page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    span_ = (size + page_ - 1) / page_ * page_ + page_;
+    void* m = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    base_ = static_cast<std::byte*>(m);
+    EXPECT_EQ(mprotect(base_ + span_ - page_, page_, PROT_NONE), 0);
+  }
+  ~GuardedBytes() { munmap(base_, span_); }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  [[nodiscard]] std::byte* data() { return base_ + span_ - page_ - size_; }
+
+ private:
+  std::size_t size_;
+  std::size_t page_ = 0;
+  std::size_t span_ = 0;
+  std::byte* base_ = nullptr;
+};
+
+// Weights and activations placed flush against a guard page: no SIMD sibling
+// reads past the last weight block or the last activation element.
+TEST(QuantMatmulSimd, NoReadPastTheOperands) {
+  const std::vector<Simd> simd = runnable_simd();
+  if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
+  for (const Simd& s : simd) {
+    for (DType t : kAvx2Quant) {
+      for (std::int64_t blocks : {1, 3}) {
+        for (std::int64_t n : {1, 5}) {
+          const std::int64_t k = blocks * block_elems(t);
+          Problem p = make_problem(t, 1, 1, n, k, 77);
+          GuardedBytes w(p.w.size());
+          GuardedBytes a(p.a.size() * sizeof(float));
+          std::memcpy(w.data(), p.w.data(), p.w.size());
+          std::memcpy(a.data(), p.a.data(), p.a.size() * sizeof(float));
+          std::vector<float> out(static_cast<std::size_t>(n));
+          std::vector<float> expect;
+          ASSERT_TRUE(run_matmul(s.fn(t), t, p, expect).is_ok());
+          const TensorView views[] = {TensorView::contiguous(a.data(), DType::kF32, {1, k}),
+                                      TensorView::contiguous(w.data(), t, {n, k}),
+                                      TensorView::contiguous(out.data(), DType::kF32, {1, n})};
+          OpParams params;
+          ExecContext ctx;
+          ASSERT_TRUE(s.fn(t)({std::span(views, 2), std::span(views + 2, 1), params, ctx}).is_ok());
+          EXPECT_EQ(out, expect) << s.name << " " << name(t) << " blocks " << blocks << " n " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantMatmulAvx512, WithinDeclaredBoundForEveryFormat) {
+  if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  for (DType t : kAvx2Quant) {
+    for (std::int64_t n : {1, 7, 33}) {
+      Problem p = make_problem(t, 1, 5, n, 2 * k_for(t), 5);
+      std::vector<float> out;
+      ASSERT_TRUE(run_matmul(avx512_fn(t), t, p, out).is_ok()) << name(t);
+      expect_within(p, p.a, out, 1.0 / 64.0, std::string(name(t)));
+    }
+  }
+}
+
+// Whichever tile computes an output element (decode tiles of one or four weight
+// rows, the prefill tiles, the leftover tiles), it gets the same bytes: a
+// matmul's rows equal the matvecs of each activation row alone.
+TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
+  const std::vector<Simd> simd = runnable_simd();
+  if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
+  for (const Simd& s : simd) {
+    for (DType t : kAvx2Quant) {
+      Problem p = make_problem(t, 1, 6, 11, 3 * block_elems(t), 31);
+      std::vector<float> all;
+      ASSERT_TRUE(run_matmul(s.fn(t), t, p, all).is_ok()) << name(t);
+      for (std::int64_t r = 0; r < p.m; ++r) {
+        Problem one = p;
+        one.m = 1;
+        one.a.assign(p.a.begin() + r * p.k, p.a.begin() + (r + 1) * p.k);
+        std::vector<float> single;
+        ASSERT_TRUE(run_matmul(s.fn(t), t, one, single).is_ok()) << name(t);
+        for (std::int64_t j = 0; j < p.n; ++j) {
+          ASSERT_EQ(single[static_cast<std::size_t>(j)], all[static_cast<std::size_t>(r * p.n + j)])
+              << s.name << " " << name(t) << " row " << r << " col " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantMatmulAvx512, NonFiniteActivationRowGivesNaN) {
+  if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  for (DType t : {DType::kQ4_K, DType::kQ4_0}) {
+    Problem p = make_problem(t, 1, 5, 3, 256, 2);
+    p.a[static_cast<std::size_t>(2 * p.k + 17)] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> out;
+    ASSERT_TRUE(run_matmul(avx512_fn(t), t, p, out).is_ok());
+    for (std::int64_t r = 0; r < 5; ++r) {
+      for (std::int64_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == 2) << r << "," << j;
+      }
+    }
+  }
+}
+
 TEST(QuantMatmulAvx2, NonFiniteActivationRowGivesNaN) {
   if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
   Problem p = make_problem(DType::kQ4_K, 1, 5, 3, 256, 2);
@@ -178,10 +382,10 @@ TEST(QuantMatmulAvx2, NonFiniteActivationRowGivesNaN) {
 
 TEST(QuantMatmulConcurrent, SameBytesAtAnyThreadCount) {
   ThreadPool pool(4);
-  for (DType t : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K, DType::kIQ4_XS}) {
+  for (DType t : kAvx2Quant) {
     Problem p = make_problem(t, 1, 5, 37, 512, 9);
     std::vector<KernelFn> fns = {ref_fn(t)};
-    if (has_avx2()) fns.push_back(avx2_fn(t));
+    for (const Simd& s : runnable_simd()) fns.push_back(s.fn(t));
     for (KernelFn fn : fns) {
       std::vector<float> serial;
       std::vector<float> threaded;
@@ -226,11 +430,10 @@ TEST(QuantMatmulRef, RefusesMalformedCalls) {
         matmul_quant_ref_for<DType::kQ4_0>({std::span(v, 2), std::span(v + 2, 1), params, ctx})
             .code(),
         StatusCode::kInvalidArgument);
-    if (has_avx2()) {
-      EXPECT_EQ(
-          matmul_quant_avx2_for<DType::kQ4_0>({std::span(v, 2), std::span(v + 2, 1), params, ctx})
-              .code(),
-          StatusCode::kInvalidArgument);
+    for (const Simd& s : runnable_simd()) {
+      EXPECT_EQ(s.fn(DType::kQ4_0)({std::span(v, 2), std::span(v + 2, 1), params, ctx}).code(),
+                StatusCode::kInvalidArgument)
+          << s.name;
     }
   }
 }
@@ -305,16 +508,46 @@ TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
         table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
     ASSERT_FALSE(alts.empty()) << name(t);
     EXPECT_EQ(alts.back().source, "portable") << name(t);
-    const bool fast = has_avx2() && std::find(std::begin(kAvx2Quant), std::end(kAvx2Quant), t) !=
-                                        std::end(kAvx2Quant);
-    EXPECT_EQ(alts.size(), fast ? 2u : 1u) << name(t);
-    if (fast) {
-      EXPECT_EQ(alts.front().source, "avx2") << name(t);
-    }
+    // cpu_features() (narrowed by SWITCHYARD_CPU_DISABLE; ctest also runs this
+    // suite with avx512_vnni disabled) decides which siblings exist, best first.
+    const bool simd =
+        std::find(std::begin(kAvx2Quant), std::end(kAvx2Quant), t) != std::end(kAvx2Quant);
+    std::vector<std::string> expect;
+    if (simd && has_avx512_vnni()) expect.push_back("avx512");
+    if (simd && has_avx2()) expect.push_back("avx2");
+    expect.push_back("portable");
+    std::vector<std::string> got;
+    for (const BindingEntry& e : alts) got.push_back(e.source);
+    EXPECT_EQ(got, expect) << name(t);
     for (DType to : {DType::kF32, DType::kF16, DType::kBF16}) {
       EXPECT_TRUE(table->lookup(OpKind::kCast, {t, to}, BackendId::kCpu).is_ok()) << name(t);
       EXPECT_TRUE(table->lookup(OpKind::kGetRows, {t, DType::kI32, to}, BackendId::kCpu).is_ok())
           << name(t);
+    }
+  }
+}
+
+// The planner ranks siblings by estimated time first: wherever a faster sibling
+// is registered its estimate must not exceed a slower one's, for decode and
+// prefill shapes alike, so the order it falls back on is never what decides
+// against the faster kernel.
+TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
+  Result<KernelBindingTable> table = make_builtin_table();
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  const BackendCaps caps;
+  for (DType t : kAvx2Quant) {
+    const DType dtypes[] = {DType::kF32, t, DType::kF32};
+    const auto alts =
+        table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
+    for (std::int64_t m : {1, 512}) {
+      const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
+      const CostInputs in{.op = OpKind::kMatmul, .shapes = shapes, .dtypes = dtypes};
+      for (std::size_t i = 1; i < alts.size(); ++i) {
+        const double faster = alts[i - 1].cost(in).time_ns(caps);
+        const double slower = alts[i].cost(in).time_ns(caps);
+        EXPECT_LT(faster, slower) << name(t) << " m=" << m << ": " << alts[i - 1].name << " vs "
+                                  << alts[i].name;
+      }
     }
   }
 }
