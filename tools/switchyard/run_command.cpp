@@ -27,6 +27,10 @@ namespace {
 
 struct RunOptions {
   std::string model;
+  // The embedded model only: its weight storage ("mix": the default mix of q4_k,
+  // q6_k and q8_0; or one dtype name for every matrix) and where to keep its file.
+  std::string model_type = "mix";
+  std::string save_model;
   std::string backend = "auto";
   std::int64_t prompt_tokens = 64;
   std::int64_t tokens = 32;
@@ -85,21 +89,42 @@ Result<BackendId> pick_backend(std::string_view text) {
   return b;
 }
 
-// The embedded default: the synthetic model written through the GGUF writer to a
-// temporary file and mapped back through the reader. The file is unlinked once
-// mapped (the mapping keeps the data).
-Result<GgufFile> synthetic_file() {
+// The storage rules of the embedded model: the default mix, or one dtype for every
+// matrix weight (norms stay f32).
+Result<std::vector<TensorTypeRule>> synthetic_types(std::string_view model_type) {
+  if (model_type == "mix") return default_synthetic_llama_types();
+  Result<DType> dtype = parse_dtype(model_type);
+  if (!dtype.is_ok()) {
+    return invalid_argument_error(fmt::format(
+        "run: --model-type '{}': expected mix or a weight dtype (f32, f16, q4_k, ...)",
+        model_type));
+  }
+  std::vector<TensorTypeRule> rules;
+  for (std::string_view role : synthetic_llama_weight_roles()) {
+    rules.push_back({std::string(role), *dtype});
+  }
+  return rules;
+}
+
+// The embedded default: the synthetic model written through the GGUF writer and
+// mapped back through the reader. Without `save_as` the file is temporary and
+// unlinked once mapped (the mapping keeps the data).
+Result<GgufFile> synthetic_file(std::string_view model_type, const std::string& save_as) {
+  SWITCHYARD_ASSIGN_OR_RETURN(std::vector<TensorTypeRule> types, synthetic_types(model_type));
   SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model,
                               generate_synthetic_llama(default_synthetic_llama_config()));
-  const std::vector<TensorTypeRule> types = default_synthetic_llama_types();
   SWITCHYARD_RETURN_IF_ERROR(quantize_synthetic_llama(model, types));
   const std::filesystem::path path =
-      std::filesystem::temp_directory_path() /
-      fmt::format("switchyard-synthetic-llama-{}.gguf", static_cast<long>(getpid()));
+      !save_as.empty()
+          ? std::filesystem::path(save_as)
+          : std::filesystem::temp_directory_path() /
+                fmt::format("switchyard-synthetic-llama-{}.gguf", static_cast<long>(getpid()));
   SWITCHYARD_RETURN_IF_ERROR(write_synthetic_model(model, path));
   Result<GgufFile> file = GgufFile::open(path);
-  std::error_code ec;
-  std::filesystem::remove(path, ec);
+  if (save_as.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
   return file;
 }
 
@@ -126,13 +151,18 @@ int run(const RunOptions& o) {
         invalid_argument_error("run: --prompt-tokens must be >= 1 and --tokens >= 0"));
   }
   if (o.threads < 0) return report_failure(invalid_argument_error("run: --threads must be >= 0"));
+  if (!o.model.empty() && (o.model_type != "mix" || !o.save_model.empty())) {
+    return report_failure(invalid_argument_error(
+        "run: --model-type and --save-model apply to the embedded model, not to a model file"));
+  }
   Result<BackendId> backend = pick_backend(o.backend);
   if (!backend.is_ok()) return report_failure(backend.status());
 
   Progress progress(!o.json);
   const Clock::time_point load_start = Clock::now();
   progress.show("loading", 0, 3);
-  Result<GgufFile> file = o.model.empty() ? synthetic_file() : GgufFile::open(o.model);
+  Result<GgufFile> file = o.model.empty() ? synthetic_file(o.model_type, o.save_model)
+                                            : GgufFile::open(o.model);
   if (!file.is_ok()) return report_failure(file.status());
   progress.show("loading", 1, 3);
   Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);
@@ -297,6 +327,11 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       "generation throughput, time by op family, the kernel report");
   cmd->add_option("model", options->model,
                   "GGUF model file (omit for the embedded synthetic model)");
+  cmd->add_option("--model-type", options->model_type,
+                  "embedded model: weight storage, 'mix' (q4_k, q6_k, q8_0; the default) or "
+                  "one dtype for every matrix (f32, f16, q8_0, q4_k, ...)");
+  cmd->add_option("--save-model", options->save_model,
+                  "embedded model: keep its GGUF file at this path");
   cmd->add_option("--backend", options->backend, "cpu, cuda or auto")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "prompt length in tokens (64)");

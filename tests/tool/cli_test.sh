@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The `switchyard` tool end to end: exit statuses (0 success, 1 a failed check,
+# 2 bad usage or input) and the round trip embedded model -> quantize -> run.
+# Usage: cli_test.sh PATH/TO/switchyard   (ctest passes the built tool)
+set -uo pipefail
+tool=${1:?usage: cli_test.sh PATH/TO/switchyard}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# expect STATUS DESCRIPTION -- COMMAND...: runs the command, checks its exit status.
+expect() {
+  local want=$1 what=$2
+  shift 3
+  "$@" >"$work/out" 2>"$work/err"
+  local got=$?
+  if [[ $got -ne $want ]]; then
+    echo "FAIL: $what: exit $got, expected $want: $*"
+    sed 's/^/  stdout: /' "$work/out" | head -20
+    sed 's/^/  stderr: /' "$work/err" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: $what (exit $got)"
+  fi
+}
+# contains FILE TEXT DESCRIPTION: the last command's stdout or stderr holds TEXT.
+contains() {
+  if ! grep -q -- "$2" "$work/$1"; then
+    echo "FAIL: $3: '$2' not in $1"
+    sed "s/^/  $1: /" "$work/$1" | head -20
+    failures=$((failures + 1))
+  fi
+}
+
+export SWITCHYARD_THREADS=2
+
+expect 0 "help" -- "$tool" --help
+expect 2 "unknown command" -- "$tool" no-such-command
+expect 2 "unknown option" -- "$tool" run --no-such-option
+
+# run: the embedded model, saved as f32 for the quantize round trip below.
+expect 0 "run the embedded model (f32) and keep its file" -- \
+  "$tool" run --model-type f32 --save-model "$work/tiny-f32.gguf" --prompt-tokens 8 --tokens 4
+contains out "tokens/s" "run prints throughput"
+expect 0 "run --json" -- "$tool" run --prompt-tokens 4 --tokens 2 --json
+if command -v python3 >/dev/null && ! python3 -m json.tool "$work/out" >/dev/null 2>&1; then
+  echo "FAIL: run --json does not print JSON"
+  failures=$((failures + 1))
+fi
+expect 2 "run a missing file" -- "$tool" run "$work/missing.gguf"
+expect 2 "run --tokens -1" -- "$tool" run --tokens -1
+expect 2 "run --model-type with a model file" -- \
+  "$tool" run "$work/tiny-f32.gguf" --model-type q4_k
+expect 2 "run --model-type nonsense" -- "$tool" run --model-type q9_z
+printf 'GGUF\003\000\000\000' >"$work/truncated.gguf"
+expect 2 "run a truncated file" -- "$tool" run "$work/truncated.gguf"
+contains err "truncated.gguf\|truncated\|ends" "the error names the problem"
+# The q4_k matmuls hidden: the load reports the fallback; strict mode refuses (exit 1).
+SWITCHYARD_MASK_KERNELS='cpu:matmul:q4_k' expect 0 "run with a masked kernel" -- \
+  "$tool" run --prompt-tokens 4 --tokens 2
+contains out "VIOLATION blk.0.attn_q.weight" "the kernel report names the weight"
+SWITCHYARD_MASK_KERNELS='cpu:matmul:q4_k' expect 1 "strict run with a masked kernel" -- \
+  "$tool" run --strict --prompt-tokens 4 --tokens 2
+contains err "strict" "the refusal says why"
+
+# inspect
+expect 0 "inspect" -- "$tool" inspect "$work/tiny-f32.gguf"
+contains out "blk.0.attn_q.weight" "inspect lists tensors"
+expect 2 "inspect a missing file" -- "$tool" inspect "$work/missing.gguf"
+expect 2 "inspect a truncated file" -- "$tool" inspect "$work/truncated.gguf"
+
+# quantize: f32 -> q4_k_m, then run the result.
+expect 0 "quantize to q4_k_m" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/tiny-q4km.gguf" --type q4_k_m
+expect 0 "inspect the quantized model" -- "$tool" inspect "$work/tiny-q4km.gguf"
+contains out "q4_k" "the quantized model holds q4_k tensors"
+contains out "q6_k" "the q4_k_m mix keeps some tensors in q6_k"
+expect 0 "run the quantized model" -- "$tool" run "$work/tiny-q4km.gguf" --prompt-tokens 8 --tokens 4
+expect 2 "quantize to an unknown type" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/x.gguf" --type q9_z
+expect 2 "quantize a missing file" -- \
+  "$tool" quantize "$work/missing.gguf" "$work/x.gguf" --type q4_k
+expect 2 "quantize onto its own input" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/tiny-f32.gguf" --type q4_k
+expect 2 "quantize with a malformed rule" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/x.gguf" --type q4_k --tensor-type 'attn_v'
+[[ ! -e "$work/x.gguf" ]] || { echo "FAIL: a failed quantize left an output file"; failures=$((failures + 1)); }
+
+# verify and coverage
+expect 0 "verify one op" -- "$tool" verify --op rms_norm
+expect 2 "verify an unknown op" -- "$tool" verify --op no_such_op
+expect 0 "coverage" -- "$tool" coverage
+
+if ((failures)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all tool checks passed"
