@@ -4,7 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu_test_util.h"
+#include "switchyard/cost.h"
 
 namespace switchyard::test {
 namespace {
@@ -267,14 +269,15 @@ TEST(CpuAttentionTest, GroupedQueryCausalMaskedAttentionMatchesDouble) {
         params.query_offset = 4;
         const DTypeList dtypes =
             with_mask ? DTypeList{qt, kvt, kvt, qt, qt} : DTypeList{qt, kvt, kvt, qt};
-        const BindingEntry e = only_entry(cpu_entries(OpKind::kAttention, dtypes));
-        std::vector<TensorView> in = {q.view(), k.view(), v.view()};
-        if (with_mask) in.push_back(mask.view());
-        Tensor out(qt, {2, 3, 4, 5});
-        ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
-        expect_within(
-            out, attention_expect(q, k, v, with_mask ? &mask : nullptr, params.scale, causal, 4), e,
-            causal ? "causal" : "full");
+        for (const BindingEntry& e : cpu_entries(OpKind::kAttention, dtypes)) {
+          std::vector<TensorView> in = {q.view(), k.view(), v.view()};
+          if (with_mask) in.push_back(mask.view());
+          Tensor out(qt, {2, 3, 4, 5});
+          ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
+          expect_within(
+              out, attention_expect(q, k, v, with_mask ? &mask : nullptr, params.scale, causal, 4),
+              e, causal ? "causal" : "full");
+        }
       }
     }
   }
@@ -283,12 +286,137 @@ TEST(CpuAttentionTest, GroupedQueryCausalMaskedAttentionMatchesDouble) {
 TEST(CpuAttentionTest, AttentionRefusesHeadsThatDoNotGroup) {
   const DType t = DType::kF32;
   Tensor q(t, {1, 2, 3, 4}), k(t, {1, 5, 2, 4}), v(t, {1, 5, 2, 4}), out(t, {1, 2, 3, 4});
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kAttention, {t, t, t, t}));
-  EXPECT_EQ(call_entry(e, {q.view(), k.view(), v.view()}, {out.view()}).code(),
-            StatusCode::kInvalidArgument);
-  Tensor q2(t, {1, 2, 4, 4}), v_short(t, {1, 4, 2, 4}), out2(t, {1, 2, 4, 4});
-  EXPECT_EQ(call_entry(e, {q2.view(), k.view(), v_short.view()}, {out2.view()}).code(),
-            StatusCode::kInvalidArgument);
+  for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t})) {
+    EXPECT_EQ(call_entry(e, {q.view(), k.view(), v.view()}, {out.view()}).code(),
+              StatusCode::kInvalidArgument)
+        << e.name;
+    Tensor q2(t, {1, 2, 4, 4}), v_short(t, {1, 4, 2, 4}), out2(t, {1, 2, 4, 4});
+    EXPECT_EQ(call_entry(e, {q2.view(), k.view(), v_short.view()}, {out2.view()}).code(),
+              StatusCode::kInvalidArgument)
+        << e.name;
+  }
+}
+
+// As expect_within, except that a relative bound is taken against `magnitude`
+// (sum_j p_j |v_j|), the scale the verify harness uses for attention: the weighted
+// sum may cancel far below the size of its terms.
+void expect_within_scaled(const Tensor& got, const std::vector<double>& expected,
+                          const std::vector<double>& magnitude, const BindingEntry& entry,
+                          const std::string& what) {
+  int failures = 0;
+  for (std::int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    const double err = std::fabs(got.get(i) - expected[u]);
+    const bool ok = within(got.get(i), expected[u], entry.precision, got.dtype()) ||
+                    (entry.precision.max_rel && err <= *entry.precision.max_rel * magnitude[u]);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << entry.name << " " << what << " element " << i << ": got " << got.get(i)
+                    << ", expected " << expected[u] << " (scale " << magnitude[u] << ", "
+                    << describe(entry.precision) << ")";
+    }
+  }
+}
+
+// The f32 SIMD siblings: several key blocks (64 keys for AVX-512, 32 for AVX2),
+// head dims that are not a multiple of the vector width, three query heads per kv
+// head, a mask with -inf entries and a fully masked row, causal limits that fall
+// inside a block and rows with no key at all.
+TEST(CpuAttentionTest, EverySiblingMatchesDoubleAcrossKeyBlocksAndOddHeadDims) {
+  const std::pair<DType, DType> kinds[] = {
+      {DType::kF32, DType::kF32}, {DType::kF32, DType::kF16}, {DType::kBF16, DType::kBF16}};
+  for (auto [qt, kvt] : kinds) {
+    for (std::int64_t dh : {std::int64_t{1}, std::int64_t{7}, std::int64_t{33}}) {
+      const std::int64_t sq = 5, h = 6, skv = 70, hkv = 2;
+      Tensor q = Tensor::of(qt, {1, sq, h, dh}, random_values(sq * h * dh, -1, 1, 71));
+      Tensor k = Tensor::of(kvt, {1, skv, hkv, dh}, random_values(skv * hkv * dh, -1, 1, 72));
+      const std::vector<double> vs = random_values(skv * hkv * dh, -1, 1, 73);
+      Tensor v = Tensor::of(kvt, {1, skv, hkv, dh}, vs);
+      std::vector<double> vs_abs = vs;
+      for (double& x : vs_abs) x = std::fabs(x);
+      Tensor v_abs = Tensor::of(kvt, {1, skv, hkv, dh}, vs_abs);
+      std::vector<double> m = random_values(sq * skv, -2, 0, 74);
+      for (std::size_t i = 3; i < m.size(); i += 5) m[i] = -std::numeric_limits<double>::infinity();
+      for (std::int64_t j = 0; j < skv; ++j)
+        m[static_cast<std::size_t>(skv + j)] = -std::numeric_limits<double>::infinity();
+      Tensor mask = Tensor::of(qt, {sq, skv}, m);
+      for (bool with_mask : {false, true}) {
+        for (std::int64_t offset : {std::int64_t{-2}, std::int64_t{61}}) {
+          for (bool causal : {false, true}) {
+            OpParams params;
+            params.scale = 0.8f;
+            params.causal = causal;
+            params.query_offset = offset;
+            const DTypeList dtypes =
+                with_mask ? DTypeList{qt, kvt, kvt, qt, qt} : DTypeList{qt, kvt, kvt, qt};
+            const std::vector<double> expected = attention_expect(
+                q, k, v, with_mask ? &mask : nullptr, params.scale, causal, offset);
+            const std::vector<double> magnitude = attention_expect(
+                q, k, v_abs, with_mask ? &mask : nullptr, params.scale, causal, offset);
+            for (const BindingEntry& e : cpu_entries(OpKind::kAttention, dtypes)) {
+              std::vector<TensorView> in = {q.view(), k.view(), v.view()};
+              if (with_mask) in.push_back(mask.view());
+              Tensor out(qt, {1, sq, h, dh});
+              ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
+              expect_within_scaled(out, expected, magnitude, e,
+                                   "dh=" + std::to_string(dh) +
+                                       " offset=" + std::to_string(offset) +
+                                       (causal ? " causal" : "") + (with_mask ? " mask" : ""));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuAttentionTest, SimdSiblingsGiveTheSameBytesOnOneAndThreeThreads) {
+  const DType t = DType::kF32;
+  const std::int64_t sq = 37, h = 8, dh = 64, skv = 150, hkv = 2;
+  Tensor q = Tensor::of(t, {2, sq, h, dh}, random_values(2 * sq * h * dh, -1, 1, 81));
+  Tensor k = Tensor::of(t, {2, skv, hkv, dh}, random_values(2 * skv * hkv * dh, -1, 1, 82));
+  Tensor v = Tensor::of(t, {2, skv, hkv, dh}, random_values(2 * skv * hkv * dh, -1, 1, 83));
+  OpParams params;
+  params.scale = 0.125f;
+  params.causal = true;
+  params.query_offset = 100;
+  int simd = 0;
+  for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t})) {
+    ASSERT_TRUE(e.precision.deterministic_across_threads) << e.name;
+    Tensor one(t, {2, sq, h, dh}), three(t, {2, sq, h, dh});
+    ASSERT_TRUE(call_entry(e, {q.view(), k.view(), v.view()}, {one.view()}, params, 1).is_ok());
+    ASSERT_TRUE(call_entry(e, {q.view(), k.view(), v.view()}, {three.view()}, params, 3).is_ok());
+    EXPECT_TRUE(one.same_bytes(three)) << e.name;
+    simd += e.name.find("__cpu_ref") == std::string::npos ? 1 : 0;
+  }
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  EXPECT_EQ(simd, (f.avx512 && f.f16c ? 1 : 0) + (f.avx2 && f.f16c ? 1 : 0));
+}
+
+// The planner ranks siblings by estimated time: the f32 siblings must come out
+// ahead of the double reference at the shapes of a model's prefill and decode.
+TEST(CpuAttentionTest, SimdSiblingsAreEstimatedFasterThanTheDoubleReference) {
+  const DType t = DType::kF32;
+  const std::vector<Shape> prefill = {
+      {1, 512, 32, 128}, {1, 512, 8, 128}, {1, 512, 8, 128}, {1, 512, 32, 128}};
+  const std::vector<Shape> decode = {
+      {1, 1, 32, 128}, {1, 600, 8, 128}, {1, 600, 8, 128}, {1, 1, 32, 128}};
+  const std::vector<DType> dtypes = {t, t, t, t};
+  const BackendCaps caps;
+  for (const std::vector<Shape>* shapes : {&prefill, &decode}) {
+    double ref_ns = 0;
+    std::vector<double> simd_ns;
+    for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t})) {
+      const double ns =
+          e.estimate({OpKind::kAttention, *shapes, dtypes, nullptr, nullptr}).time_ns(caps);
+      if (e.name.find("__cpu_ref") != std::string::npos) {
+        ref_ns = ns;
+      } else {
+        simd_ns.push_back(ns);
+      }
+    }
+    for (double ns : simd_ns) EXPECT_LT(ns, ref_ns);
+  }
 }
 
 }  // namespace

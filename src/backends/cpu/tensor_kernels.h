@@ -1,7 +1,7 @@
 // The CPU backend's data-movement and sequence kernels: rope (rope.cpp), get_rows
 // (get_rows.cpp), copy / transpose / concat (layout.cpp) and attention
-// (attention.cpp). Portable reference kernels, multi-threaded by output rows and
-// deterministic at any thread count.
+// (attention.cpp). Multi-threaded by output rows (attention: by fixed work items)
+// and deterministic at any thread count; attention also has SIMD siblings.
 //
 // Example
 //   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32);  // f16 table, f32 rows
@@ -31,8 +31,10 @@ inline constexpr int kMaxConcatInputs = 7;
 [[nodiscard]] KernelFn concat_kernel(DType dtype, int inputs);
 
 // attention: q [..., Sq, H, Dh] of `q` dtype, k and v [..., Skv, Hkv, Dh] of `kv`
-// dtype, an optional mask [Sq, Skv] of `q` dtype, out like q; contiguous. Scores,
-// softmax and the weighted sum are computed in double and rounded once.
-[[nodiscard]] KernelFn attention_kernel(DType q, DType kv, bool with_mask);
+// dtype, an optional mask [Sq, Skv] of `q` dtype, out like q; contiguous. The
+// reference computes scores, softmax and the weighted sum in double and rounds
+// once; the SIMD siblings compute in f32 with an online softmax over key blocks
+// (attention_simd.inl). Null where the variant does not serve the dtypes.
+[[nodiscard]] KernelFn attention_kernel(DType q, DType kv, bool with_mask, Variant variant);
 
 }  // namespace switchyard::cpu
