@@ -133,11 +133,11 @@ const AttentionSimd& attention_table(Variant v) {
   return v == Variant::kAvx512 ? attention_avx512() : attention_avx2();
 }
 
-// Query positions per work item: about 16 rows (positions times the heads that
-// share one kv head), so each block of keys and values is read from memory once
-// and reused from cache by every row of the item.
+// Query positions per work item: about 64 rows (positions times the heads that
+// share one kv head), so the conversion of each key and value block into packed
+// f32 rows is shared by many rows.
 std::int64_t positions_per_item(std::int64_t group) {
-  return std::max<std::int64_t>(1, 16 / std::max<std::int64_t>(1, group));
+  return std::max<std::int64_t>(1, 64 / std::max<std::int64_t>(1, group));
 }
 
 template <typename Q, typename KV, bool kMask, Variant kVariant>
@@ -171,15 +171,14 @@ Status attention_simd_impl(const KernelCall& call) {
       batch * s.kv_heads * ((s.sq + args.positions_per_item - 1) / args.positions_per_item);
   const std::int64_t dh_pad = (s.dh + table.width - 1) / table.width * table.width;
   const std::int64_t item_rows = args.positions_per_item * group;
-  const auto scratch_floats = static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block));
+  const auto scratch_floats = static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
+                                                       2 * table.block * dh_pad);
   const AttentionItemFn fn =
       table.item[static_cast<int>(kStorageOf<Q>)][static_cast<int>(kStorageOf<KV>)];
-  // Keys past the end of a tile are read from a row of zeros.
-  const std::vector<KV> zero_row(static_cast<std::size_t>(dh_pad), KV{});
   call.ctx.parallel_for(items, 1, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> scratch(scratch_floats);
     for (std::int64_t item = begin; item < end; ++item) {
-      fn(args, item, scratch.data(), zero_row.data());
+      fn(args, item, scratch.data());
     }
   });
   return Status::ok();

@@ -2,14 +2,17 @@
 // instruction set by attention_avx2.cpp and attention_avx512.cpp. See simd_rows.h
 // for the contract of one work item.
 //
-// Per query row, keys are visited in blocks of kBlock = 4 * kW, in key order:
+// A work item is a block of query positions with the heads that share one kv
+// head. Keys are visited in blocks of kBlock = 32, in key order; each block's key
+// and value rows are first converted into contiguous, zero-padded f32 rows (read
+// once per item, then from L1 by every row of the item). Per query row and block:
 //   logits  kW keys at a time: one accumulator vector per key over the head
-//           dimension (q from an f32 copy, k converted as loaded), reduced to one
-//           vector of kW dot products by a fixed lane tree; times `scale`, plus
-//           the mask, -inf past the causal limit;
+//           dimension, reduced to one vector of kW dot products by a fixed lane
+//           tree; times `scale`, plus the mask, -inf past the causal limit;
 //   softmax online: the running maximum m and sum l are rescaled by e^(m - m')
 //           when a block raises the maximum, then the block's e^(logit - m') are
-//           added to l and, weighted, the value rows to the f32 accumulator.
+//           added to l and, weighted, the value rows to the f32 accumulator
+//           (two rows at a time, sharing the value loads).
 // Every row is computed by the same instruction sequence whatever rows share its
 // work item, so results never depend on how items are split between threads.
 #include "backends/cpu/simd_rows.h"
@@ -19,7 +22,9 @@ namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
 namespace {
 
 constexpr float kAttnInf = __builtin_inff();
-constexpr int kBlockTiles = 4;
+// 32 keys a block: the packed f32 key and value blocks of a 128-wide head take
+// 32 KiB together and stay in L1 while every row of the item reads them.
+constexpr int kBlockTiles = 32 / kW;
 constexpr std::int64_t kBlock = static_cast<std::int64_t>(kBlockTiles) * kW;
 
 // One vector whose lane l is the sum of the lanes of acc[l].
@@ -27,6 +32,7 @@ constexpr std::int64_t kBlock = static_cast<std::int64_t>(kBlockTiles) * kW;
 inline __m256 sum8_halves(const VF (&acc)[kW], int base) {
   // Each 512-bit accumulator folded to 256 bits, then the AVX2 tree below.
   __m256 h[8];
+#pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {
     const VF a = acc[base + i];
     h[i] = _mm256_add_ps(_mm512_castps512_ps256(a),
@@ -66,52 +72,53 @@ inline float max_lanes(VF v) {
   return m;
 }
 
-// Dot products of the f32 row q (zero-padded to whole vectors) with kW key rows.
-// Each lane accumulates its elements in head-dimension order; four vectors of q
-// stay in registers while every key row of the tile is read against them.
-template <typename KV>
-inline VF dot_tile(const float* q, const KV* const (&k)[kW], std::int64_t dh) {
+// Dot products of the f32 row q with kW consecutive rows of the packed key block
+// k (row stride dh_pad; both zero-padded to whole vectors). Each lane accumulates
+// its elements in head-dimension order; four vectors of q stay in registers while
+// every key row of the tile is read against them.
+inline VF dot_tile(const float* q, const float* k, std::int64_t dh_pad) {
   VF acc[kW];
+#pragma GCC unroll 16
   for (int j = 0; j < kW; ++j) acc[j] = vset(0.0f);
   std::int64_t e = 0;
-  for (; e + 4 * kW <= dh; e += 4 * kW) {
+  for (; e + 4 * kW <= dh_pad; e += 4 * kW) {
     const VF q0 = load(q + e), q1 = load(q + e + kW), q2 = load(q + e + 2 * kW),
              q3 = load(q + e + 3 * kW);
+#pragma GCC unroll 16
     for (int j = 0; j < kW; ++j) {
-      const KV* kr = k[j] + e;
+      const float* kr = k + j * dh_pad + e;
       VF s = vfma(q0, load(kr), acc[j]);
       s = vfma(q1, load(kr + kW), s);
       s = vfma(q2, load(kr + 2 * kW), s);
       acc[j] = vfma(q3, load(kr + 3 * kW), s);
     }
   }
-  for (; e + kW <= dh; e += kW) {
+  for (; e < dh_pad; e += kW) {
     const VF qv = load(q + e);
-    for (int j = 0; j < kW; ++j) acc[j] = vfma(qv, load(k[j] + e), acc[j]);
-  }
-  if (e < dh) {
-    const VF qv = load(q + e);
-    const KV zero{};
-    for (int j = 0; j < kW; ++j) acc[j] = vfma(qv, load_partial(k[j] + e, dh - e, zero), acc[j]);
+#pragma GCC unroll 16
+    for (int j = 0; j < kW; ++j) acc[j] = vfma(qv, load(k + j * dh_pad + e), acc[j]);
   }
   return lane_sums(acc);
 }
 
-// acc_i += sum_{j < n} p_i[j] v_j for kRows rows that share the value rows
-// (v_j = v + j * stride), four vectors of the head dimension at a time. Each row
-// gets the same FMA sequence whatever kRows is.
-template <int kRows, typename KV>
+// acc_i += sum_{j < n} p_i[j] v_j for kRows rows, over the packed value block v
+// (row stride dh_pad), four vectors of the head dimension at a time. Each row gets
+// the same FMA sequence whatever kRows is.
+template <int kRows>
 inline void add_weighted_values(float* const (&acc)[kRows], const float* const (&p)[kRows],
-                                const KV* v, std::int64_t stride, std::int64_t n, std::int64_t dh) {
+                                const float* v, std::int64_t n, std::int64_t dh_pad) {
   std::int64_t e = 0;
-  for (; e + 4 * kW <= dh; e += 4 * kW) {
+  for (; e + 4 * kW <= dh_pad; e += 4 * kW) {
     VF a[kRows][4];
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) a[r][c] = load(acc[r] + e + c * kW);
     }
-    const KV* vr = v + e;
-    for (std::int64_t j = 0; j < n; ++j, vr += stride) {
+    const float* vr = v + e;
+    for (std::int64_t j = 0; j < n; ++j, vr += dh_pad) {
       const VF v0 = load(vr), v1 = load(vr + kW), v2 = load(vr + 2 * kW), v3 = load(vr + 3 * kW);
+#pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
         const VF pj = vset(p[r][j]);
         a[r][0] = vfma(pj, v0, a[r][0]);
@@ -120,27 +127,49 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
         a[r][3] = vfma(pj, v3, a[r][3]);
       }
     }
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) store(acc[r] + e + c * kW, a[r][c]);
     }
   }
-  for (; e < dh; e += kW) {
-    const std::int64_t w = dh - e < kW ? dh - e : kW;
-    const KV vzero{};
+  for (; e < dh_pad; e += kW) {
     VF a[kRows];
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) a[r] = load(acc[r] + e);
-    const KV* vr = v + e;
-    for (std::int64_t j = 0; j < n; ++j, vr += stride) {
-      const VF vv = w == kW ? load(vr) : load_partial(vr, w, vzero);
+    const float* vr = v + e;
+    for (std::int64_t j = 0; j < n; ++j, vr += dh_pad) {
+      const VF vv = load(vr);
+#pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) a[r] = vfma(vset(p[r][j]), vv, a[r]);
     }
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) store(acc[r] + e, a[r]);
   }
 }
 
+// Rows [j0, j0 + n) of a [Skv, Hkv, Dh] tensor's kv head (base points at key 0 of
+// it, rows `stride` apart) as f32 rows of dh_pad, zero-padded; rows n..kBlock-1
+// are zeros.
+template <typename KV>
+inline void pack_block(const KV* base, std::int64_t stride, std::int64_t j0, std::int64_t n,
+                       std::int64_t dh, std::int64_t dh_pad, float* dst) {
+  const KV zero{};
+  for (std::int64_t j = 0; j < kBlock; ++j) {
+    float* d = dst + j * dh_pad;
+    if (j >= n) {
+      for (std::int64_t e = 0; e < dh_pad; e += kW) store(d + e, vset(0.0f));
+      continue;
+    }
+    const KV* src = base + (j0 + j) * stride;
+    std::int64_t e = 0;
+    for (; e + kW <= dh; e += kW) store(d + e, load(src + e));
+    if (e < dh) store(d + e, load_partial(src + e, dh - e, zero));
+  }
+}
+
 template <typename Q, typename KV>
-void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch,
-                    const void* zero_row) {
+void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   const std::int64_t group = a.heads / a.kv_heads;
   const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;
   const std::int64_t qb = item % qblocks;
@@ -153,15 +182,14 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch,
   const std::int64_t dh_pad = (dh + kW - 1) / kW * kW;
   const std::int64_t kv_stride = a.kv_heads * dh;
   const Q* q = static_cast<const Q*>(a.q);
-  const KV* k = static_cast<const KV*>(a.k);
-  const KV* v = static_cast<const KV*>(a.v);
   const Q* mask = static_cast<const Q*>(a.mask);
   Q* out = static_cast<Q*>(a.out);
-  const KV* zero = static_cast<const KV*>(zero_row);
-  float* qf = scratch;              // [rows][dh_pad] q in f32
-  float* acc = qf + rows * dh_pad;  // [rows][dh_pad] weighted sums
-  float* ml = acc + rows * dh_pad;  // [rows][3]: running max, running sum, keys this block
-  float* pb = ml + 3 * rows;        // [rows][kBlock] weights of this block
+  float* kpack = scratch;                  // [kBlock][dh_pad] keys of this block, f32
+  float* vpack = kpack + kBlock * dh_pad;  // [kBlock][dh_pad] values of this block
+  float* qf = vpack + kBlock * dh_pad;     // [rows][dh_pad] q in f32
+  float* acc = qf + rows * dh_pad;         // [rows][dh_pad] weighted sums
+  float* ml = acc + rows * dh_pad;         // [rows][3]: running max, running sum, keys
+  float* pb = ml + 3 * rows;               // [rows][kBlock] weights of this block
   const Q qzero{};
 
   // Row r is query position s0 + r / group, head kvh * group + r % group.
@@ -186,10 +214,14 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch,
     const std::int64_t valid = valid_of(r);
     kv_end = valid > kv_end ? valid : kv_end;
   }
-  const KV* kbase = k + (b * a.skv * a.kv_heads + kvh) * dh;
-  const KV* vbase = v + (b * a.skv * a.kv_heads + kvh) * dh;
+  const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
+  const KV* kbase = static_cast<const KV*>(a.k) + head_offset;
+  const KV* vbase = static_cast<const KV*>(a.v) + head_offset;
   const VF sc = vset(a.scale);
   for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
+    const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
+    pack_block(kbase, kv_stride, j0, nblock, dh, dh_pad, kpack);
+    pack_block(vbase, kv_stride, j0, nblock, dh, dh_pad, vpack);
     // Logits and the online softmax update of every row for keys [j0, j0 + n).
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t valid = valid_of(r);
@@ -205,9 +237,7 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch,
         VF lg = vset(-kAttnInf);
         if (base < n) {
           const std::int64_t w = n - base < kW ? n - base : kW;
-          const KV* kp[kW];
-          for (int j = 0; j < kW; ++j) kp[j] = j < w ? kbase + (j0 + base + j) * kv_stride : zero;
-          lg = vmul(dot_tile(qf + r * dh_pad, kp, dh), sc);
+          lg = vmul(dot_tile(qf + r * dh_pad, kpack + base * dh_pad, dh_pad), sc);
           if (mrow != nullptr) {
             lg = vadd(lg, w == kW ? load(mrow + base) : load_partial(mrow + base, w, qzero));
           }
@@ -249,7 +279,6 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch,
     }
     // acc += p v, two rows at a time over the keys both use, then each row's own
     // remaining keys; every row sees its keys in order either way.
-    const KV* vb = vbase + j0 * kv_stride;
     std::int64_t r = 0;
     for (; r + 1 < rows; r += 2) {
       const auto n0 = static_cast<std::int64_t>(ml[3 * r + 2]);
@@ -257,20 +286,20 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch,
       const std::int64_t both = n0 < n1 ? n0 : n1;
       float* const acc2[2] = {acc + r * dh_pad, acc + (r + 1) * dh_pad};
       const float* const p2[2] = {pb + r * kBlock, pb + (r + 1) * kBlock};
-      if (both > 0) add_weighted_values<2>(acc2, p2, vb, kv_stride, both, dh);
+      if (both > 0) add_weighted_values<2>(acc2, p2, vpack, both, dh_pad);
       for (int i = 0; i < 2; ++i) {
         const std::int64_t ni = i == 0 ? n0 : n1;
         if (ni <= both) continue;
-        float* const acc1[1] = {acc2[i] + 0};
+        float* const acc1[1] = {acc2[i]};
         const float* const p1[1] = {p2[i] + both};
-        add_weighted_values<1>(acc1, p1, vb + both * kv_stride, kv_stride, ni - both, dh);
+        add_weighted_values<1>(acc1, p1, vpack + both * dh_pad, ni - both, dh_pad);
       }
     }
     if (r < rows) {
       const auto n0 = static_cast<std::int64_t>(ml[3 * r + 2]);
       float* const acc1[1] = {acc + r * dh_pad};
       const float* const p1[1] = {pb + r * kBlock};
-      if (n0 > 0) add_weighted_values<1>(acc1, p1, vb, kv_stride, n0, dh);
+      if (n0 > 0) add_weighted_values<1>(acc1, p1, vpack, n0, dh_pad);
     }
   }
   for (std::int64_t r = 0; r < rows; ++r) {
