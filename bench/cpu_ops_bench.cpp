@@ -235,6 +235,14 @@ std::vector<OpBench> op_benches() {
        {{1, 64, 32, 128}, {1, 512, 8, 128}, {1, 512, 8, 128}, {1, 64, 32, 128}},
        scaled,
        true},
+      // One decoding step of a llama-7B-shaped layer against a 1024-token cache.
+      {"attention_decode/f32",
+       "attention_f32_f32",
+       OpKind::kAttention,
+       {f32, f32, f32, f32},
+       {{1, 1, 32, 128}, {1, 1024, 8, 128}, {1, 1024, 8, 128}, {1, 1, 32, 128}},
+       scaled,
+       true},
   };
 }
 

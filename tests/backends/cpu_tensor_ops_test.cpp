@@ -318,7 +318,7 @@ void expect_within_scaled(const Tensor& got, const std::vector<double>& expected
   }
 }
 
-// The f32 SIMD siblings: several key blocks (64 keys for AVX-512, 32 for AVX2),
+// The f32 SIMD siblings: several key blocks of 32 keys,
 // head dims that are not a multiple of the vector width, three query heads per kv
 // head, a mask with -inf entries and a fully masked row, causal limits that fall
 // inside a block and rows with no key at all.
@@ -326,8 +326,12 @@ TEST(CpuAttentionTest, EverySiblingMatchesDoubleAcrossKeyBlocksAndOddHeadDims) {
   const std::pair<DType, DType> kinds[] = {
       {DType::kF32, DType::kF32}, {DType::kF32, DType::kF16}, {DType::kBF16, DType::kBF16}};
   for (auto [qt, kvt] : kinds) {
-    for (std::int64_t dh : {std::int64_t{1}, std::int64_t{7}, std::int64_t{33}}) {
-      const std::int64_t sq = 5, h = 6, skv = 70, hkv = 2;
+    // {sq, h, hkv, dh}: odd head dims; decoding shapes (at most 4 rows per kv head,
+    // whole-vector heads) that read the key and value rows in place.
+    const std::int64_t configs[][4] = {{5, 6, 2, 1},  {5, 6, 2, 7},  {5, 6, 2, 33},
+                                       {1, 4, 2, 32}, {1, 4, 1, 48}, {2, 2, 1, 16}};
+    for (const auto& cfg : configs) {
+      const std::int64_t sq = cfg[0], h = cfg[1], hkv = cfg[2], dh = cfg[3], skv = 70;
       Tensor q = Tensor::of(qt, {1, sq, h, dh}, random_values(sq * h * dh, -1, 1, 71));
       Tensor k = Tensor::of(kvt, {1, skv, hkv, dh}, random_values(skv * hkv * dh, -1, 1, 72));
       const std::vector<double> vs = random_values(skv * hkv * dh, -1, 1, 73);
@@ -337,7 +341,8 @@ TEST(CpuAttentionTest, EverySiblingMatchesDoubleAcrossKeyBlocksAndOddHeadDims) {
       Tensor v_abs = Tensor::of(kvt, {1, skv, hkv, dh}, vs_abs);
       std::vector<double> m = random_values(sq * skv, -2, 0, 74);
       for (std::size_t i = 3; i < m.size(); i += 5) m[i] = -std::numeric_limits<double>::infinity();
-      for (std::int64_t j = 0; j < skv; ++j)
+      // Query row 1 (where there is one) has every key masked.
+      for (std::int64_t j = 0; sq > 1 && j < skv; ++j)
         m[static_cast<std::size_t>(skv + j)] = -std::numeric_limits<double>::infinity();
       Tensor mask = Tensor::of(qt, {sq, skv}, m);
       for (bool with_mask : {false, true}) {

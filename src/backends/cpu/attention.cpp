@@ -170,12 +170,16 @@ Status attention_simd_impl(const KernelCall& call) {
   const std::int64_t items =
       batch * s.kv_heads * ((s.sq + args.positions_per_item - 1) / args.positions_per_item);
   const std::int64_t dh_pad = (s.dh + table.width - 1) / table.width * table.width;
-  const std::int64_t item_rows = args.positions_per_item * group;
+  const std::int64_t item_rows = std::min(args.positions_per_item, s.sq) * group;
   const auto scratch_floats = static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
                                                        2 * table.block * dh_pad);
   const AttentionItemFn fn =
       table.item[static_cast<int>(kStorageOf<Q>)][static_cast<int>(kStorageOf<KV>)];
-  call.ctx.parallel_for(items, 1, [&](std::int64_t begin, std::int64_t end) {
+  // Items per task: enough multiply-adds (~2^18, tens of microseconds) to repay
+  // a hand-off to the pool; a decoding step of a small model runs on one thread.
+  const std::int64_t item_work = std::max<std::int64_t>(1, item_rows * s.skv * s.dh);
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 18) / item_work);
+  call.ctx.parallel_for(items, grain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> scratch(scratch_floats);
     for (std::int64_t item = begin; item < end; ++item) {
       fn(args, item, scratch.data());

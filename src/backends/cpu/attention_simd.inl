@@ -5,7 +5,10 @@
 // A work item is a block of query positions with the heads that share one kv
 // head. Keys are visited in blocks of kBlock = 32, in key order; each block's key
 // and value rows are first converted into contiguous, zero-padded f32 rows (read
-// once per item, then from L1 by every row of the item). Per query row and block:
+// once per item, then from L1 by every row of the item), except for items of at
+// most 4 rows (decoding) with whole-vector heads, which read the tensors' rows
+// directly. The values and the order of operations are the same either way.
+// Per query row and block:
 //   logits  kW keys at a time: one accumulator vector per key over the head
 //           dimension, reduced to one vector of kW dot products by a fixed lane
 //           tree; times `scale`, plus the mask, -inf past the causal limit;
@@ -76,7 +79,8 @@ inline float max_lanes(VF v) {
 // k (row stride dh_pad; both zero-padded to whole vectors). Each lane accumulates
 // its elements in head-dimension order; four vectors of q stay in registers while
 // every key row of the tile is read against them.
-inline VF dot_tile(const float* q, const float* k, std::int64_t dh_pad) {
+template <typename KV>
+inline VF dot_tile(const float* q, const KV* k, std::int64_t stride, std::int64_t dh_pad) {
   VF acc[kW];
 #pragma GCC unroll 16
   for (int j = 0; j < kW; ++j) acc[j] = vset(0.0f);
@@ -86,7 +90,7 @@ inline VF dot_tile(const float* q, const float* k, std::int64_t dh_pad) {
              q3 = load(q + e + 3 * kW);
 #pragma GCC unroll 16
     for (int j = 0; j < kW; ++j) {
-      const float* kr = k + j * dh_pad + e;
+      const KV* kr = k + j * stride + e;
       VF s = vfma(q0, load(kr), acc[j]);
       s = vfma(q1, load(kr + kW), s);
       s = vfma(q2, load(kr + 2 * kW), s);
@@ -96,7 +100,7 @@ inline VF dot_tile(const float* q, const float* k, std::int64_t dh_pad) {
   for (; e < dh_pad; e += kW) {
     const VF qv = load(q + e);
 #pragma GCC unroll 16
-    for (int j = 0; j < kW; ++j) acc[j] = vfma(qv, load(k + j * dh_pad + e), acc[j]);
+    for (int j = 0; j < kW; ++j) acc[j] = vfma(qv, load(k + j * stride + e), acc[j]);
   }
   return lane_sums(acc);
 }
@@ -104,9 +108,10 @@ inline VF dot_tile(const float* q, const float* k, std::int64_t dh_pad) {
 // acc_i += sum_{j < n} p_i[j] v_j for kRows rows, over the packed value block v
 // (row stride dh_pad), four vectors of the head dimension at a time. Each row gets
 // the same FMA sequence whatever kRows is.
-template <int kRows>
+template <int kRows, typename KV>
 inline void add_weighted_values(float* const (&acc)[kRows], const float* const (&p)[kRows],
-                                const float* v, std::int64_t n, std::int64_t dh_pad) {
+                                const KV* v, std::int64_t stride, std::int64_t n,
+                                std::int64_t dh_pad) {
   std::int64_t e = 0;
   for (; e + 4 * kW <= dh_pad; e += 4 * kW) {
     VF a[kRows][4];
@@ -115,8 +120,8 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) a[r][c] = load(acc[r] + e + c * kW);
     }
-    const float* vr = v + e;
-    for (std::int64_t j = 0; j < n; ++j, vr += dh_pad) {
+    const KV* vr = v + e;
+    for (std::int64_t j = 0; j < n; ++j, vr += stride) {
       const VF v0 = load(vr), v1 = load(vr + kW), v2 = load(vr + 2 * kW), v3 = load(vr + 3 * kW);
 #pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
@@ -137,8 +142,8 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
     VF a[kRows];
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) a[r] = load(acc[r] + e);
-    const float* vr = v + e;
-    for (std::int64_t j = 0; j < n; ++j, vr += dh_pad) {
+    const KV* vr = v + e;
+    for (std::int64_t j = 0; j < n; ++j, vr += stride) {
       const VF vv = load(vr);
 #pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) a[r] = vfma(vset(p[r][j]), vv, a[r]);
@@ -149,13 +154,13 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
 }
 
 // Rows [j0, j0 + n) of a [Skv, Hkv, Dh] tensor's kv head (base points at key 0 of
-// it, rows `stride` apart) as f32 rows of dh_pad, zero-padded; rows n..kBlock-1
+// it, rows `stride` apart) as f32 rows of dh_pad, zero-padded; rows n..count-1
 // are zeros.
 template <typename KV>
-inline void pack_block(const KV* base, std::int64_t stride, std::int64_t j0, std::int64_t n,
-                       std::int64_t dh, std::int64_t dh_pad, float* dst) {
+inline void pack_rows(const KV* base, std::int64_t stride, std::int64_t j0, std::int64_t n,
+                      std::int64_t count, std::int64_t dh, std::int64_t dh_pad, float* dst) {
   const KV zero{};
-  for (std::int64_t j = 0; j < kBlock; ++j) {
+  for (std::int64_t j = 0; j < count; ++j) {
     float* d = dst + j * dh_pad;
     if (j >= n) {
       for (std::int64_t e = 0; e < dh_pad; e += kW) store(d + e, vset(0.0f));
@@ -218,10 +223,21 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   const KV* kbase = static_cast<const KV*>(a.k) + head_offset;
   const KV* vbase = static_cast<const KV*>(a.v) + head_offset;
   const VF sc = vset(a.scale);
+  const bool direct = rows <= 4 && dh % kW == 0;
   for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
     const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
-    pack_block(kbase, kv_stride, j0, nblock, dh, dh_pad, kpack);
-    pack_block(vbase, kv_stride, j0, nblock, dh, dh_pad, vpack);
+    // Packed rows, or (direct) the tensor's own rows where they are whole vectors
+    // and too few query rows share them to repay the copy.
+    const float* vsrc_packed = vpack;
+    const KV* vsrc_direct = vbase + j0 * kv_stride;
+    if (!direct) {
+      pack_rows(kbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, kpack);
+      pack_rows(vbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, vpack);
+    } else if (nblock % kW != 0) {
+      // The block's last, partial key tile, padded with zero keys.
+      const std::int64_t tail = nblock / kW * kW;
+      pack_rows(kbase, kv_stride, j0 + tail, nblock - tail, kW, dh, dh_pad, kpack);
+    }
     // Logits and the online softmax update of every row for keys [j0, j0 + n).
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t valid = valid_of(r);
@@ -237,7 +253,15 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
         VF lg = vset(-kAttnInf);
         if (base < n) {
           const std::int64_t w = n - base < kW ? n - base : kW;
-          lg = vmul(dot_tile(qf + r * dh_pad, kpack + base * dh_pad, dh_pad), sc);
+          const float* qr = qf + r * dh_pad;
+          if (!direct) {
+            lg = dot_tile(qr, kpack + base * dh_pad, dh_pad, dh_pad);
+          } else if (base + kW <= nblock) {
+            lg = dot_tile(qr, kbase + (j0 + base) * kv_stride, kv_stride, dh_pad);
+          } else {
+            lg = dot_tile(qr, kpack, dh_pad, dh_pad);
+          }
+          lg = vmul(lg, sc);
           if (mrow != nullptr) {
             lg = vadd(lg, w == kW ? load(mrow + base) : load_partial(mrow + base, w, qzero));
           }
@@ -286,20 +310,28 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       const std::int64_t both = n0 < n1 ? n0 : n1;
       float* const acc2[2] = {acc + r * dh_pad, acc + (r + 1) * dh_pad};
       const float* const p2[2] = {pb + r * kBlock, pb + (r + 1) * kBlock};
-      if (both > 0) add_weighted_values<2>(acc2, p2, vpack, both, dh_pad);
+      if (both > 0 && direct)
+        add_weighted_values<2>(acc2, p2, vsrc_direct, kv_stride, both, dh_pad);
+      if (both > 0 && !direct) add_weighted_values<2>(acc2, p2, vsrc_packed, dh_pad, both, dh_pad);
       for (int i = 0; i < 2; ++i) {
         const std::int64_t ni = i == 0 ? n0 : n1;
         if (ni <= both) continue;
         float* const acc1[1] = {acc2[i]};
         const float* const p1[1] = {p2[i] + both};
-        add_weighted_values<1>(acc1, p1, vpack + both * dh_pad, ni - both, dh_pad);
+        if (direct) {
+          add_weighted_values<1>(acc1, p1, vsrc_direct + both * kv_stride, kv_stride, ni - both,
+                                 dh_pad);
+        } else {
+          add_weighted_values<1>(acc1, p1, vsrc_packed + both * dh_pad, dh_pad, ni - both, dh_pad);
+        }
       }
     }
     if (r < rows) {
       const auto n0 = static_cast<std::int64_t>(ml[3 * r + 2]);
       float* const acc1[1] = {acc + r * dh_pad};
       const float* const p1[1] = {pb + r * kBlock};
-      if (n0 > 0) add_weighted_values<1>(acc1, p1, vpack, n0, dh_pad);
+      if (n0 > 0 && direct) add_weighted_values<1>(acc1, p1, vsrc_direct, kv_stride, n0, dh_pad);
+      if (n0 > 0 && !direct) add_weighted_values<1>(acc1, p1, vsrc_packed, dh_pad, n0, dh_pad);
     }
   }
   for (std::int64_t r = 0; r < rows; ++r) {
