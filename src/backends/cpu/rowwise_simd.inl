@@ -89,6 +89,9 @@ inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d
   };
   std::int64_t i = 0;
   for (; i + kW <= d; i += kW) {
+    // This sweep runs from cache; fetching the next row meanwhile keeps memory
+    // busy (rows of a contiguous tensor follow each other).
+    prefetch(x + d + i);
     store(out + i, one(load(x + i), w + i, b + i, kW, false));
   }
   if (i < d) {
@@ -150,7 +153,12 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   };
   auto width = [&](std::int64_t i) { return valid - i < kW ? valid - i : kW; };
   VF mx = vset(-kInf);
-  for (std::int64_t i = 0; i < valid; i += kW) mx = vmax(mx, logits(i, width(i)));
+  for (std::int64_t i = 0; i < valid; i += kW) {
+    // The next two sweeps run from cache; fetching the next row (rows of a
+    // contiguous tensor follow each other) keeps memory busy meanwhile.
+    prefetch(x + cols + i);
+    mx = vmax(mx, logits(i, width(i)));
+  }
   float tmp[kW];
   store(tmp, mx);
   float m = tmp[0];

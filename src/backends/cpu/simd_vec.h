@@ -206,6 +206,10 @@ inline void store(BF16* p, VF v) {
 }
 #endif
 
+// A hint to bring the cache line of p into L1. Never faults, so it may point past
+// the end of a buffer.
+inline void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
 // Element-by-element copies (no library calls, see the banner).
 template <typename S>
 inline void copy_elems(const S* src, S* dst, std::int64_t n) {

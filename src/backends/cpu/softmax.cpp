@@ -75,7 +75,8 @@ Status softmax_kernel_impl(const KernelCall& call) {
   call.ctx.parallel_for(
       x.shape().outer(), row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
         std::vector<double> logits;
-        // The SIMD rows keep their f32 exponentials here unless out is f32.
+        // The SIMD rows keep their f32 exponentials here unless out is f32 (then
+        // in out itself: that sweep writes it while computing, which overlaps).
         std::vector<float> scratch;
         if (kVariant != Variant::kRef && !std::is_same_v<S, float>) {
           scratch.resize(static_cast<std::size_t>(cols));
