@@ -19,6 +19,27 @@ BindingEntry only_entry(const std::vector<BindingEntry>& entries) {
   return entries.front();
 }
 
+// As expect_within, except that a relative bound is taken against `magnitude`
+// (the scale the verify harness uses: sum_j p_j |v_j| for attention, |u c| + |v s|
+// for rope): a sum may cancel far below the size of its terms.
+void expect_within_scaled(const Tensor& got, const std::vector<double>& expected,
+                          const std::vector<double>& magnitude, const BindingEntry& entry,
+                          const std::string& what) {
+  int failures = 0;
+  for (std::int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    const double err = std::fabs(got.get(i) - expected[u]);
+    const bool ok = within(got.get(i), expected[u], entry.precision, got.dtype()) ||
+                    (entry.precision.max_rel && err <= *entry.precision.max_rel * magnitude[u]);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << entry.name << " " << what << " element " << i << ": got " << got.get(i)
+                    << ", expected " << expected[u] << " (scale " << magnitude[u] << ", "
+                    << describe(entry.precision) << ")";
+    }
+  }
+}
+
 // --- rope ----------------------------------------------------------------------
 
 std::vector<double> rope_expect(const Tensor& x, const std::vector<int>& pos, RopeMode mode,
@@ -42,38 +63,72 @@ std::vector<double> rope_expect(const Tensor& x, const std::vector<int>& pos, Ro
   return out;
 }
 
+// |u cos| + |v sin| per rotated element, |x| for the copied ones.
+std::vector<double> rope_magnitude(const Tensor& x, const std::vector<int>& pos, RopeMode mode,
+                                   double base, std::int64_t dims) {
+  const Shape& s = x.shape();
+  const std::int64_t d = s[s.rank() - 1], h = s[s.rank() - 2], t = s[s.rank() - 3];
+  std::vector<double> out = x.values();
+  for (double& v : out) v = std::fabs(v);
+  for (std::int64_t row = 0; row < x.numel() / (h * d); ++row) {
+    for (std::int64_t hh = 0; hh < h; ++hh) {
+      const std::int64_t o = (row * h + hh) * d;
+      for (std::int64_t i = 0; i < dims / 2; ++i) {
+        const double theta = pos[row % t] * std::pow(base, -2.0 * i / dims);
+        const std::int64_t iu = mode == RopeMode::kNeox ? i : 2 * i;
+        const std::int64_t iv = mode == RopeMode::kNeox ? i + dims / 2 : 2 * i + 1;
+        const double u = std::fabs(x.get(o + iu)), v = std::fabs(x.get(o + iv));
+        const double c = std::fabs(std::cos(theta)), sn = std::fabs(std::sin(theta));
+        out[o + iu] = u * c + v * sn;
+        out[o + iv] = u * sn + v * c;
+      }
+    }
+  }
+  return out;
+}
+
 TEST(CpuRopeTest, PositionZeroIsTheIdentityAndPairsRotate) {
   const DType t = DType::kF32;
   Tensor x = Tensor::of(t, {2, 1, 2}, {1, 0, 1, 0});
   Tensor pos = Tensor::of(DType::kI32, {2}, {0, 1});
   OpParams params;
   params.rope_base = 10000;
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
-  Tensor out(t, {2, 1, 2});
-  ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
-  // Position 0: unchanged; position 1, pair 0: angle 1 radian.
-  EXPECT_EQ(out.get(0), 1);
-  EXPECT_EQ(out.get(1), 0);
-  EXPECT_FLOAT_EQ(static_cast<float>(out.get(2)), static_cast<float>(std::cos(1.0)));
-  EXPECT_FLOAT_EQ(static_cast<float>(out.get(3)), static_cast<float>(std::sin(1.0)));
+  for (const BindingEntry& e : cpu_entries(OpKind::kRope, {t, DType::kI32, t})) {
+    Tensor out(t, {2, 1, 2});
+    ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
+    // Position 0: unchanged; position 1, pair 0: angle 1 radian.
+    EXPECT_EQ(out.get(0), 1) << e.name;
+    EXPECT_EQ(out.get(1), 0) << e.name;
+    EXPECT_FLOAT_EQ(static_cast<float>(out.get(2)), static_cast<float>(std::cos(1.0))) << e.name;
+    EXPECT_FLOAT_EQ(static_cast<float>(out.get(3)), static_cast<float>(std::sin(1.0))) << e.name;
+  }
 }
 
 TEST(CpuRopeTest, NormalAndNeoxMatchDoubleWithPartialRotation) {
   for (DType t : kFloats) {
     for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
-      for (int rope_dims : {0, 4}) {
+      // Head sizes below, at and past a vector, partial rotations that end inside
+      // a vector.
+      const std::int64_t configs[][2] = {{6, 0}, {6, 4}, {70, 0}, {70, 34}, {2, 2}};
+      for (const auto& [d, rope_dims] : configs) {
         const std::vector<int> positions = {0, 7, 300};
-        Tensor x = Tensor::of(t, {2, 3, 3, 6}, random_values(108, -2, 2, 51));
+        const std::int64_t n = 2 * 3 * 3 * d;
+        Tensor x = Tensor::of(t, {2, 3, 3, d}, random_values(n, -2, 2, 51));
         Tensor pos = Tensor::of(DType::kI32, {3}, {0, 7, 300});
         OpParams params;
         params.rope_mode = mode;
         params.rope_base = 500;
         params.rope_dims = rope_dims;
-        const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
-        Tensor out(t, {2, 3, 3, 6});
-        ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
-        expect_within(out, rope_expect(x, positions, mode, 500, rope_dims == 0 ? 6 : rope_dims), e,
-                      mode == RopeMode::kNeox ? "neox" : "normal");
+        const std::int64_t dims = rope_dims == 0 ? d : rope_dims;
+        const std::vector<double> expected = rope_expect(x, positions, mode, 500, dims);
+        const std::vector<double> magnitude = rope_magnitude(x, positions, mode, 500, dims);
+        for (const BindingEntry& e : cpu_entries(OpKind::kRope, {t, DType::kI32, t})) {
+          Tensor out(t, {2, 3, 3, d});
+          ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
+          expect_within_scaled(out, expected, magnitude, e,
+                               std::string(mode == RopeMode::kNeox ? "neox" : "normal") +
+                                   " d=" + std::to_string(d) + " dims=" + std::to_string(dims));
+        }
       }
     }
   }
@@ -82,17 +137,18 @@ TEST(CpuRopeTest, NormalAndNeoxMatchDoubleWithPartialRotation) {
 TEST(CpuRopeTest, RopeRefusesBadDimsAndPositions) {
   const DType t = DType::kF32;
   Tensor x(t, {3, 2, 6}), pos(DType::kI32, {3}), short_pos(DType::kI32, {2}), out(t, {3, 2, 6});
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
-  OpParams odd;
-  odd.rope_dims = 3;
-  EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, odd).code(),
-            StatusCode::kInvalidArgument);
-  OpParams wide;
-  wide.rope_dims = 8;
-  EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, wide).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(call_entry(e, {x.view(), short_pos.view()}, {out.view()}).code(),
-            StatusCode::kInvalidArgument);
+  for (const BindingEntry& e : cpu_entries(OpKind::kRope, {t, DType::kI32, t})) {
+    OpParams odd;
+    odd.rope_dims = 3;
+    EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, odd).code(),
+              StatusCode::kInvalidArgument);
+    OpParams wide;
+    wide.rope_dims = 8;
+    EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, wide).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(call_entry(e, {x.view(), short_pos.view()}, {out.view()}).code(),
+              StatusCode::kInvalidArgument);
+  }
 }
 
 // --- get_rows ------------------------------------------------------------------
@@ -102,15 +158,41 @@ TEST(CpuGetRowsTest, RowsAreLookedUpAndConverted) {
     Tensor table = Tensor::of(table_t, {4, 3}, {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31.5, 32});
     Tensor idx = Tensor::of(DType::kI32, {5}, {3, 0, 0, 2, 1});
     for (DType out_t : kFloats) {
-      const BindingEntry& e =
-          only_entry(cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t}));
-      Tensor out(out_t, {5, 3});
-      ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
-      std::vector<double> expected;
-      for (int r : {3, 0, 0, 2, 1}) {
-        for (int c = 0; c < 3; ++c) expected.push_back(out.stored(table.get(r * 3 + c)));
+      for (const BindingEntry& e : cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t})) {
+        Tensor out(out_t, {5, 3});
+        ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
+        std::vector<double> expected;
+        for (int r : {3, 0, 0, 2, 1}) {
+          for (int c = 0; c < 3; ++c) expected.push_back(out.stored(table.get(r * 3 + c)));
+        }
+        EXPECT_EQ(out.values(), expected) << e.name;
       }
-      EXPECT_EQ(out.values(), expected) << e.name;
+    }
+  }
+}
+
+// The SIMD siblings convert rows of any width (1, 7, 33, past a vector, not a
+// multiple of it) to exactly the reference's bytes, NaN and rounding ties included.
+TEST(CpuGetRowsTest, SimdSiblingsGiveTheReferenceBytesAtOddWidths) {
+  for (std::int64_t cols : {std::int64_t{1}, std::int64_t{7}, std::int64_t{33}, std::int64_t{70}}) {
+    std::vector<double> values = random_values(5 * cols, -1e5, 1e5, 91);
+    values[0] = std::numeric_limits<double>::quiet_NaN();
+    values[values.size() - 1] = 1.0 + 0x1p-8;  // a bf16 rounding tie
+    for (DType table_t : kFloats) {
+      Tensor table = Tensor::of(table_t, {5, cols}, values);
+      Tensor idx = Tensor::of(DType::kI32, {4}, {4, 0, 2, 4});
+      for (DType out_t : kFloats) {
+        const std::vector<BindingEntry> entries =
+            cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t});
+        Tensor ref_out(out_t, {4, cols});
+        ASSERT_TRUE(
+            call_entry(entries.back(), {table.view(), idx.view()}, {ref_out.view()}).is_ok());
+        for (const BindingEntry& e : entries) {
+          Tensor out(out_t, {4, cols});
+          ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
+          EXPECT_TRUE(out.same_bytes(ref_out)) << e.name << " cols=" << cols;
+        }
+      }
     }
   }
 }
@@ -294,27 +376,6 @@ TEST(CpuAttentionTest, AttentionRefusesHeadsThatDoNotGroup) {
     EXPECT_EQ(call_entry(e, {q2.view(), k.view(), v_short.view()}, {out2.view()}).code(),
               StatusCode::kInvalidArgument)
         << e.name;
-  }
-}
-
-// As expect_within, except that a relative bound is taken against `magnitude`
-// (sum_j p_j |v_j|), the scale the verify harness uses for attention: the weighted
-// sum may cancel far below the size of its terms.
-void expect_within_scaled(const Tensor& got, const std::vector<double>& expected,
-                          const std::vector<double>& magnitude, const BindingEntry& entry,
-                          const std::string& what) {
-  int failures = 0;
-  for (std::int64_t i = 0; i < got.numel() && failures < 5; ++i) {
-    const auto u = static_cast<std::size_t>(i);
-    const double err = std::fabs(got.get(i) - expected[u]);
-    const bool ok = within(got.get(i), expected[u], entry.precision, got.dtype()) ||
-                    (entry.precision.max_rel && err <= *entry.precision.max_rel * magnitude[u]);
-    if (!ok) {
-      ++failures;
-      ADD_FAILURE() << entry.name << " " << what << " element " << i << ": got " << got.get(i)
-                    << ", expected " << expected[u] << " (scale " << magnitude[u] << ", "
-                    << describe(entry.precision) << ")";
-    }
   }
 }
 

@@ -275,20 +275,30 @@ void append_tensor_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kStridedBroadcast{.strided_input = true, .broadcast_input = true};
   constexpr Variant kRef = Variant::kRef;
   for (DType t : kFloatDTypes) {
-    // Rotations in double, rounded once; a rotated pair that cancels to nearly
-    // zero keeps a double-rounding error far below an f32 ulp of its inputs.
-    rows.push_back({OpKind::kRope,
-                    {t, kI32, t},
-                    rope_kernel(t),
-                    options(fmt::format("rope_{}_i32__cpu_ref", name(t)), kRef,
-                            PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12),
-                            &stream_cost<6>)});
+    // Reference: rotations in double, rounded once; a rotated pair that cancels to
+    // nearly zero keeps a double-rounding error far below an f32 ulp of its
+    // inputs. SIMD: cos and sin rounded to f32, one rounded product and one FMA:
+    // within 3 * 2^-25 of |u c| + |v s| (the verify scale).
+    for (Variant v : variants()) {
+      rows.push_back(
+          {OpKind::kRope,
+           {t, kI32, t},
+           rope_kernel(t, v),
+           options(fmt::format("rope_{}_i32{}", name(t), suffix(v)), v,
+                   v == kRef ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12)
+                             : f32_bound(2e-7, std::nullopt, t),
+                   &stream_cost<6>)});
+    }
     for (DType out : kFloatDTypes) {
-      rows.push_back({OpKind::kGetRows,
-                      {t, kI32, out},
-                      get_rows_kernel(t, out),
-                      options(fmt::format("get_rows_{}_i32_{}__cpu_ref", name(t), name(out)), kRef,
-                              exact(), &get_rows_cost)});
+      for (Variant v : variants()) {
+        const KernelFn fn = get_rows_kernel(t, out, v);
+        if (fn == nullptr) continue;
+        rows.push_back({OpKind::kGetRows,
+                        {t, kI32, out},
+                        fn,
+                        options(fmt::format("get_rows_{}_i32_{}{}", name(t), name(out), suffix(v)),
+                                v, exact(), &get_rows_cost)});
+      }
     }
   }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};

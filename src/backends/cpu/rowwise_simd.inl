@@ -198,8 +198,61 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   for (std::int64_t j = written; j < cols; ++j) out[j] = zero;
 }
 
+// One FMA per output after one rounded product: u c - v s and u s + v c.
+template <typename S>
+void rope_row(const void* xv, void* ov, const float* cs, std::int64_t heads, std::int64_t d,
+              std::int64_t dims, bool neox) {
+  const S* x = static_cast<const S*>(xv);
+  S* out = static_cast<S*>(ov);
+  const S zero{};
+  const std::int64_t half = dims / 2;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const S* xh = x + h * d;
+    S* oh = out + h * d;
+    if (!neox) {
+      const float* c = cs;
+      const float* sn = cs + dims;
+      std::int64_t j = 0;
+      for (; j + kW <= dims; j += kW) {
+        const VF v = load(xh + j);
+        store(oh + j, vfma(v, load(c + j), vmul(vswap_pairs(v), load(sn + j))));
+      }
+      if (j < dims) {
+        // dims and j are even: the partial vector holds whole pairs.
+        const std::int64_t n = dims - j;
+        const VF v = load_partial(xh + j, n, zero);
+        store_partial(oh + j, n,
+                      vfma(v, load_partial(c + j, n, 0.0f),
+                           vmul(vswap_pairs(v), load_partial(sn + j, n, 0.0f))));
+      }
+    } else {
+      const float* c = cs;
+      const float* sn = cs + half;
+      for (std::int64_t i = 0; i < half; i += kW) {
+        const std::int64_t n = half - i < kW ? half - i : kW;
+        const bool full = n == kW;
+        const VF u = full ? load(xh + i) : load_partial(xh + i, n, zero);
+        const VF v = full ? load(xh + half + i) : load_partial(xh + half + i, n, zero);
+        const VF cv = full ? load(c + i) : load_partial(c + i, n, 0.0f);
+        const VF sv = full ? load(sn + i) : load_partial(sn + i, n, 0.0f);
+        const VF lo = vfma(u, cv, vxor(vmul(v, sv), vset(-0.0f)));
+        const VF hi = vfma(v, cv, vmul(u, sv));
+        if (full) {
+          store(oh + i, lo);
+          store(oh + half + i, hi);
+        } else {
+          store_partial(oh + i, n, lo);
+          store_partial(oh + half + i, n, hi);
+        }
+      }
+    }
+    copy_elems(xh + dims, oh + dims, d - dims);
+  }
+}
+
 template <typename S>
 constexpr void fill_storage(RowwiseSimd& t, int s) {
+  t.rope[s] = &rope_row<S>;
   t.rms_norm[s] = &rms_norm_row<S>;
   t.layer_norm[s] = &layer_norm_row<S>;
   t.softmax[s] = &softmax_row<S>;

@@ -74,6 +74,13 @@ struct RowwiseSimd {
   // The sum and the maximum of n elements, in f32 (NaN propagates through max).
   float (*sum[kFloatStorageCount])(const void* x, std::int64_t n);
   float (*max[kFloatStorageCount])(const void* x, std::int64_t n);
+  // Rotates the first `dims` elements of each of `heads` rows of d elements (one
+  // token) and copies the rest. Normal mode rotates pairs (2i, 2i + 1) with
+  // tables of dims floats each: cs = [c0, c0, c1, c1, ...] then
+  // [-s0, s0, -s1, s1, ...]; neox rotates (i, i + dims / 2) with cs = [c0 .. c_{h-1}]
+  // then [s0 .. s_{h-1}], h = dims / 2.
+  void (*rope[kFloatStorageCount])(const void* x, void* out, const float* cs, std::int64_t heads,
+                                   std::int64_t d, std::int64_t dims, bool neox);
 };
 
 // One attention call for the SIMD rows (attention_simd.inl): q [B, Sq, H, Dh],

@@ -90,6 +90,8 @@ inline bool any_outside(VF a, float limit) {
   return _mm512_cmp_ps_mask(vabs(a), vset(limit), _CMP_NLE_UQ) != 0;
 }
 inline VF vrcp_estimate(VF a) { return _mm512_rcp14_ps(a); }
+// Lanes (0, 1), (2, 3), ... swapped.
+inline VF vswap_pairs(VF a) { return _mm512_permute_ps(a, 0xB1); }
 // All-ones lanes where a is NaN.
 inline VF vnan_lanes(VF a) {
   return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)));
@@ -165,6 +167,8 @@ inline bool any_outside(VF a, float limit) {
   return _mm256_movemask_ps(_mm256_cmp_ps(vabs(a), vset(limit), _CMP_NLE_UQ)) != 0;
 }
 inline VF vrcp_estimate(VF a) { return _mm256_rcp_ps(a); }
+// Lanes (0, 1), (2, 3), ... swapped.
+inline VF vswap_pairs(VF a) { return _mm256_permute_ps(a, 0xB1); }
 inline VF vnan_lanes(VF a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 // b where the sign bit of `sel` is set, else a.
 inline VF vblend_sign(VF a, VF b, VF sel) { return _mm256_blendv_ps(a, b, sel); }

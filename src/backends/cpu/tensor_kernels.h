@@ -4,7 +4,7 @@
 // and deterministic at any thread count; attention also has SIMD siblings.
 //
 // Example
-//   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32);  // f16 table, f32 rows
+//   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32, Variant::kRef);  // f16 -> f32 rows
 #pragma once
 
 #include "backends/cpu/kernel_util.h"
@@ -12,13 +12,15 @@
 namespace switchyard::cpu {
 
 // rope: x [..., T, H, D] (f32, f16 or bf16), pos i32 [T] -> out like x; contiguous.
-// Angles and rotations are computed in double and rounded once.
-[[nodiscard]] KernelFn rope_kernel(DType dtype);
+// Angles are computed in double; the reference rotates in double and rounds once,
+// the SIMD siblings round cos and sin to f32 and rotate in f32.
+[[nodiscard]] KernelFn rope_kernel(DType dtype, Variant variant);
 
 // get_rows: table [R, C] of `table` dtype, idx i32 [N] -> out [N, C] of `out`
 // dtype (f32, f16 or bf16 each); contiguous. kOutOfRange names the first index
-// outside [0, R), and nothing is written then.
-[[nodiscard]] KernelFn get_rows_kernel(DType table, DType out);
+// outside [0, R), and nothing is written then. SIMD siblings exist where the row
+// is converted (table and out dtypes differ); null otherwise.
+[[nodiscard]] KernelFn get_rows_kernel(DType table, DType out, Variant variant);
 
 // copy, transpose: input of any strides (broadcast too), contiguous output, for
 // f32, f16, bf16 and i32.
