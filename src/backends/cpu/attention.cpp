@@ -67,7 +67,10 @@ Status attention_kernel_impl(const KernelCall& call) {
                                         name(kDTypeOf<KV>), kMask ? "_mask" : "");
   Result<AttentionShape> checked = check_attention<Q, KV, kMask>(call, kName);
   if (!checked.is_ok()) return checked.status();
-  const auto [sq, heads, dh, skv, kv_heads, mask_ptr] = *checked;
+  // Plain copies, not a structured binding: lambdas below capture them.
+  const std::int64_t sq = checked->sq, heads = checked->heads, dh = checked->dh;
+  const std::int64_t skv = checked->skv, kv_heads = checked->kv_heads;
+  const void* mask_ptr = checked->mask;
   const TensorView& q = call.inputs[0];
   const TensorView& k = call.inputs[1];
   const TensorView& v = call.inputs[2];

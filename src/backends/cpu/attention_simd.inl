@@ -29,6 +29,9 @@ constexpr float kAttnInf = __builtin_inff();
 // 32 KiB together and stay in L1 while every row of the item reads them.
 constexpr int kBlockTiles = 32 / kW;
 constexpr std::int64_t kBlock = static_cast<std::int64_t>(kBlockTiles) * kW;
+// The vector width as an offset, and four vectors of it.
+constexpr std::int64_t kW1 = kW;
+constexpr std::int64_t kW4 = 4 * kW1;
 
 // One vector whose lane l is the sum of the lanes of acc[l].
 #if defined(SWITCHYARD_SIMD_AVX512)
@@ -85,16 +88,16 @@ inline VF dot_tile(const float* q, const KV* k, std::int64_t stride, std::int64_
 #pragma GCC unroll 16
   for (int j = 0; j < kW; ++j) acc[j] = vset(0.0f);
   std::int64_t e = 0;
-  for (; e + 4 * kW <= dh_pad; e += 4 * kW) {
-    const VF q0 = load(q + e), q1 = load(q + e + kW), q2 = load(q + e + 2 * kW),
-             q3 = load(q + e + 3 * kW);
+  for (; e + kW4 <= dh_pad; e += kW4) {
+    const VF q0 = load(q + e), q1 = load(q + e + kW), q2 = load(q + e + 2 * kW1),
+             q3 = load(q + e + 3 * kW1);
 #pragma GCC unroll 16
     for (int j = 0; j < kW; ++j) {
       const KV* kr = k + j * stride + e;
       VF s = vfma(q0, load(kr), acc[j]);
       s = vfma(q1, load(kr + kW), s);
-      s = vfma(q2, load(kr + 2 * kW), s);
-      acc[j] = vfma(q3, load(kr + 3 * kW), s);
+      s = vfma(q2, load(kr + 2 * kW1), s);
+      acc[j] = vfma(q3, load(kr + 3 * kW1), s);
     }
   }
   for (; e < dh_pad; e += kW) {
@@ -113,16 +116,16 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
                                 const KV* v, std::int64_t stride, std::int64_t n,
                                 std::int64_t dh_pad) {
   std::int64_t e = 0;
-  for (; e + 4 * kW <= dh_pad; e += 4 * kW) {
+  for (; e + kW4 <= dh_pad; e += kW4) {
     VF a[kRows][4];
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) a[r][c] = load(acc[r] + e + c * kW);
+      for (int c = 0; c < 4; ++c) a[r][c] = load(acc[r] + e + c * kW1);
     }
     const KV* vr = v + e;
     for (std::int64_t j = 0; j < n; ++j, vr += stride) {
-      const VF v0 = load(vr), v1 = load(vr + kW), v2 = load(vr + 2 * kW), v3 = load(vr + 3 * kW);
+      const VF v0 = load(vr), v1 = load(vr + kW), v2 = load(vr + 2 * kW1), v3 = load(vr + 3 * kW1);
 #pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
         const VF pj = vset(p[r][j]);
@@ -135,7 +138,7 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) store(acc[r] + e + c * kW, a[r][c]);
+      for (int c = 0; c < 4; ++c) store(acc[r] + e + c * kW1, a[r][c]);
     }
   }
   for (; e < dh_pad; e += kW) {
@@ -293,8 +296,8 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       }
       VF psum = vset(0.0f);
       for (int t = 0; t < kBlockTiles; ++t) {
-        const VF p = vexp(vsub(load(pr + t * kW), mv));
-        store(pr + t * kW, p);
+        const VF p = vexp(vsub(load(pr + t * kW1), mv));
+        store(pr + t * kW1, p);
         psum = vadd(psum, p);
       }
       float tmp[kW];
