@@ -152,13 +152,17 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     return n == kW ? v : keep_first(v, n, -kInf);
   };
   auto width = [&](std::int64_t i) { return valid - i < kW ? valid - i : kW; };
-  VF mx = vset(-kInf);
-  for (std::int64_t i = 0; i < valid; i += kW) {
-    // The next two sweeps run from cache; fetching the next row (rows of a
-    // contiguous tensor follow each other) keeps memory busy meanwhile.
-    prefetch(x + cols + i);
-    mx = vmax(mx, logits(i, width(i)));
+  // Four independent maxima: one chain of vmax would take its latency per vector.
+  VF mx = vset(-kInf), mx1 = vset(-kInf), mx2 = vset(-kInf), mx3 = vset(-kInf);
+  std::int64_t i0 = 0;
+  for (; i0 + 4 * kW <= valid; i0 += 4 * kW) {
+    mx = vmax(mx, logits(i0, kW));
+    mx1 = vmax(mx1, logits(i0 + kW, kW));
+    mx2 = vmax(mx2, logits(i0 + 2 * kW, kW));
+    mx3 = vmax(mx3, logits(i0 + 3 * kW, kW));
   }
+  for (; i0 < valid; i0 += kW) mx = vmax(mx, logits(i0, width(i0)));
+  mx = vmax(vmax(mx, mx1), vmax(mx2, mx3));
   float tmp[kW];
   store(tmp, mx);
   float m = tmp[0];
@@ -169,6 +173,11 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     VF acc0 = vset(0.0f), acc1 = vset(0.0f);
     std::int64_t i = 0;
     for (; i + 2 * kW <= valid; i += 2 * kW) {
+      // This sweep writes out (from memory) and the next runs from cache: they
+      // fetch the next row's two halves meanwhile (rows of a contiguous tensor
+      // follow each other), so the first sweep of the next row runs from cache.
+      prefetch(x + cols + i / 2);
+      prefetch(x + cols + i / 2 + kW / 2);
       const VF e0 = vexp(vsub(logits(i, kW), mv));
       const VF e1 = vexp(vsub(logits(i + kW, kW), mv));
       store(buf + i, e0);
@@ -189,7 +198,10 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     }
     const float sum = hsum_lanes(vadd(acc0, acc1), tmp);
     const VF inv = vdiv(vset(1.0f), vset(sum));
-    for (i = 0; i + kW <= valid; i += kW) store(out + i, vmul(load(buf + i), inv));
+    for (i = 0; i + kW <= valid; i += kW) {
+      prefetch(x + cols + valid / 2 + i / 2);
+      store(out + i, vmul(load(buf + i), inv));
+    }
     if (i < valid) {
       store_partial(out + i, valid - i, vmul(load_partial(buf + i, valid - i, 0.0f), inv));
     }
