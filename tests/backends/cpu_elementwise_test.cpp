@@ -202,6 +202,64 @@ TEST(CpuElementwiseTest, SimdTranscendentalsHoldTheirBoundsOverTheF32Range) {
   }
 }
 
+// A vector with one lane outside the exponential's fast range takes the wide path;
+// the other lanes must get the same bits as on the fast path, so an element's
+// result never depends on its neighbours (and so not on how rows are split).
+TEST(CpuElementwiseTest, TranscendentalLanesDoNotDependOnTheirNeighbours) {
+  const std::int64_t n = 71;
+  const std::vector<double> base = random_values(n, -60, 60, 23);
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(), 200.0, -200.0,
+                             -std::numeric_limits<double>::infinity(), 87.5,  -95.0};
+  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh}) {
+    for (const BindingEntry& e : cpu_entries(op, {DType::kF32, DType::kF32})) {
+      Tensor x = Tensor::of(DType::kF32, {n}, base);
+      Tensor plain(DType::kF32, {n});
+      ASSERT_TRUE(call_entry(e, {x.view()}, {plain.view()}).is_ok()) << e.name;
+      for (std::int64_t pos : {std::int64_t{0}, std::int64_t{9}, std::int64_t{35}, n - 1}) {
+        for (double special : specials) {
+          std::vector<double> mixed = base;
+          mixed[static_cast<std::size_t>(pos)] = special;
+          Tensor y = Tensor::of(DType::kF32, {n}, mixed);
+          Tensor out(DType::kF32, {n});
+          ASSERT_TRUE(call_entry(e, {y.view()}, {out.view()}).is_ok()) << e.name;
+          for (std::int64_t i = 0; i < n; ++i) {
+            if (i == pos) continue;
+            EXPECT_EQ(out.get(i), plain.get(i))
+                << e.name << " element " << i << " next to " << special << " at " << pos;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Exponentials at the edges of the f32 range, exactly where the result is exact.
+TEST(CpuElementwiseTest, ExpOfSpecialValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> in = {0.0, -inf, inf, 100.0, -120.0, 88.8, -104.5, 1.0, -1.0};
+  Tensor x = Tensor::of(DType::kF32, {static_cast<std::int64_t>(in.size())}, in);
+  for (const BindingEntry& e : cpu_entries(OpKind::kExp, {DType::kF32, DType::kF32})) {
+    Tensor out(DType::kF32, {static_cast<std::int64_t>(in.size())});
+    ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}).is_ok()) << e.name;
+    EXPECT_EQ(out.get(0), 1.0) << e.name;
+    EXPECT_EQ(out.get(1), 0.0) << e.name;
+    EXPECT_EQ(out.get(2), inf) << e.name;
+    EXPECT_EQ(out.get(3), inf) << e.name;
+    EXPECT_EQ(out.get(4), 0.0) << e.name;
+    EXPECT_EQ(out.get(5), inf) << e.name;
+    EXPECT_EQ(out.get(6), 0.0) << e.name;
+    EXPECT_NEAR(out.get(7), std::exp(1.0), 3e-7) << e.name;
+    EXPECT_NEAR(out.get(8), std::exp(-1.0), 1e-7) << e.name;
+  }
+  Tensor nan = Tensor::of(DType::kF32, {3}, {std::numeric_limits<double>::quiet_NaN(), 1.0, 2.0});
+  for (const BindingEntry& e : cpu_entries(OpKind::kExp, {DType::kF32, DType::kF32})) {
+    Tensor out(DType::kF32, {3});
+    ASSERT_TRUE(call_entry(e, {nan.view()}, {out.view()}).is_ok()) << e.name;
+    EXPECT_TRUE(std::isnan(out.get(0))) << e.name;
+    EXPECT_NEAR(out.get(2), std::exp(2.0), 1e-6) << e.name;
+  }
+}
+
 // Exact operations give the reference's bytes in every SIMD sibling.
 TEST(CpuElementwiseTest, SimdSiblingsOfExactOpsMatchTheReferenceBitForBit) {
   const std::int64_t n = 1037;

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu_test_util.h"
+#include "switchyard/cost.h"
 
 namespace switchyard::test {
 namespace {
@@ -15,6 +17,27 @@ constexpr DType kFloats[] = {DType::kF32, DType::kF16, DType::kBF16};
 BindingEntry only_entry(const std::vector<BindingEntry>& entries) {
   EXPECT_EQ(entries.size(), 1u);
   return entries.front();
+}
+
+// As expect_within, except that a relative bound is taken against `magnitude`
+// (the scale the verify harness uses: sum_j p_j |v_j| for attention, |u c| + |v s|
+// for rope): a sum may cancel far below the size of its terms.
+void expect_within_scaled(const Tensor& got, const std::vector<double>& expected,
+                          const std::vector<double>& magnitude, const BindingEntry& entry,
+                          const std::string& what) {
+  int failures = 0;
+  for (std::int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    const double err = std::fabs(got.get(i) - expected[u]);
+    const bool ok = within(got.get(i), expected[u], entry.precision, got.dtype()) ||
+                    (entry.precision.max_rel && err <= *entry.precision.max_rel * magnitude[u]);
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << entry.name << " " << what << " element " << i << ": got " << got.get(i)
+                    << ", expected " << expected[u] << " (scale " << magnitude[u] << ", "
+                    << describe(entry.precision) << ")";
+    }
+  }
 }
 
 // --- rope ----------------------------------------------------------------------
@@ -40,38 +63,72 @@ std::vector<double> rope_expect(const Tensor& x, const std::vector<int>& pos, Ro
   return out;
 }
 
+// |u cos| + |v sin| per rotated element, |x| for the copied ones.
+std::vector<double> rope_magnitude(const Tensor& x, const std::vector<int>& pos, RopeMode mode,
+                                   double base, std::int64_t dims) {
+  const Shape& s = x.shape();
+  const std::int64_t d = s[s.rank() - 1], h = s[s.rank() - 2], t = s[s.rank() - 3];
+  std::vector<double> out = x.values();
+  for (double& v : out) v = std::fabs(v);
+  for (std::int64_t row = 0; row < x.numel() / (h * d); ++row) {
+    for (std::int64_t hh = 0; hh < h; ++hh) {
+      const std::int64_t o = (row * h + hh) * d;
+      for (std::int64_t i = 0; i < dims / 2; ++i) {
+        const double theta = pos[row % t] * std::pow(base, -2.0 * i / dims);
+        const std::int64_t iu = mode == RopeMode::kNeox ? i : 2 * i;
+        const std::int64_t iv = mode == RopeMode::kNeox ? i + dims / 2 : 2 * i + 1;
+        const double u = std::fabs(x.get(o + iu)), v = std::fabs(x.get(o + iv));
+        const double c = std::fabs(std::cos(theta)), sn = std::fabs(std::sin(theta));
+        out[o + iu] = u * c + v * sn;
+        out[o + iv] = u * sn + v * c;
+      }
+    }
+  }
+  return out;
+}
+
 TEST(CpuRopeTest, PositionZeroIsTheIdentityAndPairsRotate) {
   const DType t = DType::kF32;
   Tensor x = Tensor::of(t, {2, 1, 2}, {1, 0, 1, 0});
   Tensor pos = Tensor::of(DType::kI32, {2}, {0, 1});
   OpParams params;
   params.rope_base = 10000;
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
-  Tensor out(t, {2, 1, 2});
-  ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
-  // Position 0: unchanged; position 1, pair 0: angle 1 radian.
-  EXPECT_EQ(out.get(0), 1);
-  EXPECT_EQ(out.get(1), 0);
-  EXPECT_FLOAT_EQ(static_cast<float>(out.get(2)), static_cast<float>(std::cos(1.0)));
-  EXPECT_FLOAT_EQ(static_cast<float>(out.get(3)), static_cast<float>(std::sin(1.0)));
+  for (const BindingEntry& e : cpu_entries(OpKind::kRope, {t, DType::kI32, t})) {
+    Tensor out(t, {2, 1, 2});
+    ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
+    // Position 0: unchanged; position 1, pair 0: angle 1 radian.
+    EXPECT_EQ(out.get(0), 1) << e.name;
+    EXPECT_EQ(out.get(1), 0) << e.name;
+    EXPECT_FLOAT_EQ(static_cast<float>(out.get(2)), static_cast<float>(std::cos(1.0))) << e.name;
+    EXPECT_FLOAT_EQ(static_cast<float>(out.get(3)), static_cast<float>(std::sin(1.0))) << e.name;
+  }
 }
 
 TEST(CpuRopeTest, NormalAndNeoxMatchDoubleWithPartialRotation) {
   for (DType t : kFloats) {
     for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
-      for (int rope_dims : {0, 4}) {
+      // Head sizes below, at and past a vector, partial rotations that end inside
+      // a vector.
+      const std::int64_t configs[][2] = {{6, 0}, {6, 4}, {70, 0}, {70, 34}, {2, 2}};
+      for (const auto& [d, rope_dims] : configs) {
         const std::vector<int> positions = {0, 7, 300};
-        Tensor x = Tensor::of(t, {2, 3, 3, 6}, random_values(108, -2, 2, 51));
+        const std::int64_t n = 2 * 3 * 3 * d;
+        Tensor x = Tensor::of(t, {2, 3, 3, d}, random_values(n, -2, 2, 51));
         Tensor pos = Tensor::of(DType::kI32, {3}, {0, 7, 300});
         OpParams params;
         params.rope_mode = mode;
         params.rope_base = 500;
         params.rope_dims = rope_dims;
-        const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
-        Tensor out(t, {2, 3, 3, 6});
-        ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
-        expect_within(out, rope_expect(x, positions, mode, 500, rope_dims == 0 ? 6 : rope_dims), e,
-                      mode == RopeMode::kNeox ? "neox" : "normal");
+        const std::int64_t dims = rope_dims == 0 ? d : rope_dims;
+        const std::vector<double> expected = rope_expect(x, positions, mode, 500, dims);
+        const std::vector<double> magnitude = rope_magnitude(x, positions, mode, 500, dims);
+        for (const BindingEntry& e : cpu_entries(OpKind::kRope, {t, DType::kI32, t})) {
+          Tensor out(t, {2, 3, 3, d});
+          ASSERT_TRUE(call_entry(e, {x.view(), pos.view()}, {out.view()}, params).is_ok());
+          expect_within_scaled(out, expected, magnitude, e,
+                               std::string(mode == RopeMode::kNeox ? "neox" : "normal") +
+                                   " d=" + std::to_string(d) + " dims=" + std::to_string(dims));
+        }
       }
     }
   }
@@ -80,17 +137,18 @@ TEST(CpuRopeTest, NormalAndNeoxMatchDoubleWithPartialRotation) {
 TEST(CpuRopeTest, RopeRefusesBadDimsAndPositions) {
   const DType t = DType::kF32;
   Tensor x(t, {3, 2, 6}), pos(DType::kI32, {3}), short_pos(DType::kI32, {2}), out(t, {3, 2, 6});
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kRope, {t, DType::kI32, t}));
-  OpParams odd;
-  odd.rope_dims = 3;
-  EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, odd).code(),
-            StatusCode::kInvalidArgument);
-  OpParams wide;
-  wide.rope_dims = 8;
-  EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, wide).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(call_entry(e, {x.view(), short_pos.view()}, {out.view()}).code(),
-            StatusCode::kInvalidArgument);
+  for (const BindingEntry& e : cpu_entries(OpKind::kRope, {t, DType::kI32, t})) {
+    OpParams odd;
+    odd.rope_dims = 3;
+    EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, odd).code(),
+              StatusCode::kInvalidArgument);
+    OpParams wide;
+    wide.rope_dims = 8;
+    EXPECT_EQ(call_entry(e, {x.view(), pos.view()}, {out.view()}, wide).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(call_entry(e, {x.view(), short_pos.view()}, {out.view()}).code(),
+              StatusCode::kInvalidArgument);
+  }
 }
 
 // --- get_rows ------------------------------------------------------------------
@@ -100,15 +158,41 @@ TEST(CpuGetRowsTest, RowsAreLookedUpAndConverted) {
     Tensor table = Tensor::of(table_t, {4, 3}, {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31.5, 32});
     Tensor idx = Tensor::of(DType::kI32, {5}, {3, 0, 0, 2, 1});
     for (DType out_t : kFloats) {
-      const BindingEntry& e =
-          only_entry(cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t}));
-      Tensor out(out_t, {5, 3});
-      ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
-      std::vector<double> expected;
-      for (int r : {3, 0, 0, 2, 1}) {
-        for (int c = 0; c < 3; ++c) expected.push_back(out.stored(table.get(r * 3 + c)));
+      for (const BindingEntry& e : cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t})) {
+        Tensor out(out_t, {5, 3});
+        ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
+        std::vector<double> expected;
+        for (int r : {3, 0, 0, 2, 1}) {
+          for (int c = 0; c < 3; ++c) expected.push_back(out.stored(table.get(r * 3 + c)));
+        }
+        EXPECT_EQ(out.values(), expected) << e.name;
       }
-      EXPECT_EQ(out.values(), expected) << e.name;
+    }
+  }
+}
+
+// The SIMD siblings convert rows of any width (1, 7, 33, past a vector, not a
+// multiple of it) to exactly the reference's bytes, NaN and rounding ties included.
+TEST(CpuGetRowsTest, SimdSiblingsGiveTheReferenceBytesAtOddWidths) {
+  for (std::int64_t cols : {std::int64_t{1}, std::int64_t{7}, std::int64_t{33}, std::int64_t{70}}) {
+    std::vector<double> values = random_values(5 * cols, -1e5, 1e5, 91);
+    values[0] = std::numeric_limits<double>::quiet_NaN();
+    values[values.size() - 1] = 1.0 + 0x1p-8;  // a bf16 rounding tie
+    for (DType table_t : kFloats) {
+      Tensor table = Tensor::of(table_t, {5, cols}, values);
+      Tensor idx = Tensor::of(DType::kI32, {4}, {4, 0, 2, 4});
+      for (DType out_t : kFloats) {
+        const std::vector<BindingEntry> entries =
+            cpu_entries(OpKind::kGetRows, {table_t, DType::kI32, out_t});
+        Tensor ref_out(out_t, {4, cols});
+        ASSERT_TRUE(
+            call_entry(entries.back(), {table.view(), idx.view()}, {ref_out.view()}).is_ok());
+        for (const BindingEntry& e : entries) {
+          Tensor out(out_t, {4, cols});
+          ASSERT_TRUE(call_entry(e, {table.view(), idx.view()}, {out.view()}).is_ok()) << e.name;
+          EXPECT_TRUE(out.same_bytes(ref_out)) << e.name << " cols=" << cols;
+        }
+      }
     }
   }
 }
@@ -267,14 +351,15 @@ TEST(CpuAttentionTest, GroupedQueryCausalMaskedAttentionMatchesDouble) {
         params.query_offset = 4;
         const DTypeList dtypes =
             with_mask ? DTypeList{qt, kvt, kvt, qt, qt} : DTypeList{qt, kvt, kvt, qt};
-        const BindingEntry e = only_entry(cpu_entries(OpKind::kAttention, dtypes));
-        std::vector<TensorView> in = {q.view(), k.view(), v.view()};
-        if (with_mask) in.push_back(mask.view());
-        Tensor out(qt, {2, 3, 4, 5});
-        ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
-        expect_within(
-            out, attention_expect(q, k, v, with_mask ? &mask : nullptr, params.scale, causal, 4), e,
-            causal ? "causal" : "full");
+        for (const BindingEntry& e : cpu_entries(OpKind::kAttention, dtypes)) {
+          std::vector<TensorView> in = {q.view(), k.view(), v.view()};
+          if (with_mask) in.push_back(mask.view());
+          Tensor out(qt, {2, 3, 4, 5});
+          ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
+          expect_within(
+              out, attention_expect(q, k, v, with_mask ? &mask : nullptr, params.scale, causal, 4),
+              e, causal ? "causal" : "full");
+        }
       }
     }
   }
@@ -283,12 +368,121 @@ TEST(CpuAttentionTest, GroupedQueryCausalMaskedAttentionMatchesDouble) {
 TEST(CpuAttentionTest, AttentionRefusesHeadsThatDoNotGroup) {
   const DType t = DType::kF32;
   Tensor q(t, {1, 2, 3, 4}), k(t, {1, 5, 2, 4}), v(t, {1, 5, 2, 4}), out(t, {1, 2, 3, 4});
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kAttention, {t, t, t, t}));
-  EXPECT_EQ(call_entry(e, {q.view(), k.view(), v.view()}, {out.view()}).code(),
-            StatusCode::kInvalidArgument);
-  Tensor q2(t, {1, 2, 4, 4}), v_short(t, {1, 4, 2, 4}), out2(t, {1, 2, 4, 4});
-  EXPECT_EQ(call_entry(e, {q2.view(), k.view(), v_short.view()}, {out2.view()}).code(),
-            StatusCode::kInvalidArgument);
+  for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t})) {
+    EXPECT_EQ(call_entry(e, {q.view(), k.view(), v.view()}, {out.view()}).code(),
+              StatusCode::kInvalidArgument)
+        << e.name;
+    Tensor q2(t, {1, 2, 4, 4}), v_short(t, {1, 4, 2, 4}), out2(t, {1, 2, 4, 4});
+    EXPECT_EQ(call_entry(e, {q2.view(), k.view(), v_short.view()}, {out2.view()}).code(),
+              StatusCode::kInvalidArgument)
+        << e.name;
+  }
+}
+
+// The f32 SIMD siblings: several key blocks of 32 keys,
+// head dims that are not a multiple of the vector width, three query heads per kv
+// head, a mask with -inf entries and a fully masked row, causal limits that fall
+// inside a block and rows with no key at all.
+TEST(CpuAttentionTest, EverySiblingMatchesDoubleAcrossKeyBlocksAndOddHeadDims) {
+  const std::pair<DType, DType> kinds[] = {
+      {DType::kF32, DType::kF32}, {DType::kF32, DType::kF16}, {DType::kBF16, DType::kBF16}};
+  for (auto [qt, kvt] : kinds) {
+    // {sq, h, hkv, dh}: odd head dims; decoding shapes (at most 4 rows per kv head,
+    // whole-vector heads) that read the key and value rows in place.
+    const std::int64_t configs[][4] = {{5, 6, 2, 1},  {5, 6, 2, 7},  {5, 6, 2, 33},
+                                       {1, 4, 2, 32}, {1, 4, 1, 48}, {2, 2, 1, 16}};
+    for (const auto& cfg : configs) {
+      const std::int64_t sq = cfg[0], h = cfg[1], hkv = cfg[2], dh = cfg[3], skv = 70;
+      Tensor q = Tensor::of(qt, {1, sq, h, dh}, random_values(sq * h * dh, -1, 1, 71));
+      Tensor k = Tensor::of(kvt, {1, skv, hkv, dh}, random_values(skv * hkv * dh, -1, 1, 72));
+      const std::vector<double> vs = random_values(skv * hkv * dh, -1, 1, 73);
+      Tensor v = Tensor::of(kvt, {1, skv, hkv, dh}, vs);
+      std::vector<double> vs_abs = vs;
+      for (double& x : vs_abs) x = std::fabs(x);
+      Tensor v_abs = Tensor::of(kvt, {1, skv, hkv, dh}, vs_abs);
+      std::vector<double> m = random_values(sq * skv, -2, 0, 74);
+      for (std::size_t i = 3; i < m.size(); i += 5) m[i] = -std::numeric_limits<double>::infinity();
+      // Query row 1 (where there is one) has every key masked.
+      for (std::int64_t j = 0; sq > 1 && j < skv; ++j)
+        m[static_cast<std::size_t>(skv + j)] = -std::numeric_limits<double>::infinity();
+      Tensor mask = Tensor::of(qt, {sq, skv}, m);
+      for (bool with_mask : {false, true}) {
+        for (std::int64_t offset : {std::int64_t{-2}, std::int64_t{61}}) {
+          for (bool causal : {false, true}) {
+            OpParams params;
+            params.scale = 0.8f;
+            params.causal = causal;
+            params.query_offset = offset;
+            const DTypeList dtypes =
+                with_mask ? DTypeList{qt, kvt, kvt, qt, qt} : DTypeList{qt, kvt, kvt, qt};
+            const std::vector<double> expected = attention_expect(
+                q, k, v, with_mask ? &mask : nullptr, params.scale, causal, offset);
+            const std::vector<double> magnitude = attention_expect(
+                q, k, v_abs, with_mask ? &mask : nullptr, params.scale, causal, offset);
+            for (const BindingEntry& e : cpu_entries(OpKind::kAttention, dtypes)) {
+              std::vector<TensorView> in = {q.view(), k.view(), v.view()};
+              if (with_mask) in.push_back(mask.view());
+              Tensor out(qt, {1, sq, h, dh});
+              ASSERT_TRUE(call_entry(e, in, {out.view()}, params).is_ok()) << e.name;
+              expect_within_scaled(out, expected, magnitude, e,
+                                   "dh=" + std::to_string(dh) +
+                                       " offset=" + std::to_string(offset) +
+                                       (causal ? " causal" : "") + (with_mask ? " mask" : ""));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuAttentionTest, SimdSiblingsGiveTheSameBytesOnOneAndThreeThreads) {
+  const DType t = DType::kF32;
+  const std::int64_t sq = 37, h = 8, dh = 64, skv = 150, hkv = 2;
+  Tensor q = Tensor::of(t, {2, sq, h, dh}, random_values(2 * sq * h * dh, -1, 1, 81));
+  Tensor k = Tensor::of(t, {2, skv, hkv, dh}, random_values(2 * skv * hkv * dh, -1, 1, 82));
+  Tensor v = Tensor::of(t, {2, skv, hkv, dh}, random_values(2 * skv * hkv * dh, -1, 1, 83));
+  OpParams params;
+  params.scale = 0.125f;
+  params.causal = true;
+  params.query_offset = 100;
+  int simd = 0;
+  for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t})) {
+    ASSERT_TRUE(e.precision.deterministic_across_threads) << e.name;
+    Tensor one(t, {2, sq, h, dh}), three(t, {2, sq, h, dh});
+    ASSERT_TRUE(call_entry(e, {q.view(), k.view(), v.view()}, {one.view()}, params, 1).is_ok());
+    ASSERT_TRUE(call_entry(e, {q.view(), k.view(), v.view()}, {three.view()}, params, 3).is_ok());
+    EXPECT_TRUE(one.same_bytes(three)) << e.name;
+    simd += e.name.find("__cpu_ref") == std::string::npos ? 1 : 0;
+  }
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  EXPECT_EQ(simd, (f.avx512 && f.f16c ? 1 : 0) + (f.avx2 && f.f16c ? 1 : 0));
+}
+
+// The planner ranks siblings by estimated time: the f32 siblings must come out
+// ahead of the double reference at the shapes of a model's prefill and decode.
+TEST(CpuAttentionTest, SimdSiblingsAreEstimatedFasterThanTheDoubleReference) {
+  const DType t = DType::kF32;
+  const std::vector<Shape> prefill = {
+      {1, 512, 32, 128}, {1, 512, 8, 128}, {1, 512, 8, 128}, {1, 512, 32, 128}};
+  const std::vector<Shape> decode = {
+      {1, 1, 32, 128}, {1, 600, 8, 128}, {1, 600, 8, 128}, {1, 1, 32, 128}};
+  const std::vector<DType> dtypes = {t, t, t, t};
+  const BackendCaps caps;
+  for (const std::vector<Shape>* shapes : {&prefill, &decode}) {
+    double ref_ns = 0;
+    std::vector<double> simd_ns;
+    for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t})) {
+      const double ns =
+          e.estimate({OpKind::kAttention, *shapes, dtypes, nullptr, nullptr}).time_ns(caps);
+      if (e.name.find("__cpu_ref") != std::string::npos) {
+        ref_ns = ns;
+      } else {
+        simd_ns.push_back(ns);
+      }
+    }
+    for (double ns : simd_ns) EXPECT_LT(ns, ref_ns);
+  }
 }
 
 }  // namespace

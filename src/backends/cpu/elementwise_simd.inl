@@ -61,6 +61,9 @@ inline VF apply_unary(VF x, VF param) {
   if constexpr (kOp == UnaryFn::kScale) return vmul(x, param);
 }
 
+// Elements ahead of the current vector that unary_row prefetches.
+constexpr std::int64_t kUnaryPrefetch = 512;
+
 template <UnaryFn kOp, typename S>
 void unary_row(const void* xv, void* ov, std::int64_t n, float param) {
   const S* x = static_cast<const S*>(xv);
@@ -70,6 +73,10 @@ void unary_row(const void* xv, void* ov, std::int64_t n, float param) {
   // Two vectors per step keep two independent dependency chains in flight for the
   // transcendental ops.
   for (; i + 2 * kW <= n; i += 2 * kW) {
+    // The transcendental ops keep few loads in flight (each vector is a long
+    // dependency chain): fetch the input a few hundred elements ahead.
+    prefetch(x + i + kUnaryPrefetch);
+    prefetch(x + i + kW + kUnaryPrefetch);
     const VF r0 = apply_unary<kOp>(load(x + i), p);
     const VF r1 = apply_unary<kOp>(load(x + i + kW), p);
     store(out + i, r0);

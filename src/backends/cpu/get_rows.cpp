@@ -1,14 +1,17 @@
 #include <cstring>
 
+#include "backends/cpu/simd_rows.h"
 #include "backends/cpu/tensor_kernels.h"
 
 namespace switchyard::cpu {
 namespace {
 
-template <typename T, typename O>
+// Rows are copied (same dtype) or converted; the SIMD siblings convert through
+// the elementwise cast rows, which round exactly as the reference does.
+template <typename T, typename O, Variant kVariant>
 Status get_rows_kernel_impl(const KernelCall& call) {
-  const std::string kName =
-      fmt::format("get_rows_{}_i32_{}__cpu_ref", name(kDTypeOf<T>), name(kDTypeOf<O>));
+  const std::string kName = fmt::format("get_rows_{}_i32_{}__cpu_{}", name(kDTypeOf<T>),
+                                        name(kDTypeOf<O>), variant_suffix(kVariant));
   SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
   const TensorView& table = call.inputs[0];
   const TensorView& idx = call.inputs[1];
@@ -44,6 +47,10 @@ Status get_rows_kernel_impl(const KernelCall& call) {
       O* dst = po + i * cols;
       if constexpr (std::is_same_v<T, O>) {
         std::memcpy(dst, src, static_cast<std::size_t>(cols) * sizeof(T));
+      } else if constexpr (kVariant != Variant::kRef) {
+        const ElementwiseSimd& t =
+            kVariant == Variant::kAvx512 ? elementwise_avx512() : elementwise_avx2();
+        t.cast[static_cast<int>(kStorageOf<T>)][static_cast<int>(kStorageOf<O>)](src, dst, cols);
       } else {
         for (std::int64_t j = 0; j < cols; ++j) dst[j] = from_f32<O>(to_f32(src[j]));
       }
@@ -52,25 +59,41 @@ Status get_rows_kernel_impl(const KernelCall& call) {
   return Status::ok();
 }
 
-template <typename T>
+template <typename T, Variant kVariant>
 KernelFn get_rows_to(DType out) {
+  // A same-dtype lookup is a memcpy in every variant: only the reference serves it.
+  constexpr bool kRef = kVariant == Variant::kRef;
   switch (out) {
-    case DType::kF32: return &get_rows_kernel_impl<T, float>;
-    case DType::kF16: return &get_rows_kernel_impl<T, F16>;
-    case DType::kBF16: return &get_rows_kernel_impl<T, BF16>;
+    case DType::kF32:
+      return kRef || !std::is_same_v<T, float> ? &get_rows_kernel_impl<T, float, kVariant>
+                                               : nullptr;
+    case DType::kF16:
+      return kRef || !std::is_same_v<T, F16> ? &get_rows_kernel_impl<T, F16, kVariant> : nullptr;
+    case DType::kBF16:
+      return kRef || !std::is_same_v<T, BF16> ? &get_rows_kernel_impl<T, BF16, kVariant> : nullptr;
+    default: return nullptr;
+  }
+}
+
+template <Variant kVariant>
+KernelFn get_rows_for(DType table, DType out) {
+  switch (table) {
+    case DType::kF32: return get_rows_to<float, kVariant>(out);
+    case DType::kF16: return get_rows_to<F16, kVariant>(out);
+    case DType::kBF16: return get_rows_to<BF16, kVariant>(out);
     default: return nullptr;
   }
 }
 
 }  // namespace
 
-KernelFn get_rows_kernel(DType table, DType out) {
-  switch (table) {
-    case DType::kF32: return get_rows_to<float>(out);
-    case DType::kF16: return get_rows_to<F16>(out);
-    case DType::kBF16: return get_rows_to<BF16>(out);
-    default: return nullptr;
+KernelFn get_rows_kernel(DType table, DType out, Variant variant) {
+  switch (variant) {
+    case Variant::kRef: return get_rows_for<Variant::kRef>(table, out);
+    case Variant::kAvx2: return get_rows_for<Variant::kAvx2>(table, out);
+    case Variant::kAvx512: return get_rows_for<Variant::kAvx512>(table, out);
   }
+  return nullptr;
 }
 
 }  // namespace switchyard::cpu

@@ -262,24 +262,43 @@ void append_rowwise_rows(std::vector<Row>& rows) {
   }
 }
 
+// The double-precision attention reference is a scalar loop: its roofline counts
+// eight times the default flops, so the planner ranks the f32 vector siblings
+// ahead of it by cost and not only by registration order.
+CostEstimate scalar_attention_cost(const CostInputs& in) {
+  CostEstimate e = default_cost_for(OpKind::kAttention)(in);
+  e.flops *= 8.0;
+  return e;
+}
+
 void append_tensor_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kStridedBroadcast{.strided_input = true, .broadcast_input = true};
   constexpr Variant kRef = Variant::kRef;
   for (DType t : kFloatDTypes) {
-    // Rotations in double, rounded once; a rotated pair that cancels to nearly
-    // zero keeps a double-rounding error far below an f32 ulp of its inputs.
-    rows.push_back({OpKind::kRope,
-                    {t, kI32, t},
-                    rope_kernel(t),
-                    options(fmt::format("rope_{}_i32__cpu_ref", name(t)), kRef,
-                            PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12),
-                            &stream_cost<6>)});
+    // Reference: rotations in double, rounded once; a rotated pair that cancels to
+    // nearly zero keeps a double-rounding error far below an f32 ulp of its
+    // inputs. SIMD: cos and sin rounded to f32, one rounded product and one FMA:
+    // within 3 * 2^-25 of |u c| + |v s| (the verify scale).
+    for (Variant v : variants()) {
+      rows.push_back(
+          {OpKind::kRope,
+           {t, kI32, t},
+           rope_kernel(t, v),
+           options(fmt::format("rope_{}_i32{}", name(t), suffix(v)), v,
+                   v == kRef ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12)
+                             : f32_bound(2e-7, std::nullopt, t),
+                   &stream_cost<6>)});
+    }
     for (DType out : kFloatDTypes) {
-      rows.push_back({OpKind::kGetRows,
-                      {t, kI32, out},
-                      get_rows_kernel(t, out),
-                      options(fmt::format("get_rows_{}_i32_{}__cpu_ref", name(t), name(out)), kRef,
-                              exact(), &get_rows_cost)});
+      for (Variant v : variants()) {
+        const KernelFn fn = get_rows_kernel(t, out, v);
+        if (fn == nullptr) continue;
+        rows.push_back({OpKind::kGetRows,
+                        {t, kI32, out},
+                        fn,
+                        options(fmt::format("get_rows_{}_i32_{}{}", name(t), name(out), suffix(v)),
+                                v, exact(), &get_rows_cost)});
+      }
     }
   }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
@@ -303,17 +322,29 @@ void append_tensor_rows(std::vector<Row>& rows) {
   }
   // Attention in double: the only error is the final rounding, plus a double
   // rounding far below it unless the weighted sum cancels by a factor near 2^29.
+  // The f32 siblings (attention_simd.inl): logits are f32 dot products (error
+  // within ~(Dh/W + log2 W) 2^-24 of sum |q_e k_e| * scale, stated for that sum up
+  // to ~100 and Dh up to 256), the exponentials within 2 ulp, the weighted sum an
+  // f32 accumulation over the keys; relative to sum_j p_j |v_j| (the verify
+  // scale), stated for up to a few thousand keys.
   const std::pair<DType, DType> kAttention[] = {
       {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
   for (auto [q, kv] : kAttention) {
     for (bool mask : {false, true}) {
       DTypeList dtypes = mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q};
-      rows.push_back(
-          {OpKind::kAttention, dtypes, attention_kernel(q, kv, mask),
-           options(
-               fmt::format("attention_{}_{}{}__cpu_ref", name(q), name(kv), mask ? "_mask" : ""),
-               kRef, PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9),
-               default_cost_for(OpKind::kAttention))});
+      for (Variant v : variants()) {
+        const KernelFn fn = attention_kernel(q, kv, mask, v);
+        if (fn == nullptr) continue;
+        const bool ref = v == kRef;
+        rows.push_back(
+            {OpKind::kAttention, dtypes, fn,
+             options(fmt::format("attention_{}_{}{}{}", name(q), name(kv), mask ? "_mask" : "",
+                                 suffix(v)),
+                     v,
+                     ref ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9)
+                         : f32_bound(1e-4, std::nullopt, q),
+                     ref ? &scalar_attention_cost : default_cost_for(OpKind::kAttention))});
+      }
     }
   }
 }

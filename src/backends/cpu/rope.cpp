@@ -1,14 +1,19 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/simd_rows.h"
 #include "backends/cpu/tensor_kernels.h"
 
 namespace switchyard::cpu {
 namespace {
 
-template <typename S>
+// rope: the reference rotates in double and rounds once; the SIMD siblings take the
+// same double-precision angles, round cos and sin to f32 and rotate in f32
+// (rowwise_simd.inl). Both split work by (batch, token) rows.
+template <typename S, Variant kVariant>
 Status rope_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("rope_{}_i32__cpu_ref", name(kDTypeOf<S>));
+  const std::string kName =
+      fmt::format("rope_{}_i32__cpu_{}", name(kDTypeOf<S>), variant_suffix(kVariant));
   SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
   const TensorView& x = call.inputs[0];
   const TensorView& pos = call.inputs[1];
@@ -44,15 +49,40 @@ Status rope_kernel_impl(const KernelCall& call) {
   S* po = out.first_as<S>();
   // One row is one (batch, token): its angles are shared by every head.
   const std::int64_t rows = tokens > 0 && heads > 0 && d > 0 ? x.numel() / (heads * d) : 0;
+  // The frequencies depend only on the pair index: base^(-2i / dims), once a call.
+  std::vector<double> inv_freq(static_cast<std::size_t>(half));
+  for (std::int64_t i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(dims));
+  }
   call.ctx.parallel_for(rows, row_grain(heads * d), [&](std::int64_t begin, std::int64_t end) {
     std::vector<double> cos_t(static_cast<std::size_t>(half)), sin_t(cos_t.size());
+    // The SIMD rows' f32 tables (layout in simd_rows.h).
+    std::vector<float> cs(kVariant == Variant::kRef ? 0 : static_cast<std::size_t>(2 * dims));
     for (std::int64_t r = begin; r < end; ++r) {
       const double p = pp[r % tokens];
       for (std::int64_t i = 0; i < half; ++i) {
-        const double theta =
-            p * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(dims));
+        const double theta = p * inv_freq[i];
         cos_t[i] = std::cos(theta);
         sin_t[i] = std::sin(theta);
+      }
+      if constexpr (kVariant != Variant::kRef) {
+        for (std::int64_t i = 0; i < half; ++i) {
+          const auto c = static_cast<float>(cos_t[i]);
+          const auto sn = static_cast<float>(sin_t[i]);
+          if (neox) {
+            cs[i] = c;
+            cs[half + i] = sn;
+          } else {
+            cs[2 * i] = c;
+            cs[2 * i + 1] = c;
+            cs[dims + 2 * i] = -sn;
+            cs[dims + 2 * i + 1] = sn;
+          }
+        }
+        const RowwiseSimd& t = kVariant == Variant::kAvx512 ? rowwise_avx512() : rowwise_avx2();
+        t.rope[static_cast<int>(kStorageOf<S>)](px + r * heads * d, po + r * heads * d, cs.data(),
+                                                heads, d, dims, neox);
+        continue;
       }
       for (std::int64_t h = 0; h < heads; ++h) {
         const S* xi = px + (r * heads + h) * d;
@@ -72,15 +102,25 @@ Status rope_kernel_impl(const KernelCall& call) {
   return Status::ok();
 }
 
-}  // namespace
-
-KernelFn rope_kernel(DType dtype) {
+template <Variant kVariant>
+KernelFn rope_for(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return &rope_kernel_impl<float>;
-    case DType::kF16: return &rope_kernel_impl<F16>;
-    case DType::kBF16: return &rope_kernel_impl<BF16>;
+    case DType::kF32: return &rope_kernel_impl<float, kVariant>;
+    case DType::kF16: return &rope_kernel_impl<F16, kVariant>;
+    case DType::kBF16: return &rope_kernel_impl<BF16, kVariant>;
     default: return nullptr;
   }
+}
+
+}  // namespace
+
+KernelFn rope_kernel(DType dtype, Variant variant) {
+  switch (variant) {
+    case Variant::kRef: return rope_for<Variant::kRef>(dtype);
+    case Variant::kAvx2: return rope_for<Variant::kAvx2>(dtype);
+    case Variant::kAvx512: return rope_for<Variant::kAvx512>(dtype);
+  }
+  return nullptr;
 }
 
 }  // namespace switchyard::cpu

@@ -25,22 +25,22 @@ inline VF keep_first(VF v, std::int64_t n, float fill) {
   return load(buf);
 }
 
-// Sum over the row of f(load(x + i)), f applied to whole vectors; the tail's
-// padded lanes are zeroed after f.
+// Sum over the row of the terms of load(x + i): `f(acc, v)` adds v's terms to
+// acc (vadd, or an FMA of a square). The tail's padded lanes are zeroed.
 template <typename S, typename F>
 inline float row_sum(const S* x, std::int64_t n, F f) {
   VF acc0 = vset(0.0f), acc1 = vset(0.0f), acc2 = vset(0.0f), acc3 = vset(0.0f);
   std::int64_t i = 0;
   for (; i + 4 * kW <= n; i += 4 * kW) {
-    acc0 = vadd(acc0, f(load(x + i)));
-    acc1 = vadd(acc1, f(load(x + i + kW)));
-    acc2 = vadd(acc2, f(load(x + i + 2 * kW)));
-    acc3 = vadd(acc3, f(load(x + i + 3 * kW)));
+    acc0 = f(acc0, load(x + i));
+    acc1 = f(acc1, load(x + i + kW));
+    acc2 = f(acc2, load(x + i + 2 * kW));
+    acc3 = f(acc3, load(x + i + 3 * kW));
   }
-  for (; i + kW <= n; i += kW) acc0 = vadd(acc0, f(load(x + i)));
+  for (; i + kW <= n; i += kW) acc0 = f(acc0, load(x + i));
   if (i < n) {
     const S zero{};
-    acc1 = vadd(acc1, keep_first(f(load_partial(x + i, n - i, zero)), n - i, 0.0f));
+    acc1 = vadd(acc1, keep_first(f(vset(0.0f), load_partial(x + i, n - i, zero)), n - i, 0.0f));
   }
   float tmp[kW];
   return hsum_lanes(vadd(vadd(acc0, acc1), vadd(acc2, acc3)), tmp);
@@ -48,7 +48,7 @@ inline float row_sum(const S* x, std::int64_t n, F f) {
 
 template <typename S>
 float sum_row(const void* xv, std::int64_t n) {
-  return row_sum(static_cast<const S*>(xv), n, [](VF v) { return v; });
+  return row_sum(static_cast<const S*>(xv), n, [](VF acc, VF v) { return vadd(acc, v); });
 }
 
 template <typename S>
@@ -89,6 +89,9 @@ inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d
   };
   std::int64_t i = 0;
   for (; i + kW <= d; i += kW) {
+    // This sweep runs from cache; fetching the next row meanwhile keeps memory
+    // busy (rows of a contiguous tensor follow each other).
+    prefetch(x + d + i);
     store(out + i, one(load(x + i), w + i, b + i, kW, false));
   }
   if (i < d) {
@@ -103,7 +106,7 @@ inline VF inv_sqrt(float v, float eps) { return vdiv(vset(1.0f), vsqrt(vadd(vset
 template <typename S>
 void rms_norm_row(const void* xv, const void* wv, void* ov, std::int64_t d, float eps) {
   const S* x = static_cast<const S*>(xv);
-  const float sumsq = row_sum(x, d, [](VF v) { return vmul(v, v); });
+  const float sumsq = row_sum(x, d, [](VF acc, VF v) { return vfma(v, v, acc); });
   const float mean = d > 0 ? sumsq / static_cast<float>(d) : 0.0f;
   scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(nullptr), static_cast<S*>(ov), d,
             vset(0.0f), inv_sqrt(mean, eps));
@@ -114,25 +117,32 @@ void layer_norm_row(const void* xv, const void* wv, const void* bv, void* ov, st
                     float eps) {
   const S* x = static_cast<const S*>(xv);
   const float fd = d > 0 ? static_cast<float>(d) : 1.0f;
-  const float mean = row_sum(x, d, [](VF v) { return v; }) / fd;
+  const float mean = row_sum(x, d, [](VF acc, VF v) { return vadd(acc, v); }) / fd;
   const VF m = vset(mean);
   // Two passes: the variance of the centred values does not cancel.
   const float var = row_sum(x, d,
-                            [&](VF v) {
+                            [&](VF acc, VF v) {
                               const VF c = vsub(v, m);
-                              return vmul(c, c);
+                              return vfma(c, c, acc);
                             }) /
                     fd;
   scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov), d, m,
             inv_sqrt(var, eps));
 }
 
+// Three sweeps over the row, one exponential per element: the maximum, then the
+// exponentials (stored in `buf`, f32) and their sum, then the scaling, which reads
+// `buf` back from cache.
 template <typename S>
 void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols, std::int64_t valid,
-                 float scale) {
+                 float scale, float* scratch) {
   const S* x = static_cast<const S*>(xv);
   const S* mask = static_cast<const S*>(maskv);
   S* out = static_cast<S*>(ov);
+  float* buf = scratch;
+  if constexpr (sizeof(S) == sizeof(float)) {
+    if (buf == nullptr) buf = reinterpret_cast<float*>(out);
+  }
   const S zero{};
   const VF sc = vset(scale);
   // The logits of the vector at i (n lanes valid), padded with -inf.
@@ -142,8 +152,17 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     return n == kW ? v : keep_first(v, n, -kInf);
   };
   auto width = [&](std::int64_t i) { return valid - i < kW ? valid - i : kW; };
-  VF mx = vset(-kInf);
-  for (std::int64_t i = 0; i < valid; i += kW) mx = vmax(mx, logits(i, width(i)));
+  // Four independent maxima: one chain of vmax would take its latency per vector.
+  VF mx = vset(-kInf), mx1 = vset(-kInf), mx2 = vset(-kInf), mx3 = vset(-kInf);
+  std::int64_t i0 = 0;
+  for (; i0 + 4 * kW <= valid; i0 += 4 * kW) {
+    mx = vmax(mx, logits(i0, kW));
+    mx1 = vmax(mx1, logits(i0 + kW, kW));
+    mx2 = vmax(mx2, logits(i0 + 2 * kW, kW));
+    mx3 = vmax(mx3, logits(i0 + 3 * kW, kW));
+  }
+  for (; i0 < valid; i0 += kW) mx = vmax(mx, logits(i0, width(i0)));
+  mx = vmax(vmax(mx, mx1), vmax(mx2, mx3));
   float tmp[kW];
   store(tmp, mx);
   float m = tmp[0];
@@ -154,31 +173,98 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     VF acc0 = vset(0.0f), acc1 = vset(0.0f);
     std::int64_t i = 0;
     for (; i + 2 * kW <= valid; i += 2 * kW) {
-      acc0 = vadd(acc0, vexp(vsub(logits(i, kW), mv)));
-      acc1 = vadd(acc1, vexp(vsub(logits(i + kW, kW), mv)));
+      // This sweep writes out (from memory) and the next runs from cache: they
+      // fetch the next row's two halves meanwhile (rows of a contiguous tensor
+      // follow each other), so the first sweep of the next row runs from cache.
+      prefetch(x + cols + i / 2);
+      prefetch(x + cols + i / 2 + kW / 2);
+      const VF e0 = vexp(vsub(logits(i, kW), mv));
+      const VF e1 = vexp(vsub(logits(i + kW, kW), mv));
+      store(buf + i, e0);
+      store(buf + i + kW, e1);
+      acc0 = vadd(acc0, e0);
+      acc1 = vadd(acc1, e1);
     }
     for (; i < valid; i += kW) {
       // exp(-inf - m) is 0, so padded lanes add nothing.
-      acc0 = vadd(acc0, vexp(vsub(logits(i, width(i)), mv)));
+      const std::int64_t n = width(i);
+      const VF e = vexp(vsub(logits(i, n), mv));
+      if (n == kW) {
+        store(buf + i, e);
+      } else {
+        store_partial(buf + i, n, e);
+      }
+      acc0 = vadd(acc0, e);
     }
     const float sum = hsum_lanes(vadd(acc0, acc1), tmp);
     const VF inv = vdiv(vset(1.0f), vset(sum));
-    for (i = 0; i < valid; i += kW) {
-      const std::int64_t n = width(i);
-      const VF e = vmul(vexp(vsub(logits(i, n), mv)), inv);
-      if (n == kW) {
-        store(out + i, e);
-      } else {
-        store_partial(out + i, n, e);
-      }
+    for (i = 0; i + kW <= valid; i += kW) {
+      prefetch(x + cols + valid / 2 + i / 2);
+      store(out + i, vmul(load(buf + i), inv));
+    }
+    if (i < valid) {
+      store_partial(out + i, valid - i, vmul(load_partial(buf + i, valid - i, 0.0f), inv));
     }
     written = valid;
   }
   for (std::int64_t j = written; j < cols; ++j) out[j] = zero;
 }
 
+// One FMA per output after one rounded product: u c - v s and u s + v c.
+template <typename S>
+void rope_row(const void* xv, void* ov, const float* cs, std::int64_t heads, std::int64_t d,
+              std::int64_t dims, bool neox) {
+  const S* x = static_cast<const S*>(xv);
+  S* out = static_cast<S*>(ov);
+  const S zero{};
+  const std::int64_t half = dims / 2;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const S* xh = x + h * d;
+    S* oh = out + h * d;
+    if (!neox) {
+      const float* c = cs;
+      const float* sn = cs + dims;
+      std::int64_t j = 0;
+      for (; j + kW <= dims; j += kW) {
+        const VF v = load(xh + j);
+        store(oh + j, vfma(v, load(c + j), vmul(vswap_pairs(v), load(sn + j))));
+      }
+      if (j < dims) {
+        // dims and j are even: the partial vector holds whole pairs.
+        const std::int64_t n = dims - j;
+        const VF v = load_partial(xh + j, n, zero);
+        store_partial(oh + j, n,
+                      vfma(v, load_partial(c + j, n, 0.0f),
+                           vmul(vswap_pairs(v), load_partial(sn + j, n, 0.0f))));
+      }
+    } else {
+      const float* c = cs;
+      const float* sn = cs + half;
+      for (std::int64_t i = 0; i < half; i += kW) {
+        const std::int64_t n = half - i < kW ? half - i : kW;
+        const bool full = n == kW;
+        const VF u = full ? load(xh + i) : load_partial(xh + i, n, zero);
+        const VF v = full ? load(xh + half + i) : load_partial(xh + half + i, n, zero);
+        const VF cv = full ? load(c + i) : load_partial(c + i, n, 0.0f);
+        const VF sv = full ? load(sn + i) : load_partial(sn + i, n, 0.0f);
+        const VF lo = vfma(u, cv, vxor(vmul(v, sv), vset(-0.0f)));
+        const VF hi = vfma(v, cv, vmul(u, sv));
+        if (full) {
+          store(oh + i, lo);
+          store(oh + half + i, hi);
+        } else {
+          store_partial(oh + i, n, lo);
+          store_partial(oh + half + i, n, hi);
+        }
+      }
+    }
+    copy_elems(xh + dims, oh + dims, d - dims);
+  }
+}
+
 template <typename S>
 constexpr void fill_storage(RowwiseSimd& t, int s) {
+  t.rope[s] = &rope_row<S>;
   t.rms_norm[s] = &rms_norm_row<S>;
   t.layer_norm[s] = &layer_norm_row<S>;
   t.softmax[s] = &softmax_row<S>;

@@ -67,12 +67,48 @@ struct RowwiseSimd {
                                          std::int64_t d, float eps);
   // Softmax of x * scale [+ mask] over the first `valid` columns; columns from
   // `valid` on are written as 0 (causal masking), as is a row with nothing left
-  // unmasked. mask may be null.
+  // unmasked. mask may be null. `scratch` holds `cols` floats for the
+  // exponentials; it may be null for f32 storage (out is used).
   void (*softmax[kFloatStorageCount])(const void* x, const void* mask, void* out, std::int64_t cols,
-                                      std::int64_t valid, float scale);
+                                      std::int64_t valid, float scale, float* scratch);
   // The sum and the maximum of n elements, in f32 (NaN propagates through max).
   float (*sum[kFloatStorageCount])(const void* x, std::int64_t n);
   float (*max[kFloatStorageCount])(const void* x, std::int64_t n);
+  // Rotates the first `dims` elements of each of `heads` rows of d elements (one
+  // token) and copies the rest. Normal mode rotates pairs (2i, 2i + 1) with
+  // tables of dims floats each: cs = [c0, c0, c1, c1, ...] then
+  // [-s0, s0, -s1, s1, ...]; neox rotates (i, i + dims / 2) with cs = [c0 .. c_{h-1}]
+  // then [s0 .. s_{h-1}], h = dims / 2.
+  void (*rope[kFloatStorageCount])(const void* x, void* out, const float* cs, std::int64_t heads,
+                                   std::int64_t d, std::int64_t dims, bool neox);
+};
+
+// One attention call for the SIMD rows (attention_simd.inl): q [B, Sq, H, Dh],
+// k and v [B, Skv, Hkv, Dh], mask [Sq, Skv] or null, out like q; contiguous.
+struct AttentionArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* mask;
+  void* out;
+  std::int64_t sq, skv, heads, kv_heads, dh;
+  float scale;
+  bool causal;
+  std::int64_t query_offset;
+  // Query positions per work item (the last item of a batch and kv head may have
+  // fewer).
+  std::int64_t positions_per_item;
+};
+// Computes work item `item` (batch-major, then kv head, then block of
+// positions_per_item query positions, each with its H / Hkv heads). `scratch` holds
+// rows * (2 * dh_pad + 3 + block) + 2 * block * dh_pad floats, rows =
+// positions_per_item * H / Hkv and dh_pad = Dh rounded up to `width`.
+using AttentionItemFn = void (*)(const AttentionArgs& args, std::int64_t item, float* scratch);
+struct AttentionSimd {
+  int width;
+  std::int64_t block;
+  // [q storage][k / v storage]; q, mask and out share a storage type.
+  AttentionItemFn item[kFloatStorageCount][kFloatStorageCount];
 };
 
 // The tables of each instruction set. Call only when cpu_features() reports the
@@ -81,5 +117,7 @@ struct RowwiseSimd {
 [[nodiscard]] const ElementwiseSimd& elementwise_avx512();
 [[nodiscard]] const RowwiseSimd& rowwise_avx2();
 [[nodiscard]] const RowwiseSimd& rowwise_avx512();
+[[nodiscard]] const AttentionSimd& attention_avx2();
+[[nodiscard]] const AttentionSimd& attention_avx512();
 
 }  // namespace switchyard::cpu

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/rowwise.h"
@@ -74,6 +75,12 @@ Status softmax_kernel_impl(const KernelCall& call) {
   call.ctx.parallel_for(
       x.shape().outer(), row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
         std::vector<double> logits;
+        // The SIMD rows keep their f32 exponentials here unless out is f32 (then
+        // in out itself: that sweep writes it while computing, which overlaps).
+        std::vector<float> scratch;
+        if (kVariant != Variant::kRef && !std::is_same_v<S, float>) {
+          scratch.resize(static_cast<std::size_t>(cols));
+        }
         for (std::int64_t r = begin; r < end; ++r) {
           const std::int64_t i = rows_per_matrix > 0 ? r % rows_per_matrix : 0;
           std::int64_t valid = cols;
@@ -83,7 +90,8 @@ Status softmax_kernel_impl(const KernelCall& call) {
             softmax_ref_row(px + r * cols, mrow, po + r * cols, cols, valid, scale, logits);
           } else {
             simd_table(kVariant).softmax[static_cast<int>(kStorageOf<S>)](
-                px + r * cols, mrow, po + r * cols, cols, valid, scale);
+                px + r * cols, mrow, po + r * cols, cols, valid, scale,
+                scratch.empty() ? nullptr : scratch.data());
           }
         }
       });

@@ -1,10 +1,10 @@
 // The CPU backend's data-movement and sequence kernels: rope (rope.cpp), get_rows
 // (get_rows.cpp), copy / transpose / concat (layout.cpp) and attention
-// (attention.cpp). Portable reference kernels, multi-threaded by output rows and
-// deterministic at any thread count.
+// (attention.cpp). Multi-threaded by output rows (attention: by fixed work items)
+// and deterministic at any thread count; attention also has SIMD siblings.
 //
 // Example
-//   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32);  // f16 table, f32 rows
+//   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32, Variant::kRef);  // f16 -> f32 rows
 #pragma once
 
 #include "backends/cpu/kernel_util.h"
@@ -12,13 +12,15 @@
 namespace switchyard::cpu {
 
 // rope: x [..., T, H, D] (f32, f16 or bf16), pos i32 [T] -> out like x; contiguous.
-// Angles and rotations are computed in double and rounded once.
-[[nodiscard]] KernelFn rope_kernel(DType dtype);
+// Angles are computed in double; the reference rotates in double and rounds once,
+// the SIMD siblings round cos and sin to f32 and rotate in f32.
+[[nodiscard]] KernelFn rope_kernel(DType dtype, Variant variant);
 
 // get_rows: table [R, C] of `table` dtype, idx i32 [N] -> out [N, C] of `out`
 // dtype (f32, f16 or bf16 each); contiguous. kOutOfRange names the first index
-// outside [0, R), and nothing is written then.
-[[nodiscard]] KernelFn get_rows_kernel(DType table, DType out);
+// outside [0, R), and nothing is written then. SIMD siblings exist where the row
+// is converted (table and out dtypes differ); null otherwise.
+[[nodiscard]] KernelFn get_rows_kernel(DType table, DType out, Variant variant);
 
 // copy, transpose: input of any strides (broadcast too), contiguous output, for
 // f32, f16, bf16 and i32.
@@ -31,8 +33,10 @@ inline constexpr int kMaxConcatInputs = 7;
 [[nodiscard]] KernelFn concat_kernel(DType dtype, int inputs);
 
 // attention: q [..., Sq, H, Dh] of `q` dtype, k and v [..., Skv, Hkv, Dh] of `kv`
-// dtype, an optional mask [Sq, Skv] of `q` dtype, out like q; contiguous. Scores,
-// softmax and the weighted sum are computed in double and rounded once.
-[[nodiscard]] KernelFn attention_kernel(DType q, DType kv, bool with_mask);
+// dtype, an optional mask [Sq, Skv] of `q` dtype, out like q; contiguous. The
+// reference computes scores, softmax and the weighted sum in double and rounds
+// once; the SIMD siblings compute in f32 with an online softmax over key blocks
+// (attention_simd.inl). Null where the variant does not serve the dtypes.
+[[nodiscard]] KernelFn attention_kernel(DType q, DType kv, bool with_mask, Variant variant);
 
 }  // namespace switchyard::cpu

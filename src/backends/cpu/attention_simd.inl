@@ -1,0 +1,372 @@
+// The f32 attention rows, written once over simd_vec.h and compiled per
+// instruction set by attention_avx2.cpp and attention_avx512.cpp. See simd_rows.h
+// for the contract of one work item.
+//
+// A work item is a block of query positions with the heads that share one kv
+// head. Keys are visited in blocks of kBlock = 32, in key order; each block's key
+// and value rows are first converted into contiguous, zero-padded f32 rows (read
+// once per item, then from L1 by every row of the item), except for items of at
+// most 4 rows (decoding) with whole-vector heads, which read the tensors' rows
+// directly. The values and the order of operations are the same either way.
+// Per query row and block:
+//   logits  kW keys at a time: one accumulator vector per key over the head
+//           dimension, reduced to one vector of kW dot products by a fixed lane
+//           tree; times `scale`, plus the mask, -inf past the causal limit;
+//   softmax online: the running maximum m and sum l are rescaled by e^(m - m')
+//           when a block raises the maximum, then the block's e^(logit - m') are
+//           added to l and, weighted, the value rows to the f32 accumulator
+//           (two rows at a time, sharing the value loads).
+// Every row is computed by the same instruction sequence whatever rows share its
+// work item, so results never depend on how items are split between threads.
+#include "backends/cpu/simd_rows.h"
+#include "backends/cpu/simd_vec.h"
+
+namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
+namespace {
+
+constexpr float kAttnInf = __builtin_inff();
+// 32 keys a block: the packed f32 key and value blocks of a 128-wide head take
+// 32 KiB together and stay in L1 while every row of the item reads them.
+constexpr int kBlockTiles = 32 / kW;
+constexpr std::int64_t kBlock = static_cast<std::int64_t>(kBlockTiles) * kW;
+// The vector width as an offset, and four vectors of it.
+constexpr std::int64_t kW1 = kW;
+constexpr std::int64_t kW4 = 4 * kW1;
+
+// One vector whose lane l is the sum of the lanes of acc[l].
+#if defined(SWITCHYARD_SIMD_AVX512)
+inline __m256 sum8_halves(const VF (&acc)[kW], int base) {
+  // Each 512-bit accumulator folded to 256 bits, then the AVX2 tree below.
+  __m256 h[8];
+#pragma GCC unroll 16
+  for (int i = 0; i < 8; ++i) {
+    const VF a = acc[base + i];
+    h[i] = _mm256_add_ps(_mm512_castps512_ps256(a),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  }
+  const __m256 t0 = _mm256_hadd_ps(h[0], h[1]);
+  const __m256 t1 = _mm256_hadd_ps(h[2], h[3]);
+  const __m256 t2 = _mm256_hadd_ps(h[4], h[5]);
+  const __m256 t3 = _mm256_hadd_ps(h[6], h[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1);
+  const __m256 u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+inline VF lane_sums(const VF (&acc)[kW]) {
+  const __m256 lo = sum8_halves(acc, 0);
+  const __m256 hi = sum8_halves(acc, 8);
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+#else
+inline VF lane_sums(const VF (&acc)[kW]) {
+  const VF t0 = _mm256_hadd_ps(acc[0], acc[1]);
+  const VF t1 = _mm256_hadd_ps(acc[2], acc[3]);
+  const VF t2 = _mm256_hadd_ps(acc[4], acc[5]);
+  const VF t3 = _mm256_hadd_ps(acc[6], acc[7]);
+  const VF u0 = _mm256_hadd_ps(t0, t1);
+  const VF u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+#endif
+
+inline float max_lanes(VF v) {
+  float tmp[kW];
+  store(tmp, v);
+  float m = tmp[0];
+  for (int l = 1; l < kW; ++l) m = tmp[l] > m ? tmp[l] : m;
+  return m;
+}
+
+// Dot products of the f32 row q with kW consecutive rows of the packed key block
+// k (row stride dh_pad; both zero-padded to whole vectors). Each lane accumulates
+// its elements in head-dimension order; four vectors of q stay in registers while
+// every key row of the tile is read against them.
+template <typename KV>
+inline VF dot_tile(const float* q, const KV* k, std::int64_t stride, std::int64_t dh_pad) {
+  VF acc[kW];
+#pragma GCC unroll 16
+  for (int j = 0; j < kW; ++j) acc[j] = vset(0.0f);
+  std::int64_t e = 0;
+  for (; e + kW4 <= dh_pad; e += kW4) {
+    const VF q0 = load(q + e), q1 = load(q + e + kW), q2 = load(q + e + 2 * kW1),
+             q3 = load(q + e + 3 * kW1);
+#pragma GCC unroll 16
+    for (int j = 0; j < kW; ++j) {
+      const KV* kr = k + j * stride + e;
+      VF s = vfma(q0, load(kr), acc[j]);
+      s = vfma(q1, load(kr + kW), s);
+      s = vfma(q2, load(kr + 2 * kW1), s);
+      acc[j] = vfma(q3, load(kr + 3 * kW1), s);
+    }
+  }
+  for (; e < dh_pad; e += kW) {
+    const VF qv = load(q + e);
+#pragma GCC unroll 16
+    for (int j = 0; j < kW; ++j) acc[j] = vfma(qv, load(k + j * stride + e), acc[j]);
+  }
+  return lane_sums(acc);
+}
+
+// acc_i += sum_{j < n} p_i[j] v_j for kRows rows, over the packed value block v
+// (row stride dh_pad), four vectors of the head dimension at a time. Each row gets
+// the same FMA sequence whatever kRows is.
+template <int kRows, typename KV>
+inline void add_weighted_values(float* const (&acc)[kRows], const float* const (&p)[kRows],
+                                const KV* v, std::int64_t stride, std::int64_t n,
+                                std::int64_t dh_pad) {
+  std::int64_t e = 0;
+  for (; e + kW4 <= dh_pad; e += kW4) {
+    VF a[kRows][4];
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) a[r][c] = load(acc[r] + e + c * kW1);
+    }
+    const KV* vr = v + e;
+    for (std::int64_t j = 0; j < n; ++j, vr += stride) {
+      const VF v0 = load(vr), v1 = load(vr + kW), v2 = load(vr + 2 * kW1), v3 = load(vr + 3 * kW1);
+#pragma GCC unroll 16
+      for (int r = 0; r < kRows; ++r) {
+        const VF pj = vset(p[r][j]);
+        a[r][0] = vfma(pj, v0, a[r][0]);
+        a[r][1] = vfma(pj, v1, a[r][1]);
+        a[r][2] = vfma(pj, v2, a[r][2]);
+        a[r][3] = vfma(pj, v3, a[r][3]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) store(acc[r] + e + c * kW1, a[r][c]);
+    }
+  }
+  for (; e < dh_pad; e += kW) {
+    VF a[kRows];
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) a[r] = load(acc[r] + e);
+    const KV* vr = v + e;
+    for (std::int64_t j = 0; j < n; ++j, vr += stride) {
+      const VF vv = load(vr);
+#pragma GCC unroll 16
+      for (int r = 0; r < kRows; ++r) a[r] = vfma(vset(p[r][j]), vv, a[r]);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) store(acc[r] + e, a[r]);
+  }
+}
+
+// Rows [j0, j0 + n) of a [Skv, Hkv, Dh] tensor's kv head (base points at key 0 of
+// it, rows `stride` apart) as f32 rows of dh_pad, zero-padded; rows n..count-1
+// are zeros.
+template <typename KV>
+inline void pack_rows(const KV* base, std::int64_t stride, std::int64_t j0, std::int64_t n,
+                      std::int64_t count, std::int64_t dh, std::int64_t dh_pad, float* dst) {
+  const KV zero{};
+  for (std::int64_t j = 0; j < count; ++j) {
+    float* d = dst + j * dh_pad;
+    if (j >= n) {
+      for (std::int64_t e = 0; e < dh_pad; e += kW) store(d + e, vset(0.0f));
+      continue;
+    }
+    const KV* src = base + (j0 + j) * stride;
+    std::int64_t e = 0;
+    for (; e + kW <= dh; e += kW) store(d + e, load(src + e));
+    if (e < dh) store(d + e, load_partial(src + e, dh - e, zero));
+  }
+}
+
+template <typename Q, typename KV>
+void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
+  const std::int64_t group = a.heads / a.kv_heads;
+  const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;
+  const std::int64_t qb = item % qblocks;
+  const std::int64_t kvh = (item / qblocks) % a.kv_heads;
+  const std::int64_t b = item / (qblocks * a.kv_heads);
+  const std::int64_t s0 = qb * a.positions_per_item;
+  const std::int64_t s1 = s0 + a.positions_per_item < a.sq ? s0 + a.positions_per_item : a.sq;
+  const std::int64_t rows = (s1 - s0) * group;
+  const std::int64_t dh = a.dh;
+  const std::int64_t dh_pad = (dh + kW - 1) / kW * kW;
+  const std::int64_t kv_stride = a.kv_heads * dh;
+  const Q* q = static_cast<const Q*>(a.q);
+  const Q* mask = static_cast<const Q*>(a.mask);
+  Q* out = static_cast<Q*>(a.out);
+  float* kpack = scratch;                  // [kBlock][dh_pad] keys of this block, f32
+  float* vpack = kpack + kBlock * dh_pad;  // [kBlock][dh_pad] values of this block
+  float* qf = vpack + kBlock * dh_pad;     // [rows][dh_pad] q in f32
+  float* acc = qf + rows * dh_pad;         // [rows][dh_pad] weighted sums
+  float* ml = acc + rows * dh_pad;         // [rows][3]: running max, running sum, keys
+  float* pb = ml + 3 * rows;               // [rows][kBlock] weights of this block
+  const Q qzero{};
+
+  // Row r is query position s0 + r / group, head kvh * group + r % group.
+  auto q_offset = [&](std::int64_t r) {
+    return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
+  };
+  auto valid_of = [&](std::int64_t r) {
+    if (!a.causal) return a.skv;
+    const std::int64_t lim = s0 + r / group + a.query_offset + 1;
+    return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
+  };
+  std::int64_t kv_end = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Q* qr = q + q_offset(r);
+    float* qd = qf + r * dh_pad;
+    std::int64_t e = 0;
+    for (; e + kW <= dh; e += kW) store(qd + e, load(qr + e));
+    if (e < dh) store(qd + e, load_partial(qr + e, dh - e, qzero));
+    for (std::int64_t i = 0; i < dh_pad; i += kW) store(acc + r * dh_pad + i, vset(0.0f));
+    ml[3 * r] = -kAttnInf;
+    ml[3 * r + 1] = 0.0f;
+    const std::int64_t valid = valid_of(r);
+    kv_end = valid > kv_end ? valid : kv_end;
+  }
+  const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
+  const KV* kbase = static_cast<const KV*>(a.k) + head_offset;
+  const KV* vbase = static_cast<const KV*>(a.v) + head_offset;
+  const VF sc = vset(a.scale);
+  const bool direct = rows <= 4 && dh % kW == 0;
+  for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
+    const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
+    // Packed rows, or (direct) the tensor's own rows where they are whole vectors
+    // and too few query rows share them to repay the copy.
+    const float* vsrc_packed = vpack;
+    const KV* vsrc_direct = vbase + j0 * kv_stride;
+    if (!direct) {
+      pack_rows(kbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, kpack);
+      pack_rows(vbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, vpack);
+    } else if (nblock % kW != 0) {
+      // The block's last, partial key tile, padded with zero keys.
+      const std::int64_t tail = nblock / kW * kW;
+      pack_rows(kbase, kv_stride, j0 + tail, nblock - tail, kW, dh, dh_pad, kpack);
+    }
+    // Logits and the online softmax update of every row for keys [j0, j0 + n).
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t valid = valid_of(r);
+      std::int64_t n = valid - j0 < kBlock ? valid - j0 : kBlock;
+      n = n < 0 ? 0 : n;
+      ml[3 * r + 2] = 0.0f;
+      if (n == 0) continue;
+      float* pr = pb + r * kBlock;
+      const Q* mrow = mask != nullptr ? mask + (s0 + r / group) * a.skv + j0 : nullptr;
+      VF bmax = vset(-kAttnInf);
+      for (int t = 0; t < kBlockTiles; ++t) {
+        const std::int64_t base = static_cast<std::int64_t>(t) * kW;
+        VF lg = vset(-kAttnInf);
+        if (base < n) {
+          const std::int64_t w = n - base < kW ? n - base : kW;
+          const float* qr = qf + r * dh_pad;
+          if (!direct) {
+            lg = dot_tile(qr, kpack + base * dh_pad, dh_pad, dh_pad);
+          } else if (base + kW <= nblock) {
+            lg = dot_tile(qr, kbase + (j0 + base) * kv_stride, kv_stride, dh_pad);
+          } else {
+            lg = dot_tile(qr, kpack, dh_pad, dh_pad);
+          }
+          lg = vmul(lg, sc);
+          if (mrow != nullptr) {
+            lg = vadd(lg, w == kW ? load(mrow + base) : load_partial(mrow + base, w, qzero));
+          }
+          if (w < kW) {
+            float buf[kW];
+            store(buf, lg);
+            for (std::int64_t j = w; j < kW; ++j) buf[j] = -kAttnInf;
+            lg = load(buf);
+          }
+        }
+        store(pr + base, lg);
+        bmax = vmax(bmax, lg);
+      }
+      const float m_old = ml[3 * r];
+      const float bm = max_lanes(bmax);
+      const float m_new = bm > m_old ? bm : m_old;
+      // Nothing unmasked yet: the block adds nothing (and e^(-inf - -inf) is NaN).
+      if (m_new == -kAttnInf) continue;
+      const VF mv = vset(m_new);
+      if (m_new != m_old) {
+        // e^(m_old - m_new) in [0, 1): 0 for the first unmasked block.
+        const VF alpha = vexp(vsub(vset(m_old), mv));
+        float* ar = acc + r * dh_pad;
+        for (std::int64_t i = 0; i < dh_pad; i += kW) store(ar + i, vmul(load(ar + i), alpha));
+        float tmp[kW];
+        store(tmp, alpha);
+        ml[3 * r + 1] *= tmp[0];
+        ml[3 * r] = m_new;
+      }
+      VF psum = vset(0.0f);
+      for (int t = 0; t < kBlockTiles; ++t) {
+        const VF p = vexp(vsub(load(pr + t * kW1), mv));
+        store(pr + t * kW1, p);
+        psum = vadd(psum, p);
+      }
+      float tmp[kW];
+      ml[3 * r + 1] += hsum_lanes(psum, tmp);
+      ml[3 * r + 2] = static_cast<float>(n);
+    }
+    // acc += p v, two rows at a time over the keys both use, then each row's own
+    // remaining keys; every row sees its keys in order either way.
+    std::int64_t r = 0;
+    for (; r + 1 < rows; r += 2) {
+      const auto n0 = static_cast<std::int64_t>(ml[3 * r + 2]);
+      const auto n1 = static_cast<std::int64_t>(ml[3 * r + 5]);
+      const std::int64_t both = n0 < n1 ? n0 : n1;
+      float* const acc2[2] = {acc + r * dh_pad, acc + (r + 1) * dh_pad};
+      const float* const p2[2] = {pb + r * kBlock, pb + (r + 1) * kBlock};
+      if (both > 0 && direct)
+        add_weighted_values<2>(acc2, p2, vsrc_direct, kv_stride, both, dh_pad);
+      if (both > 0 && !direct) add_weighted_values<2>(acc2, p2, vsrc_packed, dh_pad, both, dh_pad);
+      for (int i = 0; i < 2; ++i) {
+        const std::int64_t ni = i == 0 ? n0 : n1;
+        if (ni <= both) continue;
+        float* const acc1[1] = {acc2[i]};
+        const float* const p1[1] = {p2[i] + both};
+        if (direct) {
+          add_weighted_values<1>(acc1, p1, vsrc_direct + both * kv_stride, kv_stride, ni - both,
+                                 dh_pad);
+        } else {
+          add_weighted_values<1>(acc1, p1, vsrc_packed + both * dh_pad, dh_pad, ni - both, dh_pad);
+        }
+      }
+    }
+    if (r < rows) {
+      const auto n0 = static_cast<std::int64_t>(ml[3 * r + 2]);
+      float* const acc1[1] = {acc + r * dh_pad};
+      const float* const p1[1] = {pb + r * kBlock};
+      if (n0 > 0 && direct) add_weighted_values<1>(acc1, p1, vsrc_direct, kv_stride, n0, dh_pad);
+      if (n0 > 0 && !direct) add_weighted_values<1>(acc1, p1, vsrc_packed, dh_pad, n0, dh_pad);
+    }
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    Q* orow = out + q_offset(r);
+    const float* ar = acc + r * dh_pad;
+    // A row with every key masked has l = 0 and gives zeros, as softmax does.
+    const float l = ml[3 * r + 1];
+    const VF inv = l > 0.0f ? vdiv(vset(1.0f), vset(l)) : vset(0.0f);
+    std::int64_t e = 0;
+    for (; e + kW <= dh; e += kW) store(orow + e, vmul(load(ar + e), inv));
+    if (e < dh) store_partial(orow + e, dh - e, vmul(load(ar + e), inv));
+  }
+}
+
+template <typename Q>
+constexpr void fill_attention_q(AttentionSimd& t, int qs) {
+  t.item[qs][0] = &attention_item<Q, float>;
+  t.item[qs][1] = &attention_item<Q, F16>;
+  t.item[qs][2] = &attention_item<Q, BF16>;
+}
+
+constexpr AttentionSimd make_attention_table() {
+  AttentionSimd t{};
+  t.width = kW;
+  t.block = kBlock;
+  fill_attention_q<float>(t, 0);
+  fill_attention_q<F16>(t, 1);
+  fill_attention_q<BF16>(t, 2);
+  return t;
+}
+
+constexpr AttentionSimd kAttentionTable = make_attention_table();
+
+}  // namespace
+}  // namespace switchyard::cpu::SWITCHYARD_SIMD_NS
