@@ -3,9 +3,10 @@
 //     OpenBLAS's cblas_sgemm, timed alternately with it (`vs_openblas`, and
 //     `vs_openblas_cpu` in process CPU time);
 //   - f16 / bf16 matvec 4096 -> 14336 (weights [14336, 4096]) with GB/s of weights
-//     streamed and the ratio to the machine's read bandwidth (`vs_read_bw`,
-//     `vs_read_bw_cpu`), measured alternately with it by summing a 256 MiB f32
-//     array with the widest SIMD the CPU has;
+//     streamed and the ratio to the machine's read bandwidth, measured alternately
+//     with it by a read sweep with the widest SIMD the CPU has (bench/roofline.h):
+//     `vs_read_bw` against a sweep as large as the weights (same cache regime),
+//     `vs_read_bw_dram` against a 1 GiB sweep, which also evicts the weights;
 //   - ffn_swiglu (D 1024, F 2816) for a decode row and a 128-row block.
 // Ratios come from interleaved medians because the machine is shared: a ratio of
 // two back-to-back runs mostly measures how the neighbours' load changed.
@@ -13,23 +14,16 @@
 //   SWITCHYARD_THREADS=2 ./build/dev/bench/switchyard_bench
 //     --benchmark_filter='Gemm|Matvec|ReadBandwidth|Ffn' --benchmark_repetitions=3
 //     --benchmark_report_aggregates_only=true
-//
-// GCC 12's AVX-512 intrinsic headers trip its uninitialised-use analysis
-// (_mm512_undefined_* inside _mm512_reduce_add_ps); silenced for this file only.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "roofline.h"
 #include "switchyard/backends.h"
 #include "switchyard/binding_table.h"
 #include "switchyard/half.h"
@@ -82,104 +76,18 @@ struct Call {
   }
 };
 
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Times two workloads alternately (A, B, A, B ...) after a warm-up of each, so both
-// see the same machine load, which on a shared machine drifts from second to
-// second. Medians of wall and process-CPU seconds per call.
-struct Paired {
-  double wall_a, wall_b, cpu_a, cpu_b;
-};
-template <typename A, typename B>
-Paired paired_medians(int reps, A&& a, B&& b) {
-  a();
-  b();
-  std::vector<double> wall[2], cpu[2];
-  for (int i = 0; i < reps; ++i) {
-    for (int which = 0; which < 2; ++which) {
-      const double c0 = process_cpu_seconds();
-      const auto t0 = std::chrono::steady_clock::now();
-      if (which == 0) {
-        a();
-      } else {
-        b();
-      }
-      wall[which].push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      cpu[which].push_back(process_cpu_seconds() - c0);
-    }
-  }
-  return {median(wall[0]), median(wall[1]), median(cpu[0]), median(cpu[1])};
-}
+using bench::Paired;
+using bench::paired_medians;
+using bench::ReadSweep;
 
 // --- read bandwidth: the roofline of the matvec kernels ------------------------------
 
-// Four named accumulators (an array here ends up in memory at -O2) keep four
-// independent add chains, far more than the memory stream needs.
-__attribute__((target("avx2"))) float sum_avx2(const float* p, std::int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (std::int64_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
-  const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-  float lanes[8];
-  _mm256_storeu_ps(lanes, s);
-  float total = 0;
-  for (float v : lanes) total += v;
-  return total;
-}
-
-__attribute__((target("avx512f"))) float sum_avx512(const float* p, std::int64_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (std::int64_t i = 0; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-// A read-only sweep of `floats` f32 values on the pool's threads.
-struct ReadBandwidth {
-  std::vector<float> data;
-  explicit ReadBandwidth(std::int64_t floats) : data(static_cast<std::size_t>(floats), 1.0f) {}
-  float sweep() {
-    ThreadPool& pool = default_thread_pool();
-    std::vector<float> partial(static_cast<std::size_t>(pool.num_threads()), 0.0f);
-    const std::int64_t n = static_cast<std::int64_t>(data.size());
-    const bool wide = __builtin_cpu_supports("avx512f");
-    pool.parallel_for(n, 1 << 20, [&](std::int64_t begin, std::int64_t end) {
-      const float s = wide ? sum_avx512(data.data() + begin, end - begin)
-                           : sum_avx2(data.data() + begin, end - begin);
-      partial[static_cast<std::size_t>(begin * pool.num_threads() / n)] += s;
-    });
-    float total = 0;
-    for (float v : partial) total += v;
-    return total;
-  }
-};
-
-constexpr std::int64_t kReadBandwidthFloats = std::int64_t{64} << 20;  // 256 MiB
-
 void BM_ReadBandwidth(benchmark::State& state) {
-  ReadBandwidth bw(kReadBandwidthFloats);
-  for (auto _ : state) benchmark::DoNotOptimize(bw.sweep());
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(bw.data.size()) * 4.0 * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+  ReadSweep bw(bench::kDramSweepBytes);
+  for (auto _ : state) benchmark::DoNotOptimize(bw.run());
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bw.bytes()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
   state.counters["threads"] = default_thread_pool().num_threads();
 }
 BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -258,16 +166,18 @@ void BM_Matvec(benchmark::State& state, DType at, DType wt, std::string kernel) 
   state.counters["GB/s"] = benchmark::Counter(
       weight_bytes * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["threads"] = default_thread_pool().num_threads();
-  // The roofline, timed in this run, alternating with the kernel under test.
-  ReadBandwidth bw(kReadBandwidthFloats);
-  const Paired p = paired_medians(
-      7, [&] { (void)call.run(*entry); }, [&] { benchmark::DoNotOptimize(bw.sweep()); });
-  const double read_gbps = static_cast<double>(bw.data.size()) * 4.0 / p.wall_b / 1e9;
-  state.counters["read_GB/s"] = read_gbps;
-  state.counters["vs_read_bw"] = weight_bytes / p.wall_a / 1e9 / read_gbps;
-  // Bytes per CPU-second against the sweep's: less disturbed by other tenants.
-  state.counters["vs_read_bw_cpu"] =
-      (weight_bytes / p.cpu_a) / (static_cast<double>(bw.data.size()) * 4.0 / p.cpu_b);
+  // The rooflines, timed in this run, alternating with the kernel under test: a
+  // sweep of as many bytes as the weights (the same cache regime), and a sweep
+  // beyond the last-level cache, which also evicts the weights between calls so
+  // the kernel streams them from DRAM.
+  for (const auto& [bytes, suffix] : {std::pair{w.size(), ""}, {bench::kDramSweepBytes, "_dram"}}) {
+    ReadSweep bw(bytes);
+    const Paired p = paired_medians(
+        7, [&] { (void)call.run(*entry); }, [&] { benchmark::DoNotOptimize(bw.run()); });
+    const double read_gbps = static_cast<double>(bw.bytes()) / p.wall_b / 1e9;
+    state.counters[std::string("read_GB/s") + suffix] = read_gbps;
+    state.counters[std::string("vs_read_bw") + suffix] = weight_bytes / p.wall_a / 1e9 / read_gbps;
+  }
 }
 BENCHMARK_CAPTURE(BM_Matvec, f32_f16_avx2, DType::kF32, DType::kF16,
                   std::string("matmul_f32_f16_f32__cpu_avx2_matvec"))

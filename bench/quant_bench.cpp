@@ -3,13 +3,18 @@
 //
 //   ./build/release/bench/switchyard_bench --benchmark_filter='Quant'
 //
-// QuantReadBandwidth   streams a 256 MiB buffer with every thread (AVX2 loads when
-//                      the CPU has them): the matvec roofline.
-// Every benchmark below runs once per SIMD sibling the CPU has (suffix /avx512,
-// /avx2), through the sibling's binding-table entry.
-// QuantMatvec/<fmt>    [1 x 4096] x [14336 x 4096]^T: counters GB/s (weight bytes
-//                      read per second) and bw_ratio (GB/s over the measured read
-//                      bandwidth).
+// Every benchmark runs once per SIMD sibling the CPU has (suffix /avx512, /avx2),
+// through the sibling's binding-table entry, on the process-wide pool
+// (SWITCHYARD_THREADS).
+// QuantMatvec/<fmt>    [1 x 4096] x [14336 x 4096]^T, timed alternately with a
+//                      read sweep (bench/roofline.h), medians of 9 pairs:
+//                      GB/s      weight bytes read per second;
+//                      bw_ratio  over a sweep of as many bytes as the weights
+//                                (the same cache regime: on hosts with a large
+//                                L3 both stay in it);
+//                      bw_ratio_dram, GB/s_dram  the same against a 1 GiB sweep,
+//                                which also evicts the weights between calls, so
+//                                kernel and sweep both read DRAM.
 // QuantDotInCache/<fmt> one thread, 256 weight rows that stay in L2: the compute
 //                      ceiling per core (GB/s of weights consumed, activation
 //                      quantization included).
@@ -19,7 +24,6 @@
 // with the reference k-quant searches would dominate the run); the bytes streamed
 // are the full matrix either way.
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,10 +31,9 @@
 #include <random>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
-#include "backends/cpu/cpu_features.h"
+#include "roofline.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/quant.h"
 #include "switchyard/thread_pool.h"
@@ -41,80 +44,6 @@ namespace {
 constexpr std::int64_t kK = 4096;
 constexpr std::int64_t kN = 14336;
 constexpr std::int64_t kPrefillRows = 512;
-
-ThreadPool& pool() {
-  static ThreadPool p(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  return p;
-}
-
-__attribute__((target("avx2"))) double sum_avx2(const float* p, std::int64_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (std::int64_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
-  float lanes[8];
-  _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  double s = 0.0;
-  for (float v : lanes) s += v;
-  return s;
-}
-
-double sum_scalar(const float* p, std::int64_t n) {
-  float a[8] = {};
-  for (std::int64_t i = 0; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) a[j] += p[i + j];
-  }
-  double s = 0.0;
-  for (float v : a) s += v;
-  return s;
-}
-
-// One pass over `buf` split across the pool; returns seconds.
-double read_pass(const std::vector<float>& buf) {
-  const bool avx2 = cpu::cpu_features().avx2;
-  const std::int64_t n = static_cast<std::int64_t>(buf.size());
-  const std::int64_t chunk = 1 << 20;
-  std::vector<double> sink(static_cast<std::size_t>((n + chunk - 1) / chunk));
-  const auto t0 = std::chrono::steady_clock::now();
-  pool().parallel_for((n + chunk - 1) / chunk, 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t c = b; c < e; ++c) {
-      const std::int64_t len = std::min(chunk, n - c * chunk);
-      sink[static_cast<std::size_t>(c)] =
-          avx2 ? sum_avx2(buf.data() + c * chunk, len) : sum_scalar(buf.data() + c * chunk, len);
-    }
-  });
-  const auto t1 = std::chrono::steady_clock::now();
-  benchmark::DoNotOptimize(sink.data());
-  return std::chrono::duration<double>(t1 - t0).count();
-}
-
-// Best of several passes over 256 MiB, in GB/s; measured once per process.
-double measured_read_gbps() {
-  static const double kGbps = [] {
-    std::vector<float> buf(64 << 20, 1.0f);
-    double best = 1e30;
-    for (int i = 0; i < 6; ++i) best = std::min(best, read_pass(buf));
-    return static_cast<double>(buf.size() * sizeof(float)) / best / 1e9;
-  }();
-  return kGbps;
-}
-
-void BM_QuantReadBandwidth(benchmark::State& state) {
-  std::vector<float> buf(64 << 20, 1.0f);
-  double seconds = 0.0;
-  for (auto _ : state) {
-    const double s = read_pass(buf);
-    state.SetIterationTime(s);
-    seconds += s;
-  }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(buf.size() * sizeof(float)) *
-                         static_cast<double>(state.iterations()) / seconds / 1e9);
-}
-BENCHMARK(BM_QuantReadBandwidth)->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
 
 struct Weights {
   std::vector<std::byte> bytes;
@@ -173,8 +102,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
                               TensorView::contiguous(out.data(), DType::kF32, {rows, n})};
   OpParams params;
   ExecContext ctx;
-  ctx.runner = threaded ? &pool() : nullptr;
-  const double gbps_peak = measured_read_gbps();
+  ctx.runner = threaded ? &default_thread_pool() : nullptr;
   double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -189,11 +117,25 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   }
   state.SetLabel(entry->name);
   const double iters = static_cast<double>(state.iterations());
-  if (rows == 1) {
-    const double gbps = static_cast<double>(n * w.row_bytes) * iters / seconds / 1e9;
-    state.counters["GB/s"] = gbps;
-    state.counters["read_GB/s"] = gbps_peak;
-    state.counters["bw_ratio"] = gbps / gbps_peak;
+  const double weight_bytes = static_cast<double>(n * w.row_bytes);
+  if (rows == 1 && threaded) {
+    // The roofline in the same run, alternating with the kernel (see the top).
+    auto kernel = [&] {
+      (void)entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+    };
+    for (const auto& [bytes, suffix] : {std::pair{static_cast<std::size_t>(weight_bytes), ""},
+                                        std::pair{bench::kDramSweepBytes, "_dram"}}) {
+      bench::ReadSweep sweep(bytes);
+      const bench::Paired p =
+          bench::paired_medians(9, kernel, [&] { benchmark::DoNotOptimize(sweep.run()); });
+      const double gbps = weight_bytes / p.wall_a / 1e9;
+      const double peer = static_cast<double>(sweep.bytes()) / p.wall_b / 1e9;
+      state.counters[std::string("GB/s") + suffix] = gbps;
+      state.counters[std::string("read_GB/s") + suffix] = peer;
+      state.counters[std::string("bw_ratio") + suffix] = gbps / peer;
+    }
+  } else if (rows == 1) {
+    state.counters["GB/s"] = weight_bytes * iters / seconds / 1e9;
   } else {
     state.counters["GFLOP/s"] = 2.0 * static_cast<double>(rows * n * kK) * iters / seconds / 1e9;
   }
@@ -246,7 +188,7 @@ benchmark::internal::Benchmark* add(const char* bench, DType t, std::string_view
 const bool kRegistered = [] {
   for (DType t : kFormats) {
     for (std::string_view s : simd_sources(t)) {
-      add("BM_QuantMatvec", t, s, BM_QuantMatvec)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+      add("BM_QuantMatvec", t, s, BM_QuantMatvec)->Unit(benchmark::kMillisecond)->MinTime(0.1);
     }
   }
   for (DType t : kFormats) {

@@ -140,6 +140,17 @@ inline SmallBlock unpack_small(const std::uint8_t* wb) {
 template <DType W>
 constexpr bool kUnsignedLevels = W == DType::kQ4_1 || W == DType::kQ5_1;
 
+// Decode reads every weight byte once, from DRAM for a real model; the hardware
+// prefetchers alone keep too few lines in flight while the cores unpack. Decode
+// loops therefore ask for the bytes of the row(s) they will read next, at the
+// offset they read now (`ahead` bytes further on), spread over the loop.
+// Prefetches never fault, so running past the last row is harmless.
+inline void prefetch_ahead(const std::uint8_t* p, std::int64_t bytes) {
+  for (std::int64_t o = 0; o < bytes; o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+  }
+}
+
 template <DType W, int R>
 void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
                std::int64_t out_stride) {
@@ -149,6 +160,7 @@ void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < blocks; ++i) {
+    if constexpr (R == 1) prefetch_ahead(w + (blocks + i) * kWBytes, kWBytes);
     const SmallBlock wb = unpack_small<W>(w + i * kWBytes);
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* xb = x[r] + i * kXBytes;
@@ -183,6 +195,7 @@ void dot_small_rows4(const std::uint8_t* w, std::int64_t w_stride, const std::ui
     const float dx = f16_at(xb);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
+      prefetch_ahead(w + (r + 4) * w_stride + i * kWBytes, kWBytes);
       const SmallBlock wb = unpack_small<W>(w + r * w_stride + i * kWBytes);
       const __m256i p16 = kUnsignedLevels<W>
                               ? _mm256_maddubs_epi16(wb.mag, xq)
@@ -364,6 +377,7 @@ void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blo
     }
     __m256i sumi[R];
     for (int r = 0; r < R; ++r) sumi[r] = _mm256_setzero_si256();
+    if constexpr (R == 1) prefetch_ahead(w + (blocks + i) * kWBytes, kWBytes);
     KHeader k;
     unpack_k<W>(w + i * kWBytes, k, [&](int c, __m256i mag, __m256i sign, __m256i scales) {
       for (int r = 0; r < R; ++r) {
