@@ -5,8 +5,13 @@
 //       --benchmark_filter='Stream|CpuOp' --benchmark_min_time=0.3
 //   (one command line)
 //
-// Every kernel runs on 16M-element tensors (64 MiB in f32, far beyond the caches)
-// through the process-wide thread pool, like the executor runs it. Counters:
+// BM_CpuOp runs every kernel on 16M-element tensors (64 MiB in f32) through the
+// process-wide thread pool, like the executor runs it. That is beyond the caches of
+// most machines but not of every host: some report hundreds of MiB of L3, where
+// kernel and peer both run from cache. BM_CpuOpDram therefore runs the streaming
+// ops (elementwise, casts, norms, softmax, reductions) again on 16x larger tensors
+// (256M elements, 1 GiB per f32 operand), beyond any last-level cache, so kernel and
+// peer both stream from DRAM. Counters:
 //   GB/s       operand bytes (inputs read once, output written once) per second,
 //              over all iterations;
 //   best_GB/s  the same for the fastest iteration;
@@ -34,6 +39,7 @@ namespace switchyard {
 namespace {
 
 constexpr std::int64_t kElems = std::int64_t{1} << 24;
+constexpr std::int64_t kDramScale = 16;  // BM_CpuOpDram: kElems * 16 elements
 constexpr std::int64_t kGrain = 1 << 15;
 
 // One owned buffer of n elements of `dtype`, filled with values in [0.5, 1.5).
@@ -41,11 +47,12 @@ struct Buffer {
   Buffer(DType t, Shape s)
       : dtype(t), shape(s), bytes(static_cast<std::size_t>(s.numel()) * dense_bytes(t)) {
     data.assign(bytes / 8 + 8, 0);
-    std::mt19937 gen(3);
-    std::uniform_real_distribution<float> dist(0.5f, 1.5f);
     auto* p = reinterpret_cast<std::byte*>(data.data());
     for (std::int64_t i = 0; i < s.numel(); ++i) {
-      const float v = dist(gen);
+      // A multiplicative hash, not a random engine: the DRAM-sized buffers hold
+      // 256M values, and only their range matters to the timing.
+      const std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u;
+      const float v = 0.5f + static_cast<float>(h >> 8) * (1.0f / 16777216.0f);
       if (t == DType::kF32) reinterpret_cast<float*>(p)[i] = v;
       if (t == DType::kF16) reinterpret_cast<std::uint16_t*>(p)[i] = f32_to_f16(v);
       if (t == DType::kBF16) reinterpret_cast<std::uint16_t*>(p)[i] = f32_to_bf16(v);
@@ -61,14 +68,16 @@ struct Buffer {
 };
 
 // Best-of-five bandwidth of a plain streaming loop through the pool, in GB/s:
-// copy (a = b) or triad (a = b + s * c), over kElems floats per array.
-double stream_gbps(bool triad) {
-  std::vector<float> a(kElems, 0.0f), b(kElems, 1.0f), c(kElems, 2.0f);
+// copy (a = b) or triad (a = b + s * c), over `elems` floats per array.
+double stream_gbps(bool triad, std::int64_t elems = kElems) {
+  std::vector<float> a(static_cast<std::size_t>(elems), 0.0f);
+  std::vector<float> b(static_cast<std::size_t>(elems), 1.0f);
+  std::vector<float> c(triad ? static_cast<std::size_t>(elems) : 0, 2.0f);
   ThreadPool& pool = default_thread_pool();
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(kElems, kGrain, [&](std::int64_t begin, std::int64_t end) {
+    pool.parallel_for(elems, kGrain, [&](std::int64_t begin, std::int64_t end) {
       if (triad) {
         for (std::int64_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
       } else {
@@ -76,7 +85,7 @@ double stream_gbps(bool triad) {
       }
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, (triad ? 12.0 : 8.0) * kElems / s / 1e9);
+    best = std::max(best, (triad ? 12.0 : 8.0) * static_cast<double>(elems) / s / 1e9);
   }
   benchmark::DoNotOptimize(a.data());
   return best;
@@ -105,7 +114,16 @@ struct OpBench {
   bool broadcast_second = false;
 };
 
-void run_op(benchmark::State& state, const OpBench& spec, std::string kernel) {
+// The ops the bandwidth target is about, run again at DRAM size (BM_CpuOpDram):
+// elementwise, casts, norms, softmax and reductions.
+bool streaming(const OpBench& spec) {
+  return !spec.compute_bound && spec.op != OpKind::kRope && spec.op != OpKind::kGetRows &&
+         spec.op != OpKind::kCopy && spec.op != OpKind::kTranspose;
+}
+
+// `scale`: the tensors' leading dimension is `scale` times that of kElems elements
+// (1, or kDramScale); the peer streams as many floats.
+void run_op(benchmark::State& state, const OpBench& spec, std::string kernel, std::int64_t scale) {
   const TableSnapshot table = current_table();
   const BindingEntry* entry = nullptr;
   for (const BindingEntry& e : table->lookup_alternatives(spec.op, spec.dtypes, BackendId::kCpu)) {
@@ -168,17 +186,17 @@ void run_op(benchmark::State& state, const OpBench& spec, std::string kernel) {
   // processes on a shared machine.
   const bool two_streams =
       inputs.size() >= 2 && spec.op != OpKind::kGetRows && spec.op != OpKind::kRope;
-  const double peer = stream_gbps(two_streams);
+  const double peer = stream_gbps(two_streams, kElems * scale);
   state.counters["GB/s"] = bytes * iters / seconds / 1e9;
   state.counters["best_GB/s"] = bytes / best / 1e9;
   state.counters["peer_GB/s"] = peer;
   state.counters["ratio"] = bytes / best / 1e9 / peer;
 }
 
-std::vector<OpBench> op_benches() {
+std::vector<OpBench> op_benches(std::int64_t scale) {
   const DType f32 = DType::kF32, f16 = DType::kF16, bf16 = DType::kBF16, i32 = DType::kI32;
-  const Shape flat{kElems};
-  const Shape rows{4096, 4096};
+  const Shape flat{kElems * scale};
+  const Shape rows{4096 * scale, 4096};
   OpParams none;
   OpParams scaled;
   scaled.scale = 0.125f;
@@ -213,7 +231,7 @@ std::vector<OpBench> op_benches() {
        {rows, {4096}, {4096}, rows},
        none},
       {"softmax/f32", "softmax_f32", OpKind::kSoftmax, {f32, f32}, {rows, rows}, scaled},
-      {"sum/f32", "sum_f32", OpKind::kSum, {f32, f32}, {rows, {4096, 1}}, none},
+      {"sum/f32", "sum_f32", OpKind::kSum, {f32, f32}, {rows, {4096 * scale, 1}}, none},
       {"rope/f32",
        "rope_f32_i32",
        OpKind::kRope,
@@ -250,14 +268,18 @@ std::vector<OpBench> op_benches() {
 // this runs during static initialisation, before the library's own statics are
 // guaranteed to exist; a variant this CPU lacks is skipped when it runs.
 const bool kRegistered = [] {
-  for (const OpBench& spec : op_benches()) {
-    for (const char* variant : {"avx512", "avx2", "ref"}) {
-      const std::string kernel = spec.kernel + "__cpu_" + variant;
-      benchmark::RegisterBenchmark(
-          ("BM_CpuOp/" + spec.label + "/" + kernel).c_str(),
-          [spec, kernel](benchmark::State& state) { run_op(state, spec, kernel); })
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+  for (std::int64_t scale : {std::int64_t{1}, kDramScale}) {
+    const std::string family = scale == 1 ? "BM_CpuOp/" : "BM_CpuOpDram/";
+    for (const OpBench& spec : op_benches(scale)) {
+      if (scale != 1 && !streaming(spec)) continue;
+      for (const char* variant : {"avx512", "avx2", "ref"}) {
+        const std::string kernel = spec.kernel + "__cpu_" + variant;
+        benchmark::RegisterBenchmark(
+            (family + spec.label + "/" + kernel).c_str(),
+            [spec, kernel, scale](benchmark::State& state) { run_op(state, spec, kernel, scale); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
     }
   }
   return true;

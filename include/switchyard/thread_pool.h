@@ -8,12 +8,21 @@
 // on that thread (no nested fan-out, no deadlock). One parallel_for runs at a time
 // per pool; concurrent callers are serialised.
 //
+// Hand-off: a decode step issues dozens of small parallel_for calls back to back,
+// each a few microseconds of work. Waking a sleeping thread through the kernel
+// costs tens of microseconds (more on a virtual machine, where the idle vCPU has
+// halted), which made two threads ten times slower than one there. So workers
+// spin on an atomic job counter for a short while (about 100 us) after each job
+// before they sleep on a condition variable, and the caller spins on the pending
+// count before it sleeps. An idle pool burns that window of CPU, then blocks.
+//
 // Example
 //   ThreadPool pool(4);
 //   ExecContext ctx{.runner = &pool};
 //   ctx.parallel_for(rows, 16, [&](std::int64_t begin, std::int64_t end) { ... });
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -44,13 +53,17 @@ class ThreadPool final : public ParallelRunner {
   int num_threads_;
   std::vector<std::thread> workers_;
   std::mutex submit_;  // serialises parallel_for callers
+  // Published before job_serial_ is incremented (release), read after it is seen.
+  std::atomic<const Job*> job_{nullptr};
+  std::atomic<std::uint64_t> job_serial_{0};
+  std::atomic<int> pending_{0};  // workers that have not finished the current job
+  std::atomic<bool> stopping_{false};
+  // Sleeping, after the spin: workers wait on wake_, the caller on done_. The
+  // mutex orders a sleeper's last check against the notifier (no lost wake-up).
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const Job* job_ = nullptr;  // guarded by mutex_
-  std::uint64_t job_serial_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  int sleeping_workers_ = 0;  // guarded by mutex_
 };
 
 // SWITCHYARD_THREADS when set to a positive integer, else the number of hardware

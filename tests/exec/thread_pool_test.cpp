@@ -1,6 +1,7 @@
 #include "switchyard/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -59,6 +60,47 @@ TEST(ThreadPoolTest, ConcurrentCallersAreSerialisedCorrectly) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total, 4 * 50 * 64);
+}
+
+// Back-to-back small jobs, the decode pattern: workers pick each one up while
+// still spinning from the last. Every job must see all its chunks run once, and
+// a job's writes must be visible to the caller when parallel_for returns.
+TEST(ThreadPoolTest, ConcurrentBackToBackJobsHandOffWithoutLoss) {
+  ThreadPool pool(3);
+  std::vector<int> slots(3, 0);
+  for (int job = 1; job <= 20000; ++job) {
+    pool.parallel_for(3, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) slots[static_cast<std::size_t>(i)] = job;
+    });
+    ASSERT_EQ(slots, std::vector<int>(3, job)) << "job " << job;
+  }
+}
+
+// Jobs separated by pauses longer than the spin window: workers (and the caller)
+// go to sleep between jobs and must be woken, never left asleep or woken twice.
+TEST(ThreadPoolTest, ConcurrentJobsAfterWorkersSleepStillRun) {
+  ThreadPool pool(3);
+  std::atomic<std::int64_t> total{0};
+  for (int rep = 0; rep < 20; ++rep) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    pool.parallel_for(300, 1, [&](std::int64_t b, std::int64_t e) {
+      // Uneven work so the caller sometimes waits past its own spin.
+      if (b > 0 && rep % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      total += e - b;
+    });
+    ASSERT_EQ(total, 300 * (rep + 1));
+  }
+}
+
+// Destroying a pool whose workers are spinning, and one whose workers sleep.
+TEST(ThreadPoolTest, ConcurrentDestructionWhileSpinningOrSleeping) {
+  for (int pause_ms : {0, 5}) {
+    ThreadPool pool(4);
+    std::atomic<int> runs{0};
+    pool.parallel_for(4, 1, [&](std::int64_t, std::int64_t) { ++runs; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    EXPECT_EQ(runs, 4);
+  }
 }
 
 TEST(ThreadPoolTest, DefaultThreadCountIsPositive) { EXPECT_GE(default_thread_count(), 1); }
