@@ -17,8 +17,9 @@
 //   best_GB/s  the same for the fastest iteration;
 //   peer_GB/s  best-of-five bandwidth of the streaming peer with the same mix of
 //              reads and writes, measured right after the kernel: copy (one read
-//              stream, one write stream) for one-input kernels, triad (two reads,
-//              one write) for two-input kernels; plain loops through the same pool;
+//              stream, one write stream) for kernels with one full-size input,
+//              triad (two reads, one write) for two full-size inputs; plain loops
+//              with ordinary stores, through the same pool;
 //   ratio      best_GB/s / peer_GB/s.
 // Attention is compute-bound: it reports GFLOP/s (of the op's default cost-model
 // flop count, the same for every sibling).
@@ -69,7 +70,13 @@ struct Buffer {
 
 // Best-of-five bandwidth of a plain streaming loop through the pool, in GB/s:
 // copy (a = b) or triad (a = b + s * c), over `elems` floats per array.
-double stream_gbps(bool triad, std::int64_t elems = kElems) {
+//
+// Both loops store with ordinary stores, as the kernels do. The copy is kept a
+// loop (GCC would otherwise turn it into memcpy, which for hundreds of MiB
+// switches to non-temporal stores that skip reading the destination: a roofline
+// no kernel writing with ordinary stores can reach, and the wrong peer for one).
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) double stream_gbps(
+    bool triad, std::int64_t elems = kElems) {
   std::vector<float> a(static_cast<std::size_t>(elems), 0.0f);
   std::vector<float> b(static_cast<std::size_t>(elems), 1.0f);
   std::vector<float> c(triad ? static_cast<std::size_t>(elems) : 0, 2.0f);
@@ -81,7 +88,7 @@ double stream_gbps(bool triad, std::int64_t elems = kElems) {
       if (triad) {
         for (std::int64_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
       } else {
-        std::memcpy(&a[begin], &b[begin], static_cast<std::size_t>(end - begin) * sizeof(float));
+        for (std::int64_t i = begin; i < end; ++i) a[i] = b[i];
       }
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -184,8 +191,13 @@ void run_op(benchmark::State& state, const OpBench& spec, std::string kernel, st
   // The peer is measured right after the kernel, so both see the same machine
   // state; both figures are best-of-N, which filters out time slices lost to other
   // processes on a shared machine.
-  const bool two_streams =
-      inputs.size() >= 2 && spec.op != OpKind::kGetRows && spec.op != OpKind::kRope;
+  // The peer moves the same number of full-size streams: a triad for two full-size
+  // inputs (add, mul), a copy when the other inputs are small or broadcast rows
+  // (norm weights, a broadcast addend, rope positions, get_rows indices).
+  const std::int64_t out_elems = spec.shapes.back().numel();
+  const auto full_inputs = std::count_if(spec.shapes.begin(), spec.shapes.end() - 1,
+                                         [&](const Shape& s) { return s.numel() == out_elems; });
+  const bool two_streams = full_inputs >= 2 && !spec.broadcast_second;
   const double peer = stream_gbps(two_streams, kElems * scale);
   state.counters["GB/s"] = bytes * iters / seconds / 1e9;
   state.counters["best_GB/s"] = bytes / best / 1e9;

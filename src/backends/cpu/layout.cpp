@@ -57,6 +57,17 @@ Status copy_kernel_impl(const KernelCall& call) {
   const TensorView& out = call.outputs[0];
   SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
   SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  if (x.is_contiguous()) {
+    // One flat range split across the pool: a 1-D tensor is a single row, which
+    // the row split below would give to one thread.
+    constexpr std::int64_t kGrain = std::int64_t{1} << 15;
+    const auto* src = x.first_as<E>();
+    E* dst = out.first_as<E>();
+    call.ctx.parallel_for(x.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+      std::memcpy(dst + begin, src + begin, static_cast<std::size_t>(end - begin) * sizeof(E));
+    });
+    return Status::ok();
+  }
   const std::int64_t inner = out.shape().inner();
   scatter_rows<E>(x, out.first_as<E>(), 1, call.ctx, [&](std::int64_t r) { return r * inner; });
   return Status::ok();
