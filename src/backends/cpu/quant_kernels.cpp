@@ -2,6 +2,9 @@
 // siblings share. See quant_kernels.h.
 #include "backends/cpu/quant_kernels.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/operand_checks.h"
@@ -80,6 +83,33 @@ Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w_dtype
   args.w = w.first();
   args.out = out.first_as<float>();
   return args;
+}
+
+Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w_dtype,
+                                                std::string_view isa) {
+  const std::string kernel = fmt::format("matmul_f32_{}_f32__cpu_{}", name(w_dtype), isa);
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));
+  const DType act = activation_format(w_dtype);
+  if (args.k % block_elems(act) != 0) {
+    return invalid_argument_error(
+        fmt::format("{}: K = {} is not a whole number of {} blocks", kernel, args.k, name(act)));
+  }
+  return args;
+}
+
+bool row_is_finite(const float* row, std::int64_t k) {
+  bool finite = true;
+  for (std::int64_t i = 0; i < k; ++i) finite &= std::isfinite(row[i]);
+  return finite;
+}
+
+void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non_finite) {
+  for (std::int64_t r = 0; r < args.rows; ++r) {
+    if (non_finite[static_cast<std::size_t>(r)] != 0) {
+      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
+                std::numeric_limits<float>::quiet_NaN());
+    }
+  }
 }
 
 Status matmul_quant_ref(const KernelCall& call, DType w_dtype) {

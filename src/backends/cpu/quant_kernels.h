@@ -20,6 +20,9 @@
 // and each output element is computed by one thread in a fixed order.
 #pragma once
 
+#include <span>
+#include <string_view>
+
 #include "switchyard/kernel.h"
 
 namespace switchyard::cpu {
@@ -40,6 +43,17 @@ struct QuantMatmulArgs {
 // w [N, K] of dtype `w` contiguous with K a whole number of blocks.
 Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w,
                                            std::string_view kernel);
+
+// The checks of an integer-dot sibling named matmul_f32_<w>_f32__cpu_<isa>: those of
+// check_quant_matmul, plus K a whole number of blocks of activation_format(w).
+Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w,
+                                                std::string_view isa);
+
+// Activation rows holding NaN or infinity cannot be quantized meaningfully: the
+// integer-dot siblings flag them while quantizing (row_is_finite) and afterwards
+// set their outputs to NaN (fill_non_finite_rows), as a float dot product would.
+bool row_is_finite(const float* row, std::int64_t k);
+void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non_finite);
 
 // The implementations, for the quantized dtype `w`.
 Status matmul_quant_ref(const KernelCall& call, DType w);

@@ -450,18 +450,13 @@ constexpr std::int64_t kTileRows = 16;
 }  // namespace
 
 Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
-  const std::string kernel = fmt::format("matmul_f32_{}_f32__cpu_avx2", name(w_dtype));
   const DotFns dot = dot_for(w_dtype);
   if (dot.one == nullptr) {
-    return invalid_argument_error(
-        fmt::format("{}: no AVX2 dot product for {}", kernel, name(w_dtype)));
+    return invalid_argument_error(fmt::format(
+        "matmul_f32_{}_f32__cpu_avx2: no AVX2 dot product for {}", name(w_dtype), name(w_dtype)));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w_dtype, "avx2"));
   const DType act = activation_format(w_dtype);
-  if (args.k % block_elems(act) != 0) {
-    return invalid_argument_error(
-        fmt::format("{}: K = {} is not a whole number of {} blocks", kernel, args.k, name(act)));
-  }
   const std::int64_t act_row_bytes = args.k / block_elems(act) * block_bytes(act);
   std::vector<std::uint8_t> xq(static_cast<std::size_t>(act_row_bytes * args.rows));
   // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
@@ -470,9 +465,7 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
   call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
-      for (std::int64_t i = 0; i < args.k; ++i) {
-        if (!std::isfinite(row[i])) non_finite[static_cast<std::size_t>(r)] = 1;
-      }
+      non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
       detail::quantize_row(act, row, xq.data() + r * act_row_bytes, args.k);
     }
   });
@@ -504,12 +497,7 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
       }
     }
   });
-  for (std::int64_t r = 0; r < args.rows; ++r) {
-    if (non_finite[static_cast<std::size_t>(r)] != 0) {
-      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
-                std::numeric_limits<float>::quiet_NaN());
-    }
-  }
+  fill_non_finite_rows(args, non_finite);
   return Status::ok();
 }
 

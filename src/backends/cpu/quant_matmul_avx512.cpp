@@ -628,18 +628,15 @@ constexpr std::int64_t kTileRows = 64;
 }  // namespace
 
 Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
-  const std::string kernel = fmt::format("matmul_f32_{}_f32__cpu_avx512", name(w_dtype));
   const Tiles fns = tiles_for(w_dtype);
   if (fns.rows1 == nullptr) {
     return invalid_argument_error(
-        fmt::format("{}: no AVX-512 dot product for {}", kernel, name(w_dtype)));
+        fmt::format("matmul_f32_{}_f32__cpu_avx512: no AVX-512 dot product for {}", name(w_dtype),
+                    name(w_dtype)));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args,
+                              check_quant_matmul_simd(call, w_dtype, "avx512"));
   const DType act = activation_format(w_dtype);
-  if (args.k % block_elems(act) != 0) {
-    return invalid_argument_error(
-        fmt::format("{}: K = {} is not a whole number of {} blocks", kernel, args.k, name(act)));
-  }
   const bool small = block_elems(w_dtype) == 32;
   const std::int64_t blocks = args.k / block_elems(w_dtype);
   // Prepared activation rows: PairAct pairs for the 32-element formats, q8_k rows
@@ -663,9 +660,7 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
     std::vector<std::uint8_t> tmp;
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
-      for (std::int64_t i = 0; i < args.k; ++i) {
-        if (!std::isfinite(row[i])) non_finite[static_cast<std::size_t>(r)] = 1;
-      }
+      non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
       if (small) {
         prepare_pairs(row, args.k, bias, tmp, pairs.data() + r * ((blocks + 1) / 2));
       } else {
@@ -700,11 +695,7 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
       }
     }
   });
-  for (std::int64_t r = 0; r < args.rows; ++r) {
-    if (non_finite[static_cast<std::size_t>(r)] != 0) {
-      std::fill(args.out + r * n, args.out + (r + 1) * n, std::numeric_limits<float>::quiet_NaN());
-    }
-  }
+  fill_non_finite_rows(args, non_finite);
   return Status::ok();
 }
 
