@@ -14,7 +14,9 @@
 // halted), which made two threads ten times slower than one there. So workers
 // spin on an atomic job counter for a short while (about 100 us) after each job
 // before they sleep on a condition variable, and the caller spins on the pending
-// count before it sleeps. An idle pool burns that window of CPU, then blocks.
+// count before it sleeps. An idle pool burns that window of CPU, then blocks. A
+// pool with more threads than hardware threads never spins (a spinning thread would
+// hold the core the working one needs), and spinners yield every few microseconds.
 //
 // Example
 //   ThreadPool pool(4);
@@ -51,6 +53,7 @@ class ThreadPool final : public ParallelRunner {
   void worker_loop(int index);
 
   int num_threads_;
+  bool spin_;  // num_threads_ <= hardware threads
   std::vector<std::thread> workers_;
   std::mutex submit_;  // serialises parallel_for callers
   // Published before job_serial_ is incremented (release), read after it is seen.

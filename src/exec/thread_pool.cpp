@@ -39,12 +39,19 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until `ready()` or the spin budget runs out; returns ready().
+// Spins until `ready()` or the spin budget runs out; returns ready(). A pool with
+// more threads than the machine has hardware threads does not spin at all: a
+// spinning thread would hold a core that the thread with the work needs. Every 64
+// pauses the spinner also yields, so another process's runnable thread on this
+// core is not kept waiting for the whole window.
 template <typename Ready>
-bool spin_until(Ready ready) {
-  for (int i = 0; i < kSpinIterations; ++i) {
-    if (ready()) return true;
-    cpu_relax();
+bool spin_until(bool spin, Ready ready) {
+  if (spin) {
+    for (int i = 1; i <= kSpinIterations; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+      if (i % 64 == 0) std::this_thread::yield();
+    }
   }
   return ready();
 }
@@ -63,7 +70,10 @@ struct ThreadPool::Job {
   }
 };
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(num_threads, 1)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(num_threads, 1)),
+      spin_(static_cast<unsigned>(num_threads_) <=
+            std::max(1u, std::thread::hardware_concurrency())) {
   workers_.reserve(static_cast<std::size_t>(num_threads_ - 1));
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -85,7 +95,7 @@ void ThreadPool::worker_loop(int index) {
       return stopping_.load(std::memory_order_acquire) ||
              job_serial_.load(std::memory_order_acquire) != seen;
     };
-    if (!spin_until(has_work)) {
+    if (!spin_until(spin_, has_work)) {
       std::unique_lock lock(mutex_);
       ++sleeping_workers_;
       wake_.wait(lock, has_work);
@@ -132,7 +142,7 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   job.run_chunk(0);
   t_inside_pool = false;
   const auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(all_done)) {
+  if (!spin_until(spin_, all_done)) {
     std::unique_lock lock(mutex_);
     done_.wait(lock, all_done);
   }

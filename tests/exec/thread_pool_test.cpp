@@ -65,30 +65,39 @@ TEST(ThreadPoolTest, ConcurrentCallersAreSerialisedCorrectly) {
 // Back-to-back small jobs, the decode pattern: workers pick each one up while
 // still spinning from the last. Every job must see all its chunks run once, and
 // a job's writes must be visible to the caller when parallel_for returns.
+//
+// Pools of 2 and of 64 threads: one no larger than the machine spins, the other
+// (more threads than any CI machine has) blocks at once; both paths must hand off.
 TEST(ThreadPoolTest, ConcurrentBackToBackJobsHandOffWithoutLoss) {
-  ThreadPool pool(3);
-  std::vector<int> slots(3, 0);
-  for (int job = 1; job <= 20000; ++job) {
-    pool.parallel_for(3, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) slots[static_cast<std::size_t>(i)] = job;
-    });
-    ASSERT_EQ(slots, std::vector<int>(3, job)) << "job " << job;
+  for (int threads : {2, 64}) {
+    ThreadPool pool(threads);
+    std::vector<int> slots(static_cast<std::size_t>(threads), 0);
+    const int jobs = threads == 2 ? 20000 : 300;
+    for (int job = 1; job <= jobs; ++job) {
+      pool.parallel_for(threads, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) slots[static_cast<std::size_t>(i)] = job;
+      });
+      ASSERT_EQ(slots, std::vector<int>(static_cast<std::size_t>(threads), job))
+          << threads << " threads, job " << job;
+    }
   }
 }
 
 // Jobs separated by pauses longer than the spin window: workers (and the caller)
 // go to sleep between jobs and must be woken, never left asleep or woken twice.
 TEST(ThreadPoolTest, ConcurrentJobsAfterWorkersSleepStillRun) {
-  ThreadPool pool(3);
-  std::atomic<std::int64_t> total{0};
-  for (int rep = 0; rep < 20; ++rep) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    pool.parallel_for(300, 1, [&](std::int64_t b, std::int64_t e) {
-      // Uneven work so the caller sometimes waits past its own spin.
-      if (b > 0 && rep % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      total += e - b;
-    });
-    ASSERT_EQ(total, 300 * (rep + 1));
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::atomic<std::int64_t> total{0};
+    for (int rep = 0; rep < 20; ++rep) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      pool.parallel_for(300, 1, [&](std::int64_t b, std::int64_t e) {
+        // Uneven work so the caller sometimes waits past its own spin.
+        if (b > 0 && rep % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        total += e - b;
+      });
+      ASSERT_EQ(total, 300 * (rep + 1)) << threads << " threads";
+    }
   }
 }
 
