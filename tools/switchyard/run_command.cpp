@@ -95,9 +95,9 @@ Result<std::vector<TensorTypeRule>> synthetic_types(std::string_view model_type)
   if (model_type == "mix") return default_synthetic_llama_types();
   Result<DType> dtype = parse_dtype(model_type);
   if (!dtype.is_ok()) {
-    return invalid_argument_error(fmt::format(
-        "run: --model-type '{}': expected mix or a weight dtype (f32, f16, q4_k, ...)",
-        model_type));
+    return invalid_argument_error(
+        fmt::format("run: --model-type '{}': expected mix or a weight dtype (f32, f16, q4_k, ...)",
+                    model_type));
   }
   std::vector<TensorTypeRule> rules;
   for (std::string_view role : synthetic_llama_weight_roles()) {
@@ -161,8 +161,8 @@ int run(const RunOptions& o) {
   Progress progress(!o.json);
   const Clock::time_point load_start = Clock::now();
   progress.show("loading", 0, 3);
-  Result<GgufFile> file = o.model.empty() ? synthetic_file(o.model_type, o.save_model)
-                                            : GgufFile::open(o.model);
+  Result<GgufFile> file =
+      o.model.empty() ? synthetic_file(o.model_type, o.save_model) : GgufFile::open(o.model);
   if (!file.is_ok()) return report_failure(file.status());
   progress.show("loading", 1, 3);
   Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);

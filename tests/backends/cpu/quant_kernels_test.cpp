@@ -80,6 +80,8 @@ Status run_matmul(KernelFn fn, DType t, Problem& p, std::vector<float>& out,
 
 KernelFn ref_fn(DType t) {
   switch (t) {
+    // One case per line; clang-format cannot lay out the macro.
+    // clang-format off
 #define CASE(T) \
   case DType::T: return &matmul_quant_ref_for<DType::T>;
     CASE(kQ4_0)
@@ -91,14 +93,22 @@ KernelFn ref_fn(DType t) {
     CASE(kQ2_K)
     CASE(kQ3_K)
     CASE(kQ4_K)
-    CASE(kQ5_K) CASE(kQ6_K) CASE(kQ8_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ5_K)
+    CASE(kQ6_K)
+    CASE(kQ8_K)
+    CASE(kIQ4_NL)
+    CASE(kIQ4_XS)
+    CASE(kMXFP4)
 #undef CASE
-        default : return nullptr;
+    // clang-format on
+    default: return nullptr;
   }
 }
 
 KernelFn avx2_fn(DType t) {
   switch (t) {
+    // One case per line; clang-format cannot lay out the macro.
+    // clang-format off
 #define CASE(T) \
   case DType::T: return &matmul_quant_avx2_for<DType::T>;
     CASE(kQ4_0)
@@ -110,14 +120,20 @@ KernelFn avx2_fn(DType t) {
     CASE(kQ3_K)
     CASE(kQ4_K)
     CASE(kQ5_K)
-    CASE(kQ6_K) CASE(kIQ4_NL) CASE(kIQ4_XS) CASE(kMXFP4)
+    CASE(kQ6_K)
+    CASE(kIQ4_NL)
+    CASE(kIQ4_XS)
+    CASE(kMXFP4)
 #undef CASE
-        default : return nullptr;
+    // clang-format on
+    default: return nullptr;
   }
 }
 
 KernelFn avx512_fn(DType t) {
   switch (t) {
+    // One case per line; clang-format cannot lay out the macro.
+    // clang-format off
 #define CASE(T) \
   case DType::T: return &matmul_quant_avx512_for<DType::T>;
     CASE(kQ4_0)
@@ -134,6 +150,7 @@ KernelFn avx512_fn(DType t) {
     CASE(kIQ4_XS)
     CASE(kMXFP4)
 #undef CASE
+    // clang-format on
     default: return nullptr;
   }
 }
