@@ -3,13 +3,16 @@
 // q8_k with the reference rounding, integer dot products per block, f32 block
 // accumulation), at twice the width and with the VNNI fused multiply-adds:
 //
-//   32-element formats: two weight blocks fill one 64-byte vector. The unsigned
-//     levels u = q + bias (q4_0: 8, q5_0: 16, q8_0 / iq4_nl / mxfp4: 128 through
-//     a biased table or a flipped sign bit) meet the activations in vpdpbusd,
-//     whose i32 accumulator starts at -bias * (sum of the lane's activations), a
-//     value prepared once per activation row; so each lane ends at sum(q * x)
-//     exactly, with no per-block correction. Lanes are scaled in f32 by
-//     d_w * d_x and accumulated per lane.
+//   32-element formats: groups of 16 blocks (Note [Decode groups]). A 64-byte
+//     chunk holds the levels of four nibble blocks (two q8_0 blocks) as stored;
+//     the activations are laid out once per row to match, low nibbles and high
+//     nibbles each against their own 64 activation bytes. The unsigned levels
+//     u = q + bias (q4_0: 8, q5_0: 16, q8_0 / iq4_nl / mxfp4: 128 through a
+//     biased table or a flipped sign bit) meet them in vpdpbusd, whose i32
+//     accumulator starts at -bias * (sum of the lane's activations), prepared
+//     with the layout; so each lane ends at sum(q * x) exactly, with no
+//     per-block correction. A group's 16 scales are collected and converted at
+//     once; lanes are scaled in f32 by d_w * d_x and accumulated per lane.
 //   k-quants (256-element super-blocks) against q8_k: 64 levels per vector,
 //     vpmaddubsw to i16 pairs, then vpdpwssd against the i16 group scales; the
 //     group mins / level offsets go through q8_k's group sums as in AVX2.
@@ -18,9 +21,10 @@
 //
 // Register tiles: matvec runs four weight rows at once (independent accumulator
 // chains); prefill runs 4 (k-quants: 3) weight rows x 4 activation rows, so
-// each decoded weight vector serves four activation rows and each activation load
-// three or four weight rows. Every output element is computed by the same sequence of operations
-// whichever tile computes it, so results are identical at any thread count.
+// each decoded weight group (k-quant vector) serves four activation rows. Every
+// output element is computed by the same sequence of operations whichever tile
+// computes it, so results are identical at any thread count and a matmul's rows
+// equal the matvecs of its activation rows.
 //
 // GCC 12's AVX-512 intrinsic headers build some results from a deliberately
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
@@ -84,17 +88,7 @@ inline __m512i load_table(const std::array<T, N>& a) {
 }
 
 // ---------------------------------------------------------------------------
-// 32-element formats.
-
-// One pair of activation blocks, prepared once per activation row: the 64 q8_0
-// levels, the vpdpbusd starting value per lane, the block scale per lane and the
-// scale times the lane's level sum (the min term of q4_1 / q5_1).
-struct alignas(64) PairAct {
-  std::int8_t q[64];
-  std::int32_t init[16];
-  float dx[16];
-  float dxs[16];
-};
+// 32-element formats (Note [Decode groups]).
 
 template <DType W>
 constexpr int kBias = W == DType::kQ4_0                          ? 8
@@ -111,42 +105,6 @@ constexpr int kQsOffset = W == DType::kQ4_1   ? 4
                           : W == DType::kQ5_1 ? 8
                                               : 2;
 
-// vpermw indices that spread a pair of nibble blocks (loaded from the first
-// block's start) over 64 bytes: block i's 16 bytes twice, then block i + 1's,
-// so that shifting every second copy by four leaves the elements in order.
-template <DType W>
-constexpr std::array<std::int16_t, 32> nibble_words() {
-  std::array<std::int16_t, 32> a{};
-  for (int w = 0; w < 32; ++w) {
-    a[static_cast<std::size_t>(w)] =
-        static_cast<std::int16_t>((w / 16 * block_bytes(W) + kQsOffset<W>) / 2 + w % 8);
-  }
-  return a;
-}
-// The f16 word at `offset` of block i in words 0-7 and of block i + 1 in 8-15.
-constexpr std::array<std::int16_t, 32> pair_words(int block_bytes, int offset) {
-  std::array<std::int16_t, 32> a{};
-  for (int w = 0; w < 32; ++w) {
-    a[static_cast<std::size_t>(w)] =
-        static_cast<std::int16_t>((w / 8 % 2 * block_bytes + offset) / 2);
-  }
-  return a;
-}
-// The words that hold the second copies (shifted by four for the high nibbles).
-constexpr __mmask32 kHighNibbleWords = 0xff00ff00u;
-// vpshufb indices on a pair's first 32 bytes (blocks of 18-24 bytes): the f16 at
-// `offset` of block i, in the low 128-bit lane, eight times, then that of block
-// i + 1, in the high lane, eight times. An in-lane shuffle where the word permute
-// would take a cross-lane one.
-constexpr std::array<std::uint8_t, 32> pair_bytes(int block_bytes, int offset) {
-  std::array<std::uint8_t, 32> a{};
-  for (int b = 0; b < 32; ++b) {
-    const int in_lane = b < 16 ? offset : block_bytes + offset - 16;
-    a[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(in_lane + b % 2);
-  }
-  return a;
-}
-
 // The 16 levels of a table format plus 128, as unsigned bytes, in every lane.
 template <DType W>
 constexpr std::array<std::uint8_t, 64> biased_table() {
@@ -158,122 +116,333 @@ constexpr std::array<std::uint8_t, 64> biased_table() {
   return a;
 }
 
-// A decoded pair of weight blocks: unsigned levels, and per lane the block
-// scale and min (zero when the format has none).
-struct PairW {
-  __m512i q;
+// Note [Decode groups]
+// A decode step has one activation row, so nothing amortises the per-block
+// work, and unpacking was the limit (about half of the DRAM bandwidth per
+// core): two blocks per vector meant, per pair and weight row, a word permute
+// and a shift to spread the nibbles, an f16 scale spread by a shuffle and
+// converted, and a multiply, a conversion and an FMA, nearly all on port 0.
+// The 32-element tiles (decode and prefill alike, so that a matmul's rows keep
+// equal to the matvecs of its activation rows) take 16 blocks of a weight row
+// at a time:
+//   - A chunk is the 64 level bytes of four nibble blocks (two q8_0 blocks) as
+//     stored, block b in bytes 16b .. 16b + 15: one dword permute of two loads
+//     (see kSecondLoad), four 16-byte loads for mxfp4 (blocks at odd offsets),
+//     two 32-byte loads for q8_0. Its low nibbles (elements 0-15) and high
+//     nibbles (16-31) meet activations laid out to match (decode_layout), both
+//     chained into one vpdpbusd accumulator: no byte is spread twice, and a
+//     lane covers eight elements.
+//   - The group's 16 f16 scales (and mins) are collected by one word permute
+//     per chunk into one vector, converted by one vcvtph2ps and multiplied by
+//     the 16 activation scales at once; a vpermps spreads them over each
+//     chunk's lanes. q4_1 / q5_1 mins meet dx * sum(x) once per group, one lane
+//     per block. q5_0 / q5_1 fifth bits come out of one word permute per chunk
+//     as two 64-bit masks.
+// Per 16 q4_0 blocks that is 8 vpdpbusd, 4 shifts, 4 conversions, 4 FMAs and 1
+// multiply where the pair tiles took 8 of each, and 13 permutes / shuffles on
+// port 5 where they took 24 (counted on Ice Lake, where vpermt2w takes two
+// cycles and vpermd / vpermt2d / vpermw one). Blocks past the last whole group
+// go through a zero-padded copy against zero activations. The activation row
+// is quantized here too (decode_layout), vectorised: the scalar reference
+// quantizer took as long as the dot products of 256 rows of 4096.
+
+constexpr int kGroupBlocks = 16;
+
+template <DType W>
+constexpr bool kNibbleFormat = W != DType::kQ8_0;
+// Blocks per 64-byte chunk of levels, and chunks per group.
+template <DType W>
+constexpr int kChunkBlocks = kNibbleFormat<W> ? 4 : 2;
+template <DType W>
+constexpr int kChunks = kGroupBlocks / kChunkBlocks<W>;
+template <DType W>
+constexpr int kChunkBytes = kChunkBlocks<W>* block_bytes(W);
+// Prepared activation bytes per chunk: the levels meeting the low (and high)
+// nibbles, then the 16 i32 starting values; per group the chunks, then dx and
+// dx * sum(x) per scale slot.
+template <DType W>
+constexpr std::int64_t kChunkXBytes = (kNibbleFormat<W> ? 128 : 64) + 64;
+template <DType W>
+constexpr std::int64_t kGroupXBytes = kChunks<W>* kChunkXBytes<W> + 128;
+// The lane of block m's scale in a group's scale vector: block order, except
+// for mxfp4, whose exponent bytes are collected inside 128-bit lanes (block
+// 4k + b of chunk k to slot 4b + k).
+template <DType W>
+constexpr int scale_slot(int m) {
+  return W == DType::kMXFP4 ? 4 * (m % 4) + m / 4 : m;
+}
+// Permutes on Ice Lake: vpermw / vpermd / vpermt2d take one cycle of port 5,
+// vpermt2w two (measured). The levels are therefore gathered with dword permutes, from
+// two loads that put each block's 16 level bytes on a dword boundary (q4_0 /
+// iq4_nl / q5_0: blocks 0 and 2 from the first, 1 and 3 from the second;
+// q4_1 / q5_1: blocks 0-2, then block 3), and the scales with one-table word
+// permutes of the chunk's first 64 bytes where they reach all four blocks.
+template <DType W>
+constexpr bool kScaleOneLoad = (kChunkBlocks<W> - 1) * block_bytes(W) + (kHasMin<W> ? 4 : 2) <= 64;
+// Words of a chunk past its first 64 bytes.
+template <DType W>
+constexpr int kTailWords = (kChunkBytes<W> - 64) / 2;
+// The second level load: at block 1's levels, or at block 3's when the block
+// size keeps every level run dword-aligned.
+template <DType W>
+constexpr int kSecondLoad = kQsOffset<W> + (block_bytes(W) % 4 == 0 ? 3 : 1) * block_bytes(W);
+template <DType W>
+constexpr int kSecondDwords = (kChunkBytes<W> - kSecondLoad<W>) / 4;
+
+// vpermt2d indices: a chunk's level bytes, block b in dwords 4b .. 4b + 3, from
+// the loads at kQsOffset<W> and kSecondLoad<W>.
+template <DType W>
+constexpr std::array<std::int32_t, 16> chunk_dwords() {
+  constexpr int kB = block_bytes(W);
+  std::array<std::int32_t, 16> a{};
+  for (int d = 0; d < 16; ++d) {
+    const int b = d / 4;
+    const bool first = kB % 4 == 0 ? b < 3 : b % 2 == 0;
+    const int start = first ? b * kB : kB % 4 == 0 ? 0 : (b - 1) * kB;
+    a[static_cast<std::size_t>(d)] = (first ? 0 : 16) + start / 4 + d % 4;
+  }
+  return a;
+}
+// Word permute indices: chunk c's f16 scales to words scale_slot(m), their
+// mins to 16 + scale_slot(m); from the chunk's first 64 bytes, and for q5_0 /
+// q5_1 the rest (kTailWords<W> words from byte 64).
+template <DType W>
+constexpr std::array<std::int16_t, 32> scale_words(int c) {
+  std::array<std::int16_t, 32> a{};
+  for (int j = 0; j < kChunkBlocks<W>; ++j) {
+    const int slot = scale_slot<W>(c * kChunkBlocks<W> + j);
+    const int word = j * block_bytes(W) / 2;
+    a[static_cast<std::size_t>(slot)] = static_cast<std::int16_t>(word);
+    if (kHasMin<W>) a[static_cast<std::size_t>(16 + slot)] = static_cast<std::int16_t>(word + 1);
+  }
+  return a;
+}
+template <DType W>
+constexpr __mmask32 scale_word_mask(int c) {
+  __mmask32 k = 0;
+  for (int j = 0; j < kChunkBlocks<W>; ++j) {
+    const int slot = scale_slot<W>(c * kChunkBlocks<W> + j);
+    k |= (__mmask32{1} << slot) | (kHasMin<W> ? __mmask32{1} << (16 + slot) : 0);
+  }
+  return k;
+}
+// Word permute indices (q5_0 / q5_1): words 0-3 the low halves of the chunk's
+// four 32-bit qh, words 4-7 the high halves: the fifth bits of the levels in
+// the low and in the high nibbles, as two 64-bit masks.
+template <DType W>
+constexpr std::array<std::int16_t, 32> qh_words() {
+  constexpr int kQh = W == DType::kQ5_0 ? 2 : 4;
+  std::array<std::int16_t, 32> a{};
+  for (int b = 0; b < 4; ++b) {
+    a[static_cast<std::size_t>(b)] = static_cast<std::int16_t>((b * block_bytes(W) + kQh) / 2);
+    a[static_cast<std::size_t>(4 + b)] =
+        static_cast<std::int16_t>((b * block_bytes(W) + kQh) / 2 + 1);
+  }
+  return a;
+}
+// vpermps indices: chunk c's lanes (four or eight per block) to their block's
+// scale slot.
+template <DType W>
+constexpr std::array<std::int32_t, 16> chunk_lanes(int c) {
+  std::array<std::int32_t, 16> a{};
+  for (int l = 0; l < 16; ++l) {
+    a[static_cast<std::size_t>(l)] =
+        scale_slot<W>(c * kChunkBlocks<W> + l / (16 / kChunkBlocks<W>));
+  }
+  return a;
+}
+
+// One group of 16 blocks of one weight row, decoded: per chunk the unsigned
+// levels meeting the low-nibble activations (all levels for q8_0) and those
+// meeting the high-nibble ones; per scale slot the f32 block scale and min.
+template <DType W>
+struct GroupW {
+  __m512i lo[kChunks<W>];
+  __m512i hi[kNibbleFormat<W> ? kChunks<W> : 1];
   __m512 d;
   __m512 m;
 };
 
-inline __m512 f16_lanes(__m512i pair, const std::array<std::int16_t, 32>& idx) {
-  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(load_table(idx), pair)));
-}
-inline __m512 f16_lanes(__m512i pair, const std::array<std::uint8_t, 32>& idx) {
-  return _mm512_cvtph_ps(_mm256_shuffle_epi8(_mm512_castsi512_si256(pair), load256(idx.data())));
-}
-
-// Decodes blocks i and i + 1 starting at p (both must be readable).
+// The group's block scales (and q4_1 / q5_1 mins) per slot; head[c] holds the
+// first 64 bytes of chunk c.
 template <DType W>
-inline PairW decode_pair(const std::uint8_t* p) {
-  constexpr int kB = block_bytes(W);
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  if constexpr (W == DType::kQ8_0) {
-    const __m512i q =
-        _mm512_inserti64x4(_mm512_zextsi256_si512(load256(p + 2)), load256(p + 36), 1);
-    static constexpr auto kScale = pair_words(kB, 0);
-    return {_mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80))),
-            f16_lanes(load512(p), kScale), _mm512_setzero_ps()};
-  } else if constexpr (W == DType::kMXFP4) {
-    // 17-byte blocks: odd offsets rule out word permutes.
-    const __m256i t = _mm256_inserti128_si256(
-        _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 1))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)), 1);
-    const __m512i spread = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
-                                                    _mm512_zextsi256_si512(t));
-    const __m512i idx =
-        _mm512_and_si512(_mm512_srlv_epi64(spread, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), low4);
-    static constexpr auto kTable = biased_table<W>();
-    const __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(detail::e8m0_half(p[0])),
-                                          _mm512_set1_ps(detail::e8m0_half(p[17])));
-    return {_mm512_shuffle_epi8(load_table(kTable), idx), d, _mm512_setzero_ps()};
+inline void group_scales(const __m512i* head, const __m512i* tail, GroupW<W>& g) {
+  if constexpr (W == DType::kMXFP4) {
+    // Block b of a chunk has its exponent at byte 17b: byte b of 128-bit lane b,
+    // moved to byte 0 of dword c of that lane for chunk c.
+    static constexpr std::array<std::uint8_t, 64> kIdx = [] {
+      std::array<std::uint8_t, 64> a{};
+      for (int i = 0; i < 64; ++i)
+        a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i / 16);
+      return a;
+    }();
+    __m512i e = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      e = _mm512_mask_shuffle_epi8(e, 0x0001000100010001ull << (4 * c), head[c], load_table(kIdx));
+    }
+    // detail::e8m0_half in lanes: exponent field e - 1, or the subnormals for e < 2.
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    g.d = _mm512_castsi512_ps(
+        _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), sub));
+    g.m = _mm512_setzero_ps();
   } else {
-    // Even block sizes: one masked load holds both blocks.
-    constexpr __mmask32 kWords = (1u << kB) - 1;  // 2 * kB bytes
-    const __m512i raw = _mm512_maskz_loadu_epi16(kWords, p);
-    static constexpr auto kNibbles = nibble_words<W>();
-    static constexpr auto kScale = pair_bytes(kB, 0);
-    const __m512i spread = _mm512_permutexvar_epi16(load_table(kNibbles), raw);
-    __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(spread, kHighNibbleWords, spread, 4), low4);
-    if constexpr (W == DType::kQ5_0 || W == DType::kQ5_1) {
-      constexpr int kQh = W == DType::kQ5_0 ? 2 : 4;
-      const __mmask64 high = static_cast<__mmask64>(detail::load_u32(p + kQh)) |
-                             (static_cast<__mmask64>(detail::load_u32(p + kB + kQh)) << 32);
-      q = _mm512_mask_add_epi8(q, high, q, _mm512_set1_epi8(16));
+    static constexpr auto kIdx = [] {
+      std::array<std::array<std::int16_t, 32>, kChunks<W>> a{};
+      for (int c = 0; c < kChunks<W>; ++c) a[static_cast<std::size_t>(c)] = scale_words<W>(c);
+      return a;
+    }();
+    __m512i words = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < kChunks<W>; ++c) {
+      const __m512i idx = load_table(kIdx[static_cast<std::size_t>(c)]);
+      if constexpr (kScaleOneLoad<W>) {
+        words = _mm512_mask_permutexvar_epi16(words, scale_word_mask<W>(c), idx, head[c]);
+      } else {
+        words = _mm512_mask_mov_epi16(words, scale_word_mask<W>(c),
+                                      _mm512_permutex2var_epi16(head[c], idx, tail[c]));
+      }
     }
-    if constexpr (W == DType::kIQ4_NL) {
-      static constexpr auto kTable = biased_table<W>();
-      q = _mm512_shuffle_epi8(load_table(kTable), q);
-    }
-    __m512 m = _mm512_setzero_ps();
-    if constexpr (kHasMin<W>) {
-      static constexpr auto kMin = pair_bytes(kB, 2);
-      m = f16_lanes(raw, kMin);
-    }
-    return {q, f16_lanes(raw, kScale), m};
+    g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(words));
+    g.m = kHasMin<W> ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(words, 1)) : _mm512_setzero_ps();
   }
 }
 
+// Decodes the group of 16 blocks at p (kChunkBytes<W> * kChunks<W> bytes, all
+// read, none past them).
+template <DType W>
+inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
+  constexpr int kC = kChunks<W>;
+  __m512i head[kC];
+#pragma GCC unroll 8
+  for (int c = 0; c < kC; ++c) head[c] = load512(p + c * kChunkBytes<W>);
+  // The rest of each chunk, where the first 64 bytes miss scales (q5_0 / q5_1).
+  __m512i tail[kScaleOneLoad<W> ? 1 : kC];
+  if constexpr (!kScaleOneLoad<W>) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kC; ++c) {
+      tail[c] =
+          _mm512_maskz_loadu_epi16((__mmask32{1} << kTailWords<W>)-1, p + c * kChunkBytes<W> + 64);
+    }
+  }
+  group_scales<W>(head, tail, g);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 8
+  for (int c = 0; c < kC; ++c) {
+    const std::uint8_t* pc = p + c * kChunkBytes<W>;
+    __m512i q;
+    if constexpr (W == DType::kMXFP4) {
+      // 17-byte blocks: odd offsets rule out word permutes.
+      const auto block = [&](int b) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(pc + 17 * b + 1));
+      };
+      q = _mm512_inserti32x4(_mm512_castsi128_si512(block(0)), block(1), 1);
+      q = _mm512_inserti32x4(q, block(2), 2);
+      q = _mm512_inserti32x4(q, block(3), 3);
+    } else if constexpr (W == DType::kQ8_0) {
+      q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(pc + 2)), load256(pc + 36), 1);
+    } else {
+      static constexpr auto kIdx = chunk_dwords<W>();
+      q = _mm512_permutex2var_epi32(
+          load512(pc + kQsOffset<W>), load_table(kIdx),
+          _mm512_maskz_loadu_epi32((__mmask16{1} << kSecondDwords<W>)-1, pc + kSecondLoad<W>));
+    }
+    if constexpr (W == DType::kQ8_0) {
+      g.lo[c] = _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
+    } else {
+      __m512i lo = _mm512_and_si512(q, low4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      if constexpr (W == DType::kQ5_0 || W == DType::kQ5_1) {
+        // Fifth bits: element e of block b is bit e of its 32-bit qh, and byte
+        // 16b + j of the chunk holds elements j (low) and 16 + j (high).
+        static constexpr auto kQhIdx = qh_words<W>();
+        const __m128i qh =
+            _mm512_castsi512_si128(_mm512_permutex2var_epi16(head[c], load_table(kQhIdx), tail[c]));
+        const auto mlo = static_cast<std::uint64_t>(_mm_cvtsi128_si64(qh));
+        const auto mhi = static_cast<std::uint64_t>(_mm_extract_epi64(qh, 1));
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        lo = _mm512_mask_add_epi8(lo, static_cast<__mmask64>(mlo), lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, static_cast<__mmask64>(mhi), hi, sixteen);
+      }
+      if constexpr (W == DType::kIQ4_NL || W == DType::kMXFP4) {
+        static constexpr auto kTable = biased_table<W>();
+        lo = _mm512_shuffle_epi8(load_table(kTable), lo);
+        hi = _mm512_shuffle_epi8(load_table(kTable), hi);
+      }
+      g.lo[c] = lo;
+      g.hi[c] = hi;
+    }
+  }
+}
+
+// Adds one decoded group against one prepared activation group x to acc: per
+// chunk the exact i32 dot products (from the prepared starting values) in f32
+// times d_w * d_x spread over the chunk's lanes, then the min terms.
+template <DType W>
+inline void group_dot(const GroupW<W>& g, const std::uint8_t* x, __m512& acc) {
+  constexpr int kC = kChunks<W>;
+  static constexpr std::array<std::array<std::int32_t, 16>, kC> kLanes = [] {
+    std::array<std::array<std::int32_t, 16>, kC> a{};
+    for (int i = 0; i < kC; ++i) a[static_cast<std::size_t>(i)] = chunk_lanes<W>(i);
+    return a;
+  }();
+  const float* dx = reinterpret_cast<const float*>(x + kC * kChunkXBytes<W>);
+  const __m512 s = _mm512_mul_ps(g.d, _mm512_load_ps(dx));
+#pragma GCC unroll 8
+  for (int c = 0; c < kC; ++c) {
+    const std::uint8_t* xc = x + c * kChunkXBytes<W>;
+    __m512i dot = _mm512_load_si512(xc + (kNibbleFormat<W> ? 128 : 64));
+    dot = _mm512_dpbusd_epi32(dot, g.lo[c], _mm512_load_si512(xc));
+    if constexpr (kNibbleFormat<W>)
+      dot = _mm512_dpbusd_epi32(dot, g.hi[c], _mm512_load_si512(xc + 64));
+    const __m512 sc =
+        _mm512_permutexvar_ps(_mm512_loadu_si512(kLanes[static_cast<std::size_t>(c)].data()), s);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, acc);
+  }
+  if constexpr (kHasMin<W>) acc = _mm512_fmadd_ps(g.m, _mm512_load_ps(dx + 16), acc);
+}
+
 // out[c * n + r] = dot(weight row r, activation row c) for r < R, c < C. Weight
-// row r starts at w + r * w_stride, activation row c at x + c * x_stride pairs.
+// row r starts at w + r * w_stride, activation row c (laid out by
+// decode_layout) at x + c * x_stride bytes. Every output goes through the same
+// group_dot sequence whatever R and C, so any tile gives the same bytes.
 template <DType W, int R, int C, bool kAhead>
-void small_tile(const std::uint8_t* w, std::int64_t w_stride, const PairAct* x,
+void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
                 std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
-  constexpr std::int64_t kB = block_bytes(W);
+  constexpr std::int64_t kGW = kGroupBlocks * block_bytes(W);
   __m512 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
-  const auto step = [&](std::int64_t i, const PairW* wb) {
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      const PairAct& a = x[c * x_stride + i];
-      const __m512i xq = load512(a.q);
-      const __m512 dx = _mm512_load_ps(a.dx);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512i start = kBias<W> != 0 ? _mm512_load_si512(a.init) : _mm512_setzero_si512();
-        const __m512i dot = _mm512_dpbusd_epi32(start, wb[r].q, xq);
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wb[r].d, dx), acc[r][c]);
-        if constexpr (kHasMin<W>) {
-          acc[r][c] = _mm512_fmadd_ps(wb[r].m, _mm512_load_ps(a.dxs), acc[r][c]);
-        }
-      }
-    }
-  };
-  const std::int64_t full = blocks / 2;
+  const std::int64_t full = blocks / kGroupBlocks;
   for (std::int64_t i = 0; i < full; ++i) {
-    PairW wb[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      prefetch_ahead<kAhead>(w + (r + R) * w_stride + 2 * i * kB, 2 * kB);
-      wb[r] = decode_pair<W>(w + r * w_stride + 2 * i * kB);
+      prefetch_ahead<kAhead>(w + (r + R) * w_stride + i * kGW, kGW);
+      GroupW<W> g;
+      decode_group<W>(w + r * w_stride + i * kGW, g);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c)
+        group_dot<W>(g, x + c * x_stride + i * kGroupXBytes<W>, acc[r][c]);
     }
-    step(i, wb);
   }
-  if (blocks % 2 != 0) {
-    // The last block alone: decoded from a copy padded with a zero block (scale
-    // zero), which meets the zero padding of the activation pair.
-    PairW wb[R];
+  if (blocks % kGroupBlocks != 0) {
+    // The last blocks from a zero-padded copy: zero levels and scales against
+    // zero activations.
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      alignas(64) std::uint8_t pad[2 * kB + 64] = {};
-      std::memcpy(pad, w + r * w_stride + 2 * full * kB, kB);
-      wb[r] = decode_pair<W>(pad);
+      alignas(64) std::uint8_t pad[kGW] = {};
+      std::memcpy(pad, w + r * w_stride + full * kGW,
+                  static_cast<std::size_t>(blocks % kGroupBlocks * block_bytes(W)));
+      GroupW<W> g;
+      decode_group<W>(pad, g);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c)
+        group_dot<W>(g, x + c * x_stride + full * kGroupXBytes<W>, acc[r][c]);
     }
-    step(full, wb);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -282,31 +451,73 @@ void small_tile(const std::uint8_t* w, std::int64_t w_stride, const PairAct* x,
   }
 }
 
-// Quantizes one activation row to q8_0 (the reference rounding) and lays it out
-// as pairs for the format with bias `bias`.
-void prepare_pairs(const float* row, std::int64_t k, int bias, std::vector<std::uint8_t>& tmp,
-                   PairAct* out) {
+// Quantizes one activation row to q8_0 (the reference rounding, bit for bit:
+// d = amax / 127, q = round-half-away(x / d) clamped, d stored as f16) and lays
+// it out for group_tile: kGroupXBytes<W> per group of 16 blocks, zero past the
+// last block. Vectorised here because the reference quantizer, scalar and
+// calling std::round, took as long as the dot products of 256 weight rows.
+template <DType W>
+void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
   const std::int64_t blocks = k / detail::kQK;
-  tmp.resize(static_cast<std::size_t>(blocks) * sizeof(BlockQ8_0));
-  detail::quantize_row(DType::kQ8_0, row, tmp.data(), k);
-  const auto* xb = reinterpret_cast<const BlockQ8_0*>(tmp.data());
-  for (std::int64_t p = 0; p < (blocks + 1) / 2; ++p) {
-    PairAct& a = out[p];
-    for (int h = 0; h < 2; ++h) {
-      const std::int64_t b = 2 * p + h;
-      const bool present = b < blocks;
-      const float dx = present ? detail::load_f16(xb[b].d) : 0.0f;
-      for (int l = 0; l < 8; ++l) {
-        int sum = 0;
-        for (int e = 0; e < 4; ++e) {
-          const std::int8_t v = present ? xb[b].qs[4 * l + e] : std::int8_t{0};
-          a.q[32 * h + 4 * l + e] = v;
-          sum += v;
-        }
-        a.init[8 * h + l] = -bias * sum;
-        a.dx[8 * h + l] = dx;
-        a.dxs[8 * h + l] = dx * static_cast<float>(sum);
-      }
+  const std::int64_t groups = (blocks + kGroupBlocks - 1) / kGroupBlocks;
+  std::memset(out, 0, static_cast<std::size_t>(groups * kGroupXBytes<W>));
+  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 half = _mm512_set1_ps(0.5f);
+  const __m128i ones = _mm_set1_epi8(1);
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(row + 32 * b);
+    const __m512 x1 = _mm512_loadu_ps(row + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_and_ps(x0, magnitude), _mm512_and_ps(x1, magnitude)));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    std::uint8_t dh[2];
+    detail::store_f16(dh, d);
+    const float dx = detail::load_f16(dh);
+    // round-half-away: truncate, then step away from zero when the dropped
+    // fraction (exact) is at least one half; then clamp as truncate_clamped.
+    const auto levels = [&](__m512 x) {
+      const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(id));
+      __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __mmask16 up =
+          _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(t, r), magnitude), half, _CMP_GE_OQ);
+      r = _mm512_mask_add_ps(r, up, r, _mm512_or_ps(_mm512_and_ps(t, sign), one));
+      r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
+      return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r));
+    };
+    const __m128i lo = levels(x0);  // elements 0-15
+    const __m128i hi = levels(x1);  // elements 16-31
+    // Sums of four consecutive levels: the vpdpbusd lanes' activation sums.
+    const __m128i sum_lo = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, lo);
+    const __m128i sum_hi = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, hi);
+    const int m = static_cast<int>(b % kGroupBlocks);
+    std::uint8_t* group = out + b / kGroupBlocks * kGroupXBytes<W>;
+    std::uint8_t* chunk = group + m / kChunkBlocks<W> * kChunkXBytes<W>;
+    const int pos = m % kChunkBlocks<W>;
+    const __m128i bias = _mm_set1_epi32(-kBias<W>);
+    const auto store = [](std::uint8_t* p, __m128i v) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+    };
+    if constexpr (kNibbleFormat<W>) {
+      // Lane l of the block: elements 4l .. 4l + 3 and 16 + 4l .. 16 + 4l + 3.
+      store(chunk + 16 * pos, lo);
+      store(chunk + 64 + 16 * pos, hi);
+      store(chunk + 128 + 16 * pos, _mm_mullo_epi32(_mm_add_epi32(sum_lo, sum_hi), bias));
+    } else {
+      store(chunk + 32 * pos, lo);
+      store(chunk + 32 * pos + 16, hi);
+      store(chunk + 64 + 32 * pos, _mm_mullo_epi32(sum_lo, bias));
+      store(chunk + 64 + 32 * pos + 16, _mm_mullo_epi32(sum_hi, bias));
+    }
+    const __m128i s4 = _mm_add_epi32(sum_lo, sum_hi);
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    const int sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
+    const float scales[2] = {dx, dx * static_cast<float>(sum)};
+    for (int i = 0; i < 2; ++i) {
+      std::memcpy(group + kChunks<W> * kChunkXBytes<W> + 64 * i + 4 * scale_slot<W>(m), &scales[i],
+                  sizeof(float));
     }
   }
 }
@@ -562,9 +773,7 @@ template <DType W, int R, int C, bool kAhead = false>
 void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
           std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
   if constexpr (block_elems(W) == 32) {
-    small_tile<W, R, C, kAhead>(w, w_stride, reinterpret_cast<const PairAct*>(x),
-                                x_stride / static_cast<std::int64_t>(sizeof(PairAct)), blocks, out,
-                                n);
+    group_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
   } else {
     k_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
   }
@@ -609,15 +818,33 @@ Tiles tiles_for(DType w) {
   }
 }
 
-int bias_for(DType w) {
+// The activation layout of a 32-element format (decode_layout).
+struct DecodeLayout {
+  void (*fn)(const float* row, std::int64_t k, std::uint8_t* out) = nullptr;
+  std::int64_t group_bytes = 0;
+};
+
+template <DType W>
+DecodeLayout decode_layout_of() {
+  return {&decode_layout<W>, kGroupXBytes<W>};
+}
+
+DecodeLayout decode_layout_for(DType w) {
   switch (w) {
-    case DType::kQ4_0: return kBias<DType::kQ4_0>;
-    case DType::kQ5_0: return kBias<DType::kQ5_0>;
-    case DType::kQ4_1:
-    case DType::kQ5_1: return 0;
-    default: return 128;
+    case DType::kQ4_0: return decode_layout_of<DType::kQ4_0>();
+    case DType::kQ4_1: return decode_layout_of<DType::kQ4_1>();
+    case DType::kQ5_0: return decode_layout_of<DType::kQ5_0>();
+    case DType::kQ5_1: return decode_layout_of<DType::kQ5_1>();
+    case DType::kQ8_0: return decode_layout_of<DType::kQ8_0>();
+    case DType::kIQ4_NL: return decode_layout_of<DType::kIQ4_NL>();
+    case DType::kMXFP4: return decode_layout_of<DType::kMXFP4>();
+    default: return {};
   }
 }
+
+struct alignas(64) CacheLine {
+  std::uint8_t b[64];
+};
 
 // Weight rows per parallel task, and per tile inside a task: a tile's rows stay
 // in L2 while every group of four activation rows passes over them.
@@ -639,30 +866,29 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
   const DType act = activation_format(w_dtype);
   const bool small = block_elems(w_dtype) == 32;
   const std::int64_t blocks = args.k / block_elems(w_dtype);
-  // Prepared activation rows: PairAct pairs for the 32-element formats, q8_k rows
-  // for the k-quants. PairAct's alignment keeps every row 64-byte aligned.
-  const std::int64_t x_stride = small
-                                    ? (blocks + 1) / 2 * static_cast<std::int64_t>(sizeof(PairAct))
-                                    : blocks * static_cast<std::int64_t>(sizeof(BlockQ8_K));
-  std::vector<PairAct> pairs;
+  // Prepared activation rows: decode_layout groups for the 32-element formats
+  // (CacheLine keeps every row 64-byte aligned), q8_k rows for the k-quants.
+  const DecodeLayout layout = decode_layout_for(w_dtype);
+  const std::int64_t x_stride =
+      small ? (blocks + kGroupBlocks - 1) / kGroupBlocks * layout.group_bytes
+            : blocks * static_cast<std::int64_t>(sizeof(BlockQ8_K));
+  std::vector<CacheLine> groups;
   std::vector<std::uint8_t> kq;
   if (small) {
-    pairs.resize(static_cast<std::size_t>((blocks + 1) / 2 * args.rows));
+    groups.resize(static_cast<std::size_t>(x_stride / 64 * args.rows));
   } else {
     kq.resize(static_cast<std::size_t>(x_stride * args.rows));
   }
-  const auto* x = small ? reinterpret_cast<const std::uint8_t*>(pairs.data()) : kq.data();
-  const int bias = bias_for(w_dtype);
+  auto* x = small ? reinterpret_cast<std::uint8_t*>(groups.data()) : kq.data();
   // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
   // set to NaN afterwards, as a float dot product would propagate them.
   std::vector<char> non_finite(static_cast<std::size_t>(args.rows), 0);
   call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<std::uint8_t> tmp;
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
       non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
       if (small) {
-        prepare_pairs(row, args.k, bias, tmp, pairs.data() + r * ((blocks + 1) / 2));
+        layout.fn(row, args.k, x + r * x_stride);
       } else {
         detail::quantize_row(act, row, kq.data() + r * x_stride, args.k);
       }

@@ -250,15 +250,16 @@ std::vector<float> quantized_activations(DType t, const Problem& p) {
 
 // Odd shapes through every tile path: 1, 3 and 17 activation rows (4-row groups
 // plus leftovers), 1, 3 and 17 weight rows (2- and 4-row tiles plus leftovers),
-// K of one block and of several (an odd count of 32-element blocks leaves the
-// last one unpaired in the AVX-512 sibling).
+// K of one block and of several (the AVX-512 sibling takes 32-element blocks 16
+// at a time: 1, 3 and 8 blocks are all a padded last group, 19 one whole group
+// and a padded one).
 TEST(QuantMatmulSimd, OddShapesExactOnQuantizedActivations) {
   const std::vector<Simd> simd = runnable_simd();
   if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
   for (const Simd& s : simd) {
     for (DType t : kAvx2Quant) {
       const std::int64_t be = block_elems(t);
-      for (std::int64_t k : {be, 3 * be, 8 * be}) {
+      for (std::int64_t k : {be, 3 * be, 8 * be, 19 * be}) {
         for (std::int64_t m : {1, 3, 17}) {
           for (std::int64_t n : {1, 3, 17}) {
             Problem p = make_problem(t, 1, m, n, k, static_cast<unsigned>(m * 100 + n + k),
@@ -307,7 +308,7 @@ TEST(QuantMatmulSimd, NoReadPastTheOperands) {
   if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
   for (const Simd& s : simd) {
     for (DType t : kAvx2Quant) {
-      for (std::int64_t blocks : {1, 3}) {
+      for (std::int64_t blocks : {1, 3, 16, 19}) {
         for (std::int64_t n : {1, 5}) {
           const std::int64_t k = blocks * block_elems(t);
           Problem p = make_problem(t, 1, 1, n, k, 77);
@@ -351,18 +352,21 @@ TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
   if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
   for (const Simd& s : simd) {
     for (DType t : kAvx2Quant) {
-      Problem p = make_problem(t, 1, 6, 11, 3 * block_elems(t), 31);
-      std::vector<float> all;
-      ASSERT_TRUE(run_matmul(s.fn(t), t, p, all).is_ok()) << name(t);
-      for (std::int64_t r = 0; r < p.m; ++r) {
-        Problem one = p;
-        one.m = 1;
-        one.a.assign(p.a.begin() + r * p.k, p.a.begin() + (r + 1) * p.k);
-        std::vector<float> single;
-        ASSERT_TRUE(run_matmul(s.fn(t), t, one, single).is_ok()) << name(t);
-        for (std::int64_t j = 0; j < p.n; ++j) {
-          ASSERT_EQ(single[static_cast<std::size_t>(j)], all[static_cast<std::size_t>(r * p.n + j)])
-              << s.name << " " << name(t) << " row " << r << " col " << j;
+      for (std::int64_t blocks : {3, 35}) {
+        Problem p = make_problem(t, 1, 6, 11, blocks * block_elems(t), 31);
+        std::vector<float> all;
+        ASSERT_TRUE(run_matmul(s.fn(t), t, p, all).is_ok()) << name(t);
+        for (std::int64_t r = 0; r < p.m; ++r) {
+          Problem one = p;
+          one.m = 1;
+          one.a.assign(p.a.begin() + r * p.k, p.a.begin() + (r + 1) * p.k);
+          std::vector<float> single;
+          ASSERT_TRUE(run_matmul(s.fn(t), t, one, single).is_ok()) << name(t);
+          for (std::int64_t j = 0; j < p.n; ++j) {
+            ASSERT_EQ(single[static_cast<std::size_t>(j)],
+                      all[static_cast<std::size_t>(r * p.n + j)])
+                << s.name << " " << name(t) << " blocks " << blocks << " row " << r << " col " << j;
+          }
         }
       }
     }
