@@ -312,22 +312,167 @@ void prepare_pairs(const float* row, std::int64_t k, int bias, std::vector<std::
 }
 
 // ---------------------------------------------------------------------------
-// k-quants against q8_k. A super-block is four chunks of 64 levels; group scales
-// and correction coefficients are kept per 16-element group (16 x i16), so chunk
-// c uses groups 4c .. 4c + 3, eight i16 pairs each.
+// k-quants against q8_k.
+//
+// Note [k-quant decode order]
+// A weight super-block decodes into four vectors of 64 levels, each taken from
+// a full-width load in the order its bits fall out, not in element order: q2_k /
+// q3_k shift one 64-byte load of qs by 0, 2, 4, 6 (vector j holds elements
+// 32j .. 32j + 31 and 128 + 32j .. 128 + 32j + 31), q4_k / q5_k / iq4_xs take the
+// low and high nibbles of two 64-byte loads, q6_k keeps element order. The
+// activation row is prepared once per call (KAct) in that same order, so the
+// weights need no cross-lane inserts or permutes; the group-scale permute indices
+// follow the same order (k_order).
+//
+// Per format, the integer dot of a super-block and how the group scales enter:
+//   q3_k, q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
+//     pairs, then vpdpwssd against the chunk's group scales (one vpermw per chunk).
+//     q3_k takes the level bits 2-3 in place (levels x 4) and scales the other
+//     chunks by 4 instead, so each 64-byte load needs one shift for four vectors;
+//     the final scale carries the 1 / 4.
+//   q2_k: levels (0-3) times scales (0-15) fit a byte, so a vpshufb table per
+//     super-block (four groups' products in each 128-bit lane, selected by the
+//     level's bit position) turns levels into scaled levels, and vpdpbusd takes
+//     them straight into the i32 sum: no vpmaddubsw, no scale permutes.
+//   iq4_xs: levels + 128 through a vpshufb table meet the activations in vpdpbusd,
+//     whose accumulator starts at -128 times the lane's activation sum (prepared
+//     once per row), so each i32 lane ends at its exact signed dot; a 128-bit
+//     lane is one group, and the group scales multiply the lanes (vpmulld).
+// The level offsets of q3_k / q6_k go through q8_k's group sums into the same i32
+// sum (vpdpwssd); the mins of q2_k / q4_k / q5_k, with their own f16 scale, are a
+// second f32 term.
 
-struct KHead {
-  __m256i scales;  // 16 x i16 per 16-element group
-  __m256i coef;    // 16 x i16, the correction's group coefficients
+// A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
+// and the group sums scaled as the format's correction needs (kSumScale).
+struct alignas(64) KAct {
+  std::int8_t q[256];
+  std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight levels), per 64-byte load
+  std::int16_t sums[16];
   float d;
-  float corr;
 };
 
-// Eight bytes, each repeated: the eight 32-element group values as 16 x i16.
-inline __m256i per_16_groups(std::uint64_t eight_bytes) {
-  const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(eight_bytes));
-  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
+// Element index of decode position 64 * v + b (vector v, byte b).
+template <DType W>
+constexpr std::array<std::uint8_t, 256> k_order = [] {
+  std::array<std::uint8_t, 256> a{};
+  for (int p = 0; p < 256; ++p) {
+    const int v = p / 64;
+    const int b = p % 64;
+    int e = p;
+    if (W == DType::kQ2_K || W == DType::kQ3_K) {
+      e = 128 * (b / 32) + 32 * v + b % 32;
+    } else if (W == DType::kQ4_K || W == DType::kQ5_K) {
+      e = 128 * (v / 2) + 64 * (b / 32) + 32 * (v % 2) + b % 32;
+    } else if (W == DType::kIQ4_XS) {
+      e = 32 * (4 * (v / 2) + b / 16) + 16 * (v % 2) + b % 16;
+    }
+    a[static_cast<std::size_t>(p)] = static_cast<std::uint8_t>(e);
+  }
+  return a;
+}();
+
+// Group sums as stored in KAct::sums: q3_k's offset 4 against levels times 4
+// (-16), q6_k's offset 32 with the scales times 32 (-1); q4_k / q5_k sum per
+// 32-element group (slots 0-7).
+template <DType W>
+constexpr int kSumScale = W == DType::kQ3_K   ? -16
+                          : W == DType::kQ6_K ? -1
+                                              : 1;
+
+void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8_t>& tmp,
+               KAct* out) {
+  const std::int64_t blocks = k / detail::kQKK;
+  tmp.resize(static_cast<std::size_t>(blocks) * sizeof(BlockQ8_K));
+  detail::quantize_row(DType::kQ8_K, row, tmp.data(), k);
+  const auto* xb = reinterpret_cast<const BlockQ8_K*>(tmp.data());
+  const auto prepare = [&](const std::array<std::uint8_t, 256>& order, int sum_scale) {
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      KAct& a = out[i];
+      // Every order moves runs of 16 consecutive elements.
+      for (int p = 0; p < 256; p += 16) {
+        std::memcpy(a.q + p, xb[i].qs + order[static_cast<std::size_t>(p)], 16);
+      }
+      for (int g = 0; g < 16; ++g) {
+        a.sums[g] = static_cast<std::int16_t>(sum_scale * detail::load_i16(xb[i].bsums + 2 * g));
+      }
+      if (w == DType::kQ4_K || w == DType::kQ5_K) {
+        // Per 32-element group, in slots 8-15 (KHead::coef holds the mins there).
+        for (int g = 0; g < 8; ++g) {
+          a.sums[8 + g] = static_cast<std::int16_t>(detail::load_i16(xb[i].bsums + 4 * g) +
+                                                    detail::load_i16(xb[i].bsums + 4 * g + 2));
+          a.sums[g] = 0;
+        }
+      }
+      if (w == DType::kIQ4_XS) {
+        for (int l = 0; l < 32; ++l) {
+          int s = 0;
+          for (int e = 0; e < 4; ++e) {
+            s += a.q[128 * (l / 16) + 4 * (l % 16) + e] +
+                 a.q[128 * (l / 16) + 64 + 4 * (l % 16) + e];
+          }
+          a.init[l] = -128 * s;
+        }
+      }
+      a.d = detail::load_f32(xb[i].d);
+    }
+  };
+  switch (w) {
+    case DType::kQ2_K: prepare(k_order<DType::kQ2_K>, kSumScale<DType::kQ2_K>); break;
+    case DType::kQ3_K: prepare(k_order<DType::kQ3_K>, kSumScale<DType::kQ3_K>); break;
+    case DType::kQ4_K: prepare(k_order<DType::kQ4_K>, 1); break;
+    case DType::kQ5_K: prepare(k_order<DType::kQ5_K>, 1); break;
+    case DType::kQ6_K: prepare(k_order<DType::kQ6_K>, kSumScale<DType::kQ6_K>); break;
+    default: prepare(k_order<DType::kIQ4_XS>, 1); break;
+  }
 }
+
+// One weight super-block's per-row data.
+struct KHead {
+  __m512i t[2];    // q2_k: scaled-level tables; iq4_xs: group scale per i32 lane
+  __m256i scales;  // group scales as i16 (q4_k / q5_k: per 32-element group)
+  __m256i coef;    // i16, against KAct::sums
+  float d;
+  float corr;  // the f32 min term's scale (q2_k / q4_k / q5_k)
+};
+
+// vpshufb indices / i16 multipliers building q2_k's tables: in the 128-bit lane k
+// of table t, entries 0-3 are level 0-3 times group g(2t, k)'s scale, entries 4, 8,
+// 12 levels 1-3 times group g(2t + 1, k)'s, where g(j, k) = 2j + k % 2 + 8 (k / 2)
+// is the group of vector j's bytes 16k .. 16k + 15 (Note [k-quant decode order]).
+template <int kTable>
+constexpr std::array<std::uint8_t, 64> kQ2Spread = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int b = 0; b < 64; ++b) {
+    const int k = b / 16;
+    const int word = b % 16 / 2;
+    const int j = 2 * kTable + (word < 2 ? 0 : 1);
+    a[static_cast<std::size_t>(b)] =
+        b % 2 != 0 ? 0x80 : static_cast<std::uint8_t>(2 * j + k % 2 + 8 * (k / 2));
+  }
+  return a;
+}();
+constexpr std::array<std::int16_t, 32> kQ2Multipliers = [] {
+  constexpr std::int16_t kLane[8] = {256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0};
+  std::array<std::int16_t, 32> a{};
+  for (int w = 0; w < 32; ++w) a[static_cast<std::size_t>(w)] = kLane[w % 8];
+  return a;
+}();
+
+// iq4_xs: per i32 lane of 64-byte load h, the bit positions of its group's
+// scale: low four bits in scales_l (the u32 at byte 4), top two in scales_h (the
+// high half of the u32 at byte 0), moved to bits 4-5.
+template <int kHalf>
+constexpr std::array<std::uint32_t, 16> kIq4ScaleLow = [] {
+  std::array<std::uint32_t, 16> a{};
+  for (int l = 0; l < 16; ++l) a[static_cast<std::size_t>(l)] = 4 * (4 * kHalf + l / 4);
+  return a;
+}();
+template <int kHalf>
+constexpr std::array<std::uint32_t, 16> kIq4ScaleHigh = [] {
+  std::array<std::uint32_t, 16> a{};
+  for (int l = 0; l < 16; ++l) a[static_cast<std::size_t>(l)] = 12 + 2 * (4 * kHalf + l / 4);
+  return a;
+}();
 
 template <DType W>
 inline void k_head(const std::uint8_t* p, KHead& h) {
@@ -343,20 +488,26 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
     const std::uint64_t mn =
         (u1 & 0x3f3f3f3fu) |
         static_cast<std::uint64_t>(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
-    h.scales = per_16_groups(sc);
-    h.coef = per_16_groups(mn);
+    // Scales in words 0-7 (the chunk permutes read those), mins in words 8-15
+    // (against the group sums in KAct::sums[8..15]).
+    h.scales = _mm256_cvtepu8_epi16(
+        _mm_set_epi64x(static_cast<long long>(mn), static_cast<long long>(sc)));
+    h.coef = h.scales;
     h.d = f16_at(p);
     h.corr = -f16_at(p + 2);
   } else if constexpr (W == DType::kQ6_K) {
     h.scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
-    h.coef = h.scales;
+    h.coef = _mm256_slli_epi16(h.scales, 5);
     h.d = f16_at(p + 208);
-    h.corr = -32.0f * h.d;
   } else if constexpr (W == DType::kQ2_K) {
-    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i low4 = _mm_set1_epi8(0x0f);
-    h.scales = _mm256_cvtepu8_epi16(_mm_and_si128(s, low4));
-    h.coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), low4));
+    const __m512i raw =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i sc = _mm512_and_si512(raw, _mm512_set1_epi8(0x0f));
+    const __m512i mul = load_table(kQ2Multipliers);
+    h.t[0] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<0>)), mul);
+    h.t[1] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<1>)), mul);
+    h.coef = _mm256_srli_epi16(
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 4);
     h.d = f16_at(p + 80);
     h.corr = -f16_at(p + 82);
   } else if constexpr (W == DType::kQ3_K) {
@@ -372,32 +523,40 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
     const std::uint32_t g3 = ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 2) & 0x30303030u);
     const __m128i v = _mm_set_epi32(static_cast<int>(g3), static_cast<int>(g2),
                                     static_cast<int>(g1), static_cast<int>(g0));
-    h.scales = _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
-    h.coef = h.scales;
-    h.d = f16_at(p + 108);
-    h.corr = -4.0f * h.d;
+    h.coef = _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
+    h.scales = h.coef;
+    h.d = 0.25f * f16_at(p + 108);  // the levels' factor 4
   } else {
     static_assert(W == DType::kIQ4_XS);
-    const std::uint32_t hi = static_cast<std::uint32_t>(p[2] | (p[3] << 8));
-    const std::uint32_t lo = detail::load_u32(p + 4);
-    std::uint64_t sc = 0;
-    for (int j = 0; j < 8; ++j) {
-      const std::uint64_t v = ((lo >> (4 * j)) & 0xf) | (((hi >> (2 * j)) & 3) << 4);
-      sc |= v << (8 * j);
-    }
-    h.scales = _mm256_sub_epi16(per_16_groups(sc), _mm256_set1_epi16(32));
-    h.coef = _mm256_setzero_si256();
+    const __m512i lo = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p + 4)));
+    const __m512i hi = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p)));
+    const __m512i low4 = _mm512_set1_epi32(0x0f);
+    const __m512i bits45 = _mm512_set1_epi32(0x30);
+    const __m512i bias = _mm512_set1_epi32(32);
+    h.t[0] = _mm512_sub_epi32(
+        _mm512_ternarylogic_epi32(
+            _mm512_srlv_epi32(lo, load_table(kIq4ScaleLow<0>)), low4,
+            _mm512_and_si512(_mm512_srlv_epi32(hi, load_table(kIq4ScaleHigh<0>)), bits45), 0xea),
+        bias);
+    h.t[1] = _mm512_sub_epi32(
+        _mm512_ternarylogic_epi32(
+            _mm512_srlv_epi32(lo, load_table(kIq4ScaleLow<1>)), low4,
+            _mm512_and_si512(_mm512_srlv_epi32(hi, load_table(kIq4ScaleHigh<1>)), bits45), 0xea),
+        bias);
     h.d = f16_at(p);
-    h.corr = 0.0f;
   }
 }
 
-// i16 permute indices: chunk c's 32 words take groups 4c .. 4c + 3, eight each.
-template <int kChunk>
+// i16 permute indices for the maddubs formats: word w of vector v takes the scale
+// of the group of decode position 64 v + 2 w.
+template <DType W, int kVec>
 constexpr std::array<std::int16_t, 32> kChunkGroups = [] {
+  constexpr int kGroup = W == DType::kQ4_K || W == DType::kQ5_K ? 32 : 16;
   std::array<std::int16_t, 32> a{};
-  for (int w = 0; w < 32; ++w)
-    a[static_cast<std::size_t>(w)] = static_cast<std::int16_t>(4 * kChunk + w / 8);
+  for (int w = 0; w < 32; ++w) {
+    a[static_cast<std::size_t>(w)] =
+        static_cast<std::int16_t>(k_order<W>[static_cast<std::size_t>(64 * kVec + 2 * w)] / kGroup);
+  }
   return a;
 }();
 
@@ -406,75 +565,61 @@ inline __m512i bit_halves(int lo, int hi) {
   return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << lo)),
                             _mm256_set1_epi8(static_cast<char>(1 << hi)), 1);
 }
+inline __m512i broadcast256(const std::uint8_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
 
-// Levels 64 * kChunk .. + 63 of super-block p as unsigned bytes; for iq4_xs
-// magnitudes, with `neg` marking the negative levels.
-template <DType W, int kChunk>
-inline __m512i k_levels(const std::uint8_t* p, __mmask64& neg) {
+// Vector kVec (Note [k-quant decode order]) of super-block p as the unsigned
+// bytes that meet the activations: levels (q3_k: vectors 1 and 3 times 4), q2_k's
+// scaled levels, iq4_xs's levels + 128.
+template <DType W, int kVec>
+inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m512i low2 = _mm512_set1_epi8(0x03);
-  constexpr int kHalf = kChunk / 2;
-  constexpr int kPart = kChunk % 2;
-  if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
-    const __m256i q = load256(p + (W == DType::kQ4_K ? 16 : 48) + 32 * kChunk);
-    __m512i v = _mm512_and_si512(
-        _mm512_inserti64x4(_mm512_zextsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
+  if constexpr (W == DType::kQ4_K || W == DType::kQ5_K || W == DType::kIQ4_XS) {
+    constexpr int kQs = W == DType::kQ4_K ? 16 : W == DType::kQ5_K ? 48 : 8;
+    const __m512i q = load512(p + kQs + 64 * (kVec / 2));
+    __m512i v = _mm512_and_si512(kVec % 2 == 0 ? q : _mm512_srli_epi16(q, 4), low4);
     if constexpr (W == DType::kQ5_K) {
-      const __mmask64 high = _mm512_test_epi8_mask(both_halves(load256(p + 16)),
-                                                   bit_halves(2 * kChunk, 2 * kChunk + 1));
+      constexpr int kBit = 4 * (kVec / 2) + kVec % 2;
+      const __mmask64 high =
+          _mm512_test_epi8_mask(broadcast256(p + 16), bit_halves(kBit, kBit + 2));
       v = _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(16));
+    }
+    if constexpr (W == DType::kIQ4_XS) {
+      static constexpr auto kTable = biased_table<DType::kIQ4_NL>();
+      v = _mm512_shuffle_epi8(load_table(kTable), v);
     }
     return v;
   } else if constexpr (W == DType::kQ6_K) {
+    constexpr int kHalf = kVec / 2;
+    constexpr int kPart = kVec % 2;
     const __m512i ql = load512(p + 64 * kHalf);
-    const __m512i lo = _mm512_and_si512(kPart == 0 ? ql : _mm512_srli_epi16(ql, 4), low4);
-    const __m512i qh = both_halves(load256(p + 128 + 32 * kHalf));
-    const __m512i shifted = _mm512_srlv_epi64(
-        qh, _mm512_set_epi64(4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2, 4 * kPart,
-                             4 * kPart, 4 * kPart, 4 * kPart));
-    const __m512i hi = _mm512_and_si512(_mm512_slli_epi16(shifted, 4), _mm512_set1_epi8(0x30));
-    return _mm512_or_si512(lo, hi);
-  } else if constexpr (W == DType::kQ2_K || W == DType::kQ3_K) {
-    constexpr int kQs = W == DType::kQ2_K ? 16 : 32;
-    const __m512i qs = both_halves(load256(p + kQs + 32 * kHalf));
-    __m512i v = _mm512_and_si512(
-        _mm512_srlv_epi64(
-            qs, _mm512_set_epi64(4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2,
-                                 4 * kPart, 4 * kPart, 4 * kPart, 4 * kPart)),
-        low2);
-    if constexpr (W == DType::kQ3_K) {
-      const __mmask64 high = _mm512_test_epi8_mask(
-          both_halves(load256(p)), bit_halves(4 * kHalf + 2 * kPart, 4 * kHalf + 2 * kPart + 1));
-      v = _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(4));
-    }
-    return v;
+    // The two high bits of each level, rotated within their byte to bits 4-5.
+    const __m512i qh = _mm512_rolv_epi64(broadcast256(p + 128 + 32 * kHalf),
+                                         kPart == 0 ? _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4)
+                                                    : _mm512_set_epi64(62, 62, 62, 62, 0, 0, 0, 0));
+    return _mm512_ternarylogic_epi32(kPart == 0 ? ql : _mm512_srli_epi16(ql, 4), low4,
+                                     _mm512_and_si512(qh, _mm512_set1_epi8(0x30)), 0xea);
   } else {
-    static_assert(W == DType::kIQ4_XS);
-    const __m256i t = load256(p + 8 + 32 * kChunk);
-    const __m512i spread = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
-                                                    _mm512_zextsi256_si512(t));
-    const __m512i idx =
-        _mm512_and_si512(_mm512_srlv_epi64(spread, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), low4);
-    // The first eight levels are the negative ones.
-    neg = _mm512_cmplt_epu8_mask(idx, _mm512_set1_epi8(8));
-    static constexpr std::array<std::uint8_t, 64> kMagnitudes = [] {
-      std::array<std::uint8_t, 64> a{};
-      for (int i = 0; i < 64; ++i) {
-        const int v = detail::kIQ4NLValues[i % 16];
-        a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v < 0 ? -v : v);
-      }
-      return a;
-    }();
-    return _mm512_shuffle_epi8(load_table(kMagnitudes), idx);
+    static_assert(W == DType::kQ2_K || W == DType::kQ3_K);
+    constexpr int kQs = W == DType::kQ2_K ? 16 : 32;
+    const __m512i qs = load512(p + kQs);
+    const __m512i src = kVec < 2 ? qs : _mm512_srli_epi16(qs, 4);
+    __m512i v = _mm512_and_si512(src, _mm512_set1_epi8(kVec % 2 == 0 ? 0x03 : 0x0c));
+    if constexpr (W == DType::kQ2_K) {
+      return _mm512_shuffle_epi8(h.t[kVec / 2], v);
+    } else {
+      const __mmask64 high = _mm512_test_epi8_mask(broadcast256(p), bit_halves(kVec, kVec + 4));
+      return _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(kVec % 2 == 0 ? 4 : 16));
+    }
   }
 }
 
 template <DType W, int R, int C, bool kAhead>
-void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-            std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
+void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::int64_t x_stride,
+            std::int64_t blocks, float* out, std::int64_t n) {
   constexpr std::int64_t kB = block_bytes(W);
-  constexpr std::int64_t kX = sizeof(BlockQ8_K);
-  constexpr bool kSigned = W == DType::kIQ4_XS;
+  constexpr bool kTableScaled = W == DType::kQ2_K || W == DType::kIQ4_XS;
+  constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
+  constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
   __m512 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -483,7 +628,6 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   }
   for (std::int64_t i = 0; i < blocks; ++i) {
     const std::uint8_t* wb[R];
-    const BlockQ8_K* xb[C];
     KHead head[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -491,51 +635,86 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
       prefetch_ahead<kAhead>(wb[r] + R * w_stride, kB);
       k_head<W>(wb[r], head[r]);
     }
+    const KAct* xb[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-      xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * x_stride + i * kX);
+    for (int c = 0; c < C; ++c) xb[c] = x + c * x_stride + i;
     __m512i sumi[R][C];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) sumi[r][c] = _mm512_setzero_si512();
     }
-    const auto chunk = [&](auto chunk_index) {
-      constexpr int kChunk = decltype(chunk_index)::value;
+    // Vector kVec of every row against every activation row, into dot.
+    const auto vec = [&](auto vec_index, __m512i(&dot)[R][C]) {
+      constexpr int kVec = decltype(vec_index)::value;
       __m512i levels[R];
       __m512i scales[R];
-      __mmask64 neg[R] = {};
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        levels[r] = k_levels<W, kChunk>(wb[r], neg[r]);
-        scales[r] = _mm512_permutexvar_epi16(load_table(kChunkGroups<kChunk>),
-                                             _mm512_zextsi256_si512(head[r].scales));
+        levels[r] = k_levels<W, kVec>(wb[r], head[r]);
+        if constexpr (!kTableScaled) {
+          __m256i s = head[r].scales;
+          if constexpr (W == DType::kQ3_K && kVec % 2 == 0) s = _mm256_slli_epi16(s, 2);
+          scales[r] = _mm512_permutexvar_epi16(load_table(kChunkGroups<W, kVec>),
+                                               _mm512_zextsi256_si512(s));
+        }
       }
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
-        const __m512i xq = load512(xb[c]->qs + 64 * kChunk);
+        const __m512i xq = _mm512_load_si512(xb[c]->q + 64 * kVec);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          const __m512i xs =
-              kSigned ? _mm512_mask_sub_epi8(xq, neg[r], _mm512_setzero_si512(), xq) : xq;
-          sumi[r][c] =
-              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(levels[r], xs), scales[r]);
+          if constexpr (kTableScaled) {
+            dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], levels[r], xq);
+          } else {
+            dot[r][c] =
+                _mm512_dpwssd_epi32(dot[r][c], _mm512_maddubs_epi16(levels[r], xq), scales[r]);
+          }
         }
       }
     };
-    chunk(std::integral_constant<int, 0>{});
-    chunk(std::integral_constant<int, 1>{});
-    chunk(std::integral_constant<int, 2>{});
-    chunk(std::integral_constant<int, 3>{});
+    if constexpr (W == DType::kIQ4_XS) {
+      // Per 64-byte load: exact i32 dots per lane, then the lane's group scale.
+      const auto half = [&](auto half_index) {
+        constexpr int kHalf = decltype(half_index)::value;
+        __m512i dot[R][C];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+          for (int c = 0; c < C; ++c) dot[r][c] = _mm512_load_si512(xb[c]->init + 16 * kHalf);
+        }
+        vec(std::integral_constant<int, 2 * kHalf>{}, dot);
+        vec(std::integral_constant<int, 2 * kHalf + 1>{}, dot);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+          for (int c = 0; c < C; ++c) {
+            sumi[r][c] =
+                _mm512_add_epi32(sumi[r][c], _mm512_mullo_epi32(dot[r][c], head[r].t[kHalf]));
+          }
+        }
+      };
+      half(std::integral_constant<int, 0>{});
+      half(std::integral_constant<int, 1>{});
+    } else {
+      vec(std::integral_constant<int, 0>{}, sumi);
+      vec(std::integral_constant<int, 1>{}, sumi);
+      vec(std::integral_constant<int, 2>{}, sumi);
+      vec(std::integral_constant<int, 3>{}, sumi);
+    }
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const float dx = detail::load_f32(xb[c]->d);
+      const float dx = xb[c]->d;
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
+        if constexpr (kFoldedOffset) {
+          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_zextsi256_si512(load256(xb[c]->sums)),
+                                           _mm512_zextsi256_si512(head[r].coef));
+        }
         acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_set1_ps(head[r].d * dx),
                                     acc[r][c]);
-        if constexpr (!kSigned) {
-          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->bsums), head[r].coef);
+        if constexpr (kMinTerm) {
+          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->sums), head[r].coef);
           acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(corr)),
                                       _mm512_set1_ps(head[r].corr * dx), acc[r][c]);
         }
@@ -566,7 +745,8 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
                                 x_stride / static_cast<std::int64_t>(sizeof(PairAct)), blocks, out,
                                 n);
   } else {
-    k_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
+    k_tile<W, R, C, kAhead>(w, w_stride, reinterpret_cast<const KAct*>(x),
+                            x_stride / static_cast<std::int64_t>(sizeof(KAct)), blocks, out, n);
   }
 }
 
@@ -636,22 +816,22 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
   }
   SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args,
                               check_quant_matmul_simd(call, w_dtype, "avx512"));
-  const DType act = activation_format(w_dtype);
   const bool small = block_elems(w_dtype) == 32;
   const std::int64_t blocks = args.k / block_elems(w_dtype);
-  // Prepared activation rows: PairAct pairs for the 32-element formats, q8_k rows
-  // for the k-quants. PairAct's alignment keeps every row 64-byte aligned.
+  // Prepared activation rows: PairAct pairs for the 32-element formats, KAct
+  // super-blocks for the k-quants; their alignment keeps every row 64-byte aligned.
   const std::int64_t x_stride = small
                                     ? (blocks + 1) / 2 * static_cast<std::int64_t>(sizeof(PairAct))
-                                    : blocks * static_cast<std::int64_t>(sizeof(BlockQ8_K));
+                                    : blocks * static_cast<std::int64_t>(sizeof(KAct));
   std::vector<PairAct> pairs;
-  std::vector<std::uint8_t> kq;
+  std::vector<KAct> kq;
   if (small) {
     pairs.resize(static_cast<std::size_t>((blocks + 1) / 2 * args.rows));
   } else {
-    kq.resize(static_cast<std::size_t>(x_stride * args.rows));
+    kq.resize(static_cast<std::size_t>(blocks * args.rows));
   }
-  const auto* x = small ? reinterpret_cast<const std::uint8_t*>(pairs.data()) : kq.data();
+  const auto* x = small ? reinterpret_cast<const std::uint8_t*>(pairs.data())
+                        : reinterpret_cast<const std::uint8_t*>(kq.data());
   const int bias = bias_for(w_dtype);
   // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
   // set to NaN afterwards, as a float dot product would propagate them.
@@ -664,7 +844,7 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
       if (small) {
         prepare_pairs(row, args.k, bias, tmp, pairs.data() + r * ((blocks + 1) / 2));
       } else {
-        detail::quantize_row(act, row, kq.data() + r * x_stride, args.k);
+        prepare_k(w_dtype, row, args.k, tmp, kq.data() + r * blocks);
       }
     }
   });
