@@ -431,9 +431,13 @@ struct KHead {
   __m512i t[2];    // q2_k: scaled-level tables; iq4_xs: group scale per i32 lane
   __m256i scales;  // group scales as i16 (q4_k / q5_k: per 32-element group)
   __m256i coef;    // i16, against KAct::sums
-  float d;
-  float corr;  // the f32 min term's scale (q2_k / q4_k / q5_k)
+  __m128 f;        // lane 0: the super-block scale; lane 1: minus the mins' scale
 };
+
+// The f16 scale pair at p as f32 lanes 0-1 (one load, one conversion).
+inline __m128 f16_pair(const std::uint8_t* p) {
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(detail::load_u32(p))));
+}
 
 // vpshufb indices / i16 multipliers building q2_k's tables: in the 128-bit lane k
 // of table t, entries 0-3 are level 0-3 times group g(2t, k)'s scale, entries 4, 8,
@@ -479,26 +483,26 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
   if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
     // The 6-bit scales and mins of groups 0-3 sit in bytes 0-3 / 4-7; groups 4-7
     // take a nibble of bytes 8-11 and the top two bits of bytes 0-3 / 4-7.
-    const std::uint32_t u0 = detail::load_u32(p + 4);
-    const std::uint32_t u1 = detail::load_u32(p + 8);
-    const std::uint32_t u2 = detail::load_u32(p + 12);
-    const std::uint64_t sc =
-        (u0 & 0x3f3f3f3fu) |
-        static_cast<std::uint64_t>((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
-    const std::uint64_t mn =
-        (u1 & 0x3f3f3f3fu) |
-        static_cast<std::uint64_t>(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
+    // Unpacked in vector registers (scalar code here ends up SLP-vectorized into
+    // more vector uops than this): bytes 0-7 the scales, 8-15 the mins.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4));
+    const __m128i a =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i top =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i low = _mm_and_si128(
+        _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+        _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
     // Scales in words 0-7 (the chunk permutes read those), mins in words 8-15
     // (against the group sums in KAct::sums[8..15]).
     h.scales = _mm256_cvtepu8_epi16(
-        _mm_set_epi64x(static_cast<long long>(mn), static_cast<long long>(sc)));
+        _mm_or_si128(low, _mm_and_si128(_mm_srli_epi32(top, 2), _mm_set1_epi8(0x30))));
     h.coef = h.scales;
-    h.d = f16_at(p);
-    h.corr = -f16_at(p + 2);
+    h.f = _mm_mul_ps(f16_pair(p), _mm_setr_ps(1.0f, -1.0f, 0.0f, 0.0f));
   } else if constexpr (W == DType::kQ6_K) {
     h.scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     h.coef = _mm256_slli_epi16(h.scales, 5);
-    h.d = f16_at(p + 208);
+    h.f = _mm_shuffle_ps(f16_pair(p + 206), f16_pair(p + 206), 0x55);
   } else if constexpr (W == DType::kQ2_K) {
     const __m512i raw =
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -508,24 +512,26 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
     h.t[1] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<1>)), mul);
     h.coef = _mm256_srli_epi16(
         _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 4);
-    h.d = f16_at(p + 80);
-    h.corr = -f16_at(p + 82);
+    h.f = _mm_mul_ps(f16_pair(p + 80), _mm_setr_ps(1.0f, -1.0f, 0.0f, 0.0f));
   } else if constexpr (W == DType::kQ3_K) {
-    // 6-bit scales stored + 32: low nibbles from bytes 0-7 (groups 0-7 low, 8-15
-    // high nibble), top two bits from bytes 8-11, two bits per group of four.
-    const std::uint8_t* s = p + 96;
-    const std::uint32_t a0 = detail::load_u32(s);
-    const std::uint32_t a1 = detail::load_u32(s + 4);
-    const std::uint32_t t = detail::load_u32(s + 8);
-    const std::uint32_t g0 = (a0 & 0x0f0f0f0fu) | ((t << 4) & 0x30303030u);
-    const std::uint32_t g1 = (a1 & 0x0f0f0f0fu) | ((t << 2) & 0x30303030u);
-    const std::uint32_t g2 = ((a0 >> 4) & 0x0f0f0f0fu) | (t & 0x30303030u);
-    const std::uint32_t g3 = ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 2) & 0x30303030u);
-    const __m128i v = _mm_set_epi32(static_cast<int>(g3), static_cast<int>(g2),
-                                    static_cast<int>(g1), static_cast<int>(g0));
-    h.coef = _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
+    // 6-bit scales stored + 32 in the 12 bytes at p + 96 (loaded from p + 94 so as
+    // to stay in the block): low nibbles from bytes 0-7 (groups 0-7 low, 8-15 high
+    // nibble), top two bits from bytes 8-11, byte g % 4, bits 2 (g / 4) .. + 1.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 94));
+    const __m128i nibbles = _mm_srlv_epi64(
+        _mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)),
+        _mm_setr_epi32(0, 0, 4, 0));
+    const __m128i top = _mm_rolv_epi32(
+        _mm_shuffle_epi8(
+            v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
+        _mm_setr_epi32(4, 2, 0, 30));
+    const __m128i g = _mm_or_si128(_mm_and_si128(nibbles, _mm_set1_epi8(0x0f)),
+                                   _mm_and_si128(top, _mm_set1_epi8(0x30)));
+    h.coef = _mm256_cvtepi8_epi16(_mm_sub_epi8(g, _mm_set1_epi8(32)));
     h.scales = h.coef;
-    h.d = 0.25f * f16_at(p + 108);  // the levels' factor 4
+    // The levels' factor 4.
+    h.f =
+        _mm_mul_ps(_mm_shuffle_ps(f16_pair(p + 106), f16_pair(p + 106), 0x55), _mm_set1_ps(0.25f));
   } else {
     static_assert(W == DType::kIQ4_XS);
     const __m512i lo = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p + 4)));
@@ -543,7 +549,7 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
             _mm512_srlv_epi32(lo, load_table(kIq4ScaleLow<1>)), low4,
             _mm512_and_si512(_mm512_srlv_epi32(hi, load_table(kIq4ScaleHigh<1>)), bits45), 0xea),
         bias);
-    h.d = f16_at(p);
+    h.f = f16_pair(p);
   }
 }
 
@@ -704,19 +710,21 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
     }
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const float dx = xb[c]->d;
+      const __m128 dx = _mm_set1_ps(xb[c]->d);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
+        const __m128 f = _mm_mul_ps(head[r].f, dx);
         if constexpr (kFoldedOffset) {
           sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_zextsi256_si512(load256(xb[c]->sums)),
                                            _mm512_zextsi256_si512(head[r].coef));
         }
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_set1_ps(head[r].d * dx),
-                                    acc[r][c]);
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_broadcastss_ps(f), acc[r][c]);
         if constexpr (kMinTerm) {
           const __m256i corr = _mm256_madd_epi16(load256(xb[c]->sums), head[r].coef);
-          acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(corr)),
-                                      _mm512_set1_ps(head[r].corr * dx), acc[r][c]);
+          acc[r][c] = _mm512_fmadd_ps(
+              _mm512_zextps256_ps512(_mm256_cvtepi32_ps(corr)),
+              _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(f)), acc[r][c]);
         }
       }
     }
