@@ -379,12 +379,45 @@ constexpr int kSumScale = W == DType::kQ3_K   ? -16
                           : W == DType::kQ6_K ? -1
                                               : 1;
 
+// One q8_k super-block with the reference's operations in vector form, so the
+// same bytes: the first element of the largest magnitude sets the scale, and
+// vcvtps2dq rounds to nearest even as nearest_int does. Blocks of zeros or with
+// a non-finite value (whose row's outputs become NaN anyway) go to the reference.
+bool quantize_q8_k_block(const float* x, BlockQ8_K& b) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int v = 0; v < 16; ++v)
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)));
+  const float m = _mm512_reduce_max_ps(amax);
+  if (!(m > 0.0f) || !std::isfinite(m)) return false;
+  int first = -1;
+  for (int v = 0; v < 16 && first < 0; ++v) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)),
+                                             _mm512_set1_ps(m), _CMP_EQ_OQ);
+    if (hit != 0) first = 16 * v + __builtin_ctz(hit);
+  }
+  if (first < 0) return false;
+  const float iscale = -127.0f / x[first];
+  for (int v = 0; v < 16; ++v) {
+    const __m512i q = _mm512_min_epi32(
+        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + 16 * v))),
+        _mm512_set1_epi32(127));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * v), _mm512_cvtepi32_epi8(q));
+    detail::store_i16(b.bsums + 2 * v, _mm512_reduce_add_epi32(q));
+  }
+  detail::store_f32(b.d, 1.0f / iscale);
+  return true;
+}
+
 void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8_t>& tmp,
                KAct* out) {
   const std::int64_t blocks = k / detail::kQKK;
   tmp.resize(static_cast<std::size_t>(blocks) * sizeof(BlockQ8_K));
-  detail::quantize_row(DType::kQ8_K, row, tmp.data(), k);
-  const auto* xb = reinterpret_cast<const BlockQ8_K*>(tmp.data());
+  auto* xb = reinterpret_cast<BlockQ8_K*>(tmp.data());
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    if (!quantize_q8_k_block(row + i * detail::kQKK, xb[i])) {
+      detail::quantize_row(DType::kQ8_K, row + i * detail::kQKK, &xb[i], detail::kQKK);
+    }
+  }
   const auto prepare = [&](const std::array<std::uint8_t, 256>& order, int sum_scale) {
     for (std::int64_t i = 0; i < blocks; ++i) {
       KAct& a = out[i];
