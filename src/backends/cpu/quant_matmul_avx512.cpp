@@ -10,11 +10,16 @@
 //     value prepared once per activation row; so each lane ends at sum(q * x)
 //     exactly, with no per-block correction. Lanes are scaled in f32 by
 //     d_w * d_x and accumulated per lane.
-//   k-quants (256-element super-blocks) against q8_k: 64 levels per vector,
-//     vpmaddubsw to i16 pairs, then vpdpwssd against the i16 group scales; the
-//     group mins / level offsets go through q8_k's group sums as in AVX2.
-//     iq4_xs levels are signed: their magnitudes meet activations negated where
-//     the level is negative (AVX-512 has no vpsignb).
+//   k-quants (256-element super-blocks) against q8_k, prepared once per row in
+//     the order the weight bits fall out of full-width loads (Note [k-quant
+//     decode order]), so a super-block is four vectors of 64 levels with no
+//     cross-lane moves. q3_k-q6_k: vpmaddubsw to i16 pairs, then vpdpwssd against
+//     the chunk's i16 group scales. q2_k: levels times scales fit a byte, so a
+//     per-super-block vpshufb table yields scaled levels for vpdpbusd. iq4_xs:
+//     levels + 128 through vpdpbusd from the -128 * lane-sum start as above, one
+//     group per 128-bit lane, lanes times group scales (vpmulld). Level offsets
+//     (q3_k, q6_k) join the i32 sum through the group sums; mins (q2_k, q4_k,
+//     q5_k) are a second f32 term.
 //
 // Register tiles: matvec runs four weight rows at once (independent accumulator
 // chains); prefill runs 4 (k-quants: 3) weight rows x 4 activation rows, so
