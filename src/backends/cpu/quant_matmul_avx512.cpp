@@ -442,13 +442,14 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
         }
       }
       if (w == DType::kIQ4_XS) {
-        for (int l = 0; l < 32; ++l) {
-          int s = 0;
-          for (int e = 0; e < 4; ++e) {
-            s += a.q[128 * (l / 16) + 4 * (l % 16) + e] +
-                 a.q[128 * (l / 16) + 64 + 4 * (l % 16) + e];
-          }
-          a.init[l] = -128 * s;
+        // Lane i of load h: -128 times the sum of bytes 4i .. 4i + 3 of vectors
+        // 2h and 2h + 1.
+        const __m512i ones = _mm512_set1_epi8(1);
+        for (int h = 0; h < 2; ++h) {
+          const __m512i sum = _mm512_dpbusd_epi32(
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_load_si512(a.q + 128 * h)),
+              ones, _mm512_load_si512(a.q + 128 * h + 64));
+          _mm512_store_si512(a.init + 16 * h, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
         }
       }
       a.d = detail::load_f32(xb[i].d);
