@@ -52,12 +52,6 @@ namespace {
 using detail::BlockQ8_0;
 using detail::BlockQ8_K;
 
-inline float f16_at(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return _cvtsh_ss(h);
-}
-
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -77,9 +71,6 @@ inline void prefetch_ahead(const std::uint8_t* p, std::int64_t bytes) {
       _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
     }
   }
-}
-inline __m512i both_halves(__m256i v) {
-  return _mm512_inserti64x4(_mm512_zextsi256_si512(v), v, 1);
 }
 
 template <typename T, std::size_t N>
