@@ -336,13 +336,14 @@ void prepare_pairs(const float* row, std::int64_t k, int bias, std::vector<std::
 //     lane is one group, and the group scales multiply the lanes (vpmulld).
 // The level offsets of q3_k / q6_k go through q8_k's group sums into the same i32
 // sum (vpdpwssd); the mins of q2_k / q4_k / q5_k, with their own f16 scale, are a
-// second f32 term.
+// second f32 term. Every i32 sum is exact (bounds per format checked against
+// |x| <= 127), and decode and prefill tiles share the layout and the f32 steps.
 
 // A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
 // and the group sums scaled as the format's correction needs (kSumScale).
 struct alignas(64) KAct {
   std::int8_t q[256];
-  std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight levels), per 64-byte load
+  std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight activations), per 64-byte load
   std::int16_t sums[16];
   float d;
 };
@@ -369,7 +370,7 @@ constexpr std::array<std::uint8_t, 256> k_order = [] {
 
 // Group sums as stored in KAct::sums: q3_k's offset 4 against levels times 4
 // (-16), q6_k's offset 32 with the scales times 32 (-1); q4_k / q5_k sum per
-// 32-element group (slots 0-7).
+// 32-element group, in slots 8-15 beside the mins in KHead::coef (slots 0-7 zero).
 template <DType W>
 constexpr int kSumScale = W == DType::kQ3_K   ? -16
                           : W == DType::kQ6_K ? -1
