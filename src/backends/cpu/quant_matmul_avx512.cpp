@@ -13,11 +13,16 @@
 //     with the layout; so each lane ends at sum(q * x) exactly, with no
 //     per-block correction. A group's 16 scales are collected and converted at
 //     once; lanes are scaled in f32 by d_w * d_x and accumulated per lane.
-//   k-quants (256-element super-blocks) against q8_k: 64 levels per vector,
-//     vpmaddubsw to i16 pairs, then vpdpwssd against the i16 group scales; the
-//     group mins / level offsets go through q8_k's group sums as in AVX2.
-//     iq4_xs levels are signed: their magnitudes meet activations negated where
-//     the level is negative (AVX-512 has no vpsignb).
+//   k-quants (256-element super-blocks) against q8_k, prepared once per row in
+//     the order the weight bits fall out of full-width loads (Note [k-quant
+//     decode order]), so a super-block is four vectors of 64 levels with no
+//     cross-lane moves. q3_k-q6_k: vpmaddubsw to i16 pairs, then vpdpwssd against
+//     the chunk's i16 group scales. q2_k: levels times scales fit a byte, so a
+//     per-super-block vpshufb table yields scaled levels for vpdpbusd. iq4_xs:
+//     levels + 128 through vpdpbusd from the -128 * lane-sum start as above, one
+//     group per 128-bit lane, lanes times group scales (vpmulld). Level offsets
+//     (q3_k, q6_k) join the i32 sum through the group sums; mins (q2_k, q4_k,
+//     q5_k) are a second f32 term.
 //
 // Register tiles: matvec runs four weight rows at once (independent accumulator
 // chains); prefill runs 4 (k-quants: 3) weight rows x 4 activation rows, so
@@ -51,12 +56,6 @@ namespace {
 using detail::BlockQ8_0;
 using detail::BlockQ8_K;
 
-inline float f16_at(const std::uint8_t* p) {
-  std::uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return _cvtsh_ss(h);
-}
-
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -76,9 +75,6 @@ inline void prefetch_ahead(const std::uint8_t* p, std::int64_t bytes) {
       _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
     }
   }
-}
-inline __m512i both_halves(__m256i v) {
-  return _mm512_inserti64x4(_mm512_zextsi256_si512(v), v, 1);
 }
 
 template <typename T, std::size_t N>
@@ -523,92 +519,292 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 }
 
 // ---------------------------------------------------------------------------
-// k-quants against q8_k. A super-block is four chunks of 64 levels; group scales
-// and correction coefficients are kept per 16-element group (16 x i16), so chunk
-// c uses groups 4c .. 4c + 3, eight i16 pairs each.
+// k-quants against q8_k.
+//
+// Note [k-quant decode order]
+// A weight super-block decodes into four vectors of 64 levels, each taken from
+// a full-width load in the order its bits fall out, not in element order: q2_k /
+// q3_k shift one 64-byte load of qs by 0, 2, 4, 6 (vector j holds elements
+// 32j .. 32j + 31 and 128 + 32j .. 128 + 32j + 31), q4_k / q5_k / iq4_xs take the
+// low and high nibbles of two 64-byte loads, q6_k keeps element order. The
+// activation row is prepared once per call (KAct) in that same order, so the
+// weights need no cross-lane inserts or permutes; the group-scale permute indices
+// follow the same order (k_order).
+//
+// Per format, the integer dot of a super-block and how the group scales enter:
+//   q3_k, q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
+//     pairs, then vpdpwssd against the chunk's group scales (one vpermw per chunk).
+//     q3_k takes the level bits 2-3 in place (levels x 4) and scales the other
+//     chunks by 4 instead, so each 64-byte load needs one shift for four vectors;
+//     the final scale carries the 1 / 4.
+//   q2_k: levels (0-3) times scales (0-15) fit a byte, so a vpshufb table per
+//     super-block (four groups' products in each 128-bit lane, selected by the
+//     level's bit position) turns levels into scaled levels, and vpdpbusd takes
+//     them straight into the i32 sum: no vpmaddubsw, no scale permutes.
+//   iq4_xs: levels + 128 through a vpshufb table meet the activations in vpdpbusd,
+//     whose accumulator starts at -128 times the lane's activation sum (prepared
+//     once per row), so each i32 lane ends at its exact signed dot; a 128-bit
+//     lane is one group, and the group scales multiply the lanes (vpmulld).
+// The level offsets of q3_k / q6_k go through q8_k's group sums into the same i32
+// sum (vpdpwssd); the mins of q2_k / q4_k / q5_k, with their own f16 scale, are a
+// second f32 term. Every i32 sum is exact (bounds per format checked against
+// |x| <= 127), and decode and prefill tiles share the layout and the f32 steps.
 
-struct KHead {
-  __m256i scales;  // 16 x i16 per 16-element group
-  __m256i coef;    // 16 x i16, the correction's group coefficients
+// A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
+// and the group sums scaled as the format's correction needs (kSumScale).
+struct alignas(64) KAct {
+  std::int8_t q[256];
+  std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight activations), per 64-byte load
+  std::int16_t sums[16];
   float d;
-  float corr;
 };
 
-// Eight bytes, each repeated: the eight 32-element group values as 16 x i16.
-inline __m256i per_16_groups(std::uint64_t eight_bytes) {
-  const __m128i v = _mm_cvtsi64_si128(static_cast<long long>(eight_bytes));
-  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
+// Element index of decode position 64 * v + b (vector v, byte b).
+template <DType W>
+constexpr std::array<std::uint8_t, 256> k_order = [] {
+  std::array<std::uint8_t, 256> a{};
+  for (int p = 0; p < 256; ++p) {
+    const int v = p / 64;
+    const int b = p % 64;
+    int e = p;
+    if (W == DType::kQ2_K || W == DType::kQ3_K) {
+      e = 128 * (b / 32) + 32 * v + b % 32;
+    } else if (W == DType::kQ4_K || W == DType::kQ5_K) {
+      e = 128 * (v / 2) + 64 * (b / 32) + 32 * (v % 2) + b % 32;
+    } else if (W == DType::kIQ4_XS) {
+      e = 32 * (4 * (v / 2) + b / 16) + 16 * (v % 2) + b % 16;
+    }
+    a[static_cast<std::size_t>(p)] = static_cast<std::uint8_t>(e);
+  }
+  return a;
+}();
+
+// Group sums as stored in KAct::sums: q3_k's offset 4 against levels times 4
+// (-16), q6_k's offset 32 with the scales times 32 (-1); q4_k / q5_k sum per
+// 32-element group, in slots 8-15 beside the mins in KHead::coef (slots 0-7 zero).
+template <DType W>
+constexpr int kSumScale = W == DType::kQ3_K   ? -16
+                          : W == DType::kQ6_K ? -1
+                                              : 1;
+
+// One q8_k super-block with the reference's operations in vector form, so the
+// same bytes: the first element of the largest magnitude sets the scale, and
+// vcvtps2dq rounds to nearest even as nearest_int does. Blocks of zeros or with
+// a non-finite value (whose row's outputs become NaN anyway) go to the reference.
+bool quantize_q8_k_block(const float* x, BlockQ8_K& b) {
+  __m512 amax = _mm512_setzero_ps();
+  for (int v = 0; v < 16; ++v)
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)));
+  const float m = _mm512_reduce_max_ps(amax);
+  if (!(m > 0.0f) || !std::isfinite(m)) return false;
+  int first = -1;
+  for (int v = 0; v < 16 && first < 0; ++v) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)),
+                                             _mm512_set1_ps(m), _CMP_EQ_OQ);
+    if (hit != 0) first = 16 * v + __builtin_ctz(hit);
+  }
+  if (first < 0) return false;
+  const float iscale = -127.0f / x[first];
+  for (int v = 0; v < 16; ++v) {
+    const __m512i q = _mm512_min_epi32(
+        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + 16 * v))),
+        _mm512_set1_epi32(127));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * v), _mm512_cvtepi32_epi8(q));
+    detail::store_i16(b.bsums + 2 * v, _mm512_reduce_add_epi32(q));
+  }
+  detail::store_f32(b.d, 1.0f / iscale);
+  return true;
 }
+
+void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8_t>& tmp,
+               KAct* out) {
+  const std::int64_t blocks = k / detail::kQKK;
+  tmp.resize(static_cast<std::size_t>(blocks) * sizeof(BlockQ8_K));
+  auto* xb = reinterpret_cast<BlockQ8_K*>(tmp.data());
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    if (!quantize_q8_k_block(row + i * detail::kQKK, xb[i])) {
+      detail::quantize_row(DType::kQ8_K, row + i * detail::kQKK, &xb[i], detail::kQKK);
+    }
+  }
+  const auto prepare = [&](const std::array<std::uint8_t, 256>& order, int sum_scale) {
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      KAct& a = out[i];
+      // Every order moves runs of 16 consecutive elements.
+      for (int p = 0; p < 256; p += 16) {
+        std::memcpy(a.q + p, xb[i].qs + order[static_cast<std::size_t>(p)], 16);
+      }
+      for (int g = 0; g < 16; ++g) {
+        a.sums[g] = static_cast<std::int16_t>(sum_scale * detail::load_i16(xb[i].bsums + 2 * g));
+      }
+      if (w == DType::kQ4_K || w == DType::kQ5_K) {
+        // Per 32-element group, in slots 8-15 (KHead::coef holds the mins there).
+        for (int g = 0; g < 8; ++g) {
+          a.sums[8 + g] = static_cast<std::int16_t>(detail::load_i16(xb[i].bsums + 4 * g) +
+                                                    detail::load_i16(xb[i].bsums + 4 * g + 2));
+          a.sums[g] = 0;
+        }
+      }
+      if (w == DType::kIQ4_XS) {
+        // Lane i of load h: -128 times the sum of bytes 4i .. 4i + 3 of vectors
+        // 2h and 2h + 1.
+        const __m512i ones = _mm512_set1_epi8(1);
+        for (int h = 0; h < 2; ++h) {
+          const __m512i sum = _mm512_dpbusd_epi32(
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_load_si512(a.q + 128 * h)),
+              ones, _mm512_load_si512(a.q + 128 * h + 64));
+          _mm512_store_si512(a.init + 16 * h, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
+        }
+      }
+      a.d = detail::load_f32(xb[i].d);
+    }
+  };
+  switch (w) {
+    case DType::kQ2_K: prepare(k_order<DType::kQ2_K>, kSumScale<DType::kQ2_K>); break;
+    case DType::kQ3_K: prepare(k_order<DType::kQ3_K>, kSumScale<DType::kQ3_K>); break;
+    case DType::kQ4_K: prepare(k_order<DType::kQ4_K>, 1); break;
+    case DType::kQ5_K: prepare(k_order<DType::kQ5_K>, 1); break;
+    case DType::kQ6_K: prepare(k_order<DType::kQ6_K>, kSumScale<DType::kQ6_K>); break;
+    default: prepare(k_order<DType::kIQ4_XS>, 1); break;
+  }
+}
+
+// One weight super-block's per-row data.
+struct KHead {
+  __m512i t[2];    // q2_k: scaled-level tables; iq4_xs: group scale per i32 lane
+  __m256i scales;  // group scales as i16 (q4_k / q5_k: per 32-element group)
+  __m256i coef;    // i16, against KAct::sums
+  __m128 f;        // lane 0: the super-block scale; lane 1: minus the mins' scale
+};
+
+// The f16 scale pair at p as f32 lanes 0-1 (one load, one conversion).
+inline __m128 f16_pair(const std::uint8_t* p) {
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(detail::load_u32(p))));
+}
+
+// vpshufb indices / i16 multipliers building q2_k's tables: in the 128-bit lane k
+// of table t, entries 0-3 are level 0-3 times group g(2t, k)'s scale, entries 4, 8,
+// 12 levels 1-3 times group g(2t + 1, k)'s, where g(j, k) = 2j + k % 2 + 8 (k / 2)
+// is the group of vector j's bytes 16k .. 16k + 15 (Note [k-quant decode order]).
+template <int kTable>
+constexpr std::array<std::uint8_t, 64> kQ2Spread = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int b = 0; b < 64; ++b) {
+    const int k = b / 16;
+    const int word = b % 16 / 2;
+    const int j = 2 * kTable + (word < 2 ? 0 : 1);
+    a[static_cast<std::size_t>(b)] =
+        b % 2 != 0 ? 0x80 : static_cast<std::uint8_t>(2 * j + k % 2 + 8 * (k / 2));
+  }
+  return a;
+}();
+constexpr std::array<std::int16_t, 32> kQ2Multipliers = [] {
+  constexpr std::int16_t kLane[8] = {256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0};
+  std::array<std::int16_t, 32> a{};
+  for (int w = 0; w < 32; ++w) a[static_cast<std::size_t>(w)] = kLane[w % 8];
+  return a;
+}();
+
+// iq4_xs: per i32 lane of 64-byte load h, the bit positions of its group's
+// scale: low four bits in scales_l (the u32 at byte 4), top two in scales_h (the
+// high half of the u32 at byte 0), moved to bits 4-5.
+template <int kHalf>
+constexpr std::array<std::uint32_t, 16> kIq4ScaleLow = [] {
+  std::array<std::uint32_t, 16> a{};
+  for (int l = 0; l < 16; ++l) a[static_cast<std::size_t>(l)] = 4 * (4 * kHalf + l / 4);
+  return a;
+}();
+template <int kHalf>
+constexpr std::array<std::uint32_t, 16> kIq4ScaleHigh = [] {
+  std::array<std::uint32_t, 16> a{};
+  for (int l = 0; l < 16; ++l) a[static_cast<std::size_t>(l)] = 12 + 2 * (4 * kHalf + l / 4);
+  return a;
+}();
 
 template <DType W>
 inline void k_head(const std::uint8_t* p, KHead& h) {
   if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
     // The 6-bit scales and mins of groups 0-3 sit in bytes 0-3 / 4-7; groups 4-7
     // take a nibble of bytes 8-11 and the top two bits of bytes 0-3 / 4-7.
-    const std::uint32_t u0 = detail::load_u32(p + 4);
-    const std::uint32_t u1 = detail::load_u32(p + 8);
-    const std::uint32_t u2 = detail::load_u32(p + 12);
-    const std::uint64_t sc =
-        (u0 & 0x3f3f3f3fu) |
-        static_cast<std::uint64_t>((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
-    const std::uint64_t mn =
-        (u1 & 0x3f3f3f3fu) |
-        static_cast<std::uint64_t>(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
-    h.scales = per_16_groups(sc);
-    h.coef = per_16_groups(mn);
-    h.d = f16_at(p);
-    h.corr = -f16_at(p + 2);
+    // Unpacked in vector registers (scalar code here ends up SLP-vectorized into
+    // more vector uops than this): bytes 0-7 the scales, 8-15 the mins.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4));
+    const __m128i a =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i top =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i low = _mm_and_si128(
+        _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+        _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+    // Scales in words 0-7 (the chunk permutes read those), mins in words 8-15
+    // (against the group sums in KAct::sums[8..15]).
+    h.scales = _mm256_cvtepu8_epi16(
+        _mm_or_si128(low, _mm_and_si128(_mm_srli_epi32(top, 2), _mm_set1_epi8(0x30))));
+    h.coef = h.scales;
+    h.f = _mm_mul_ps(f16_pair(p), _mm_setr_ps(1.0f, -1.0f, 0.0f, 0.0f));
   } else if constexpr (W == DType::kQ6_K) {
     h.scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
-    h.coef = h.scales;
-    h.d = f16_at(p + 208);
-    h.corr = -32.0f * h.d;
+    h.coef = _mm256_slli_epi16(h.scales, 5);
+    h.f = _mm_shuffle_ps(f16_pair(p + 206), f16_pair(p + 206), 0x55);
   } else if constexpr (W == DType::kQ2_K) {
-    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i low4 = _mm_set1_epi8(0x0f);
-    h.scales = _mm256_cvtepu8_epi16(_mm_and_si128(s, low4));
-    h.coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), low4));
-    h.d = f16_at(p + 80);
-    h.corr = -f16_at(p + 82);
+    const __m512i raw =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i sc = _mm512_and_si512(raw, _mm512_set1_epi8(0x0f));
+    const __m512i mul = load_table(kQ2Multipliers);
+    h.t[0] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<0>)), mul);
+    h.t[1] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<1>)), mul);
+    h.coef = _mm256_srli_epi16(
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 4);
+    h.f = _mm_mul_ps(f16_pair(p + 80), _mm_setr_ps(1.0f, -1.0f, 0.0f, 0.0f));
   } else if constexpr (W == DType::kQ3_K) {
-    // 6-bit scales stored + 32: low nibbles from bytes 0-7 (groups 0-7 low, 8-15
-    // high nibble), top two bits from bytes 8-11, two bits per group of four.
-    const std::uint8_t* s = p + 96;
-    const std::uint32_t a0 = detail::load_u32(s);
-    const std::uint32_t a1 = detail::load_u32(s + 4);
-    const std::uint32_t t = detail::load_u32(s + 8);
-    const std::uint32_t g0 = (a0 & 0x0f0f0f0fu) | ((t << 4) & 0x30303030u);
-    const std::uint32_t g1 = (a1 & 0x0f0f0f0fu) | ((t << 2) & 0x30303030u);
-    const std::uint32_t g2 = ((a0 >> 4) & 0x0f0f0f0fu) | (t & 0x30303030u);
-    const std::uint32_t g3 = ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 2) & 0x30303030u);
-    const __m128i v = _mm_set_epi32(static_cast<int>(g3), static_cast<int>(g2),
-                                    static_cast<int>(g1), static_cast<int>(g0));
-    h.scales = _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
-    h.coef = h.scales;
-    h.d = f16_at(p + 108);
-    h.corr = -4.0f * h.d;
+    // 6-bit scales stored + 32 in the 12 bytes at p + 96 (loaded from p + 94 so as
+    // to stay in the block): low nibbles from bytes 0-7 (groups 0-7 low, 8-15 high
+    // nibble), top two bits from bytes 8-11, byte g % 4, bits 2 (g / 4) .. + 1.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 94));
+    const __m128i nibbles = _mm_srlv_epi64(
+        _mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)),
+        _mm_setr_epi32(0, 0, 4, 0));
+    const __m128i top = _mm_rolv_epi32(
+        _mm_shuffle_epi8(
+            v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
+        _mm_setr_epi32(4, 2, 0, 30));
+    const __m128i g = _mm_or_si128(_mm_and_si128(nibbles, _mm_set1_epi8(0x0f)),
+                                   _mm_and_si128(top, _mm_set1_epi8(0x30)));
+    h.coef = _mm256_cvtepi8_epi16(_mm_sub_epi8(g, _mm_set1_epi8(32)));
+    h.scales = h.coef;
+    // The levels' factor 4.
+    h.f =
+        _mm_mul_ps(_mm_shuffle_ps(f16_pair(p + 106), f16_pair(p + 106), 0x55), _mm_set1_ps(0.25f));
   } else {
     static_assert(W == DType::kIQ4_XS);
-    const std::uint32_t hi = static_cast<std::uint32_t>(p[2] | (p[3] << 8));
-    const std::uint32_t lo = detail::load_u32(p + 4);
-    std::uint64_t sc = 0;
-    for (int j = 0; j < 8; ++j) {
-      const std::uint64_t v = ((lo >> (4 * j)) & 0xf) | (((hi >> (2 * j)) & 3) << 4);
-      sc |= v << (8 * j);
-    }
-    h.scales = _mm256_sub_epi16(per_16_groups(sc), _mm256_set1_epi16(32));
-    h.coef = _mm256_setzero_si256();
-    h.d = f16_at(p);
-    h.corr = 0.0f;
+    const __m512i lo = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p + 4)));
+    const __m512i hi = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p)));
+    const __m512i low4 = _mm512_set1_epi32(0x0f);
+    const __m512i bits45 = _mm512_set1_epi32(0x30);
+    const __m512i bias = _mm512_set1_epi32(32);
+    h.t[0] = _mm512_sub_epi32(
+        _mm512_ternarylogic_epi32(
+            _mm512_srlv_epi32(lo, load_table(kIq4ScaleLow<0>)), low4,
+            _mm512_and_si512(_mm512_srlv_epi32(hi, load_table(kIq4ScaleHigh<0>)), bits45), 0xea),
+        bias);
+    h.t[1] = _mm512_sub_epi32(
+        _mm512_ternarylogic_epi32(
+            _mm512_srlv_epi32(lo, load_table(kIq4ScaleLow<1>)), low4,
+            _mm512_and_si512(_mm512_srlv_epi32(hi, load_table(kIq4ScaleHigh<1>)), bits45), 0xea),
+        bias);
+    h.f = f16_pair(p);
   }
 }
 
-// i16 permute indices: chunk c's 32 words take groups 4c .. 4c + 3, eight each.
-template <int kChunk>
+// i16 permute indices for the maddubs formats: word w of vector v takes the scale
+// of the group of decode position 64 v + 2 w.
+template <DType W, int kVec>
 constexpr std::array<std::int16_t, 32> kChunkGroups = [] {
+  constexpr int kGroup = W == DType::kQ4_K || W == DType::kQ5_K ? 32 : 16;
   std::array<std::int16_t, 32> a{};
-  for (int w = 0; w < 32; ++w)
-    a[static_cast<std::size_t>(w)] = static_cast<std::int16_t>(4 * kChunk + w / 8);
+  for (int w = 0; w < 32; ++w) {
+    a[static_cast<std::size_t>(w)] =
+        static_cast<std::int16_t>(k_order<W>[static_cast<std::size_t>(64 * kVec + 2 * w)] / kGroup);
+  }
   return a;
 }();
 
@@ -617,75 +813,61 @@ inline __m512i bit_halves(int lo, int hi) {
   return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << lo)),
                             _mm256_set1_epi8(static_cast<char>(1 << hi)), 1);
 }
+inline __m512i broadcast256(const std::uint8_t* p) { return _mm512_broadcast_i64x4(load256(p)); }
 
-// Levels 64 * kChunk .. + 63 of super-block p as unsigned bytes; for iq4_xs
-// magnitudes, with `neg` marking the negative levels.
-template <DType W, int kChunk>
-inline __m512i k_levels(const std::uint8_t* p, __mmask64& neg) {
+// Vector kVec (Note [k-quant decode order]) of super-block p as the unsigned
+// bytes that meet the activations: levels (q3_k: vectors 1 and 3 times 4), q2_k's
+// scaled levels, iq4_xs's levels + 128.
+template <DType W, int kVec>
+inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m512i low2 = _mm512_set1_epi8(0x03);
-  constexpr int kHalf = kChunk / 2;
-  constexpr int kPart = kChunk % 2;
-  if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
-    const __m256i q = load256(p + (W == DType::kQ4_K ? 16 : 48) + 32 * kChunk);
-    __m512i v = _mm512_and_si512(
-        _mm512_inserti64x4(_mm512_zextsi256_si512(q), _mm256_srli_epi16(q, 4), 1), low4);
+  if constexpr (W == DType::kQ4_K || W == DType::kQ5_K || W == DType::kIQ4_XS) {
+    constexpr int kQs = W == DType::kQ4_K ? 16 : W == DType::kQ5_K ? 48 : 8;
+    const __m512i q = load512(p + kQs + 64 * (kVec / 2));
+    __m512i v = _mm512_and_si512(kVec % 2 == 0 ? q : _mm512_srli_epi16(q, 4), low4);
     if constexpr (W == DType::kQ5_K) {
-      const __mmask64 high = _mm512_test_epi8_mask(both_halves(load256(p + 16)),
-                                                   bit_halves(2 * kChunk, 2 * kChunk + 1));
+      constexpr int kBit = 4 * (kVec / 2) + kVec % 2;
+      const __mmask64 high =
+          _mm512_test_epi8_mask(broadcast256(p + 16), bit_halves(kBit, kBit + 2));
       v = _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(16));
+    }
+    if constexpr (W == DType::kIQ4_XS) {
+      static constexpr auto kTable = biased_table<DType::kIQ4_NL>();
+      v = _mm512_shuffle_epi8(load_table(kTable), v);
     }
     return v;
   } else if constexpr (W == DType::kQ6_K) {
+    constexpr int kHalf = kVec / 2;
+    constexpr int kPart = kVec % 2;
     const __m512i ql = load512(p + 64 * kHalf);
-    const __m512i lo = _mm512_and_si512(kPart == 0 ? ql : _mm512_srli_epi16(ql, 4), low4);
-    const __m512i qh = both_halves(load256(p + 128 + 32 * kHalf));
-    const __m512i shifted = _mm512_srlv_epi64(
-        qh, _mm512_set_epi64(4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2, 4 * kPart,
-                             4 * kPart, 4 * kPart, 4 * kPart));
-    const __m512i hi = _mm512_and_si512(_mm512_slli_epi16(shifted, 4), _mm512_set1_epi8(0x30));
-    return _mm512_or_si512(lo, hi);
-  } else if constexpr (W == DType::kQ2_K || W == DType::kQ3_K) {
-    constexpr int kQs = W == DType::kQ2_K ? 16 : 32;
-    const __m512i qs = both_halves(load256(p + kQs + 32 * kHalf));
-    __m512i v = _mm512_and_si512(
-        _mm512_srlv_epi64(
-            qs, _mm512_set_epi64(4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2, 4 * kPart + 2,
-                                 4 * kPart, 4 * kPart, 4 * kPart, 4 * kPart)),
-        low2);
-    if constexpr (W == DType::kQ3_K) {
-      const __mmask64 high = _mm512_test_epi8_mask(
-          both_halves(load256(p)), bit_halves(4 * kHalf + 2 * kPart, 4 * kHalf + 2 * kPart + 1));
-      v = _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(4));
-    }
-    return v;
+    // The two high bits of each level, rotated within their byte to bits 4-5.
+    const __m512i qh = _mm512_rolv_epi64(broadcast256(p + 128 + 32 * kHalf),
+                                         kPart == 0 ? _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4)
+                                                    : _mm512_set_epi64(62, 62, 62, 62, 0, 0, 0, 0));
+    return _mm512_ternarylogic_epi32(kPart == 0 ? ql : _mm512_srli_epi16(ql, 4), low4,
+                                     _mm512_and_si512(qh, _mm512_set1_epi8(0x30)), 0xea);
   } else {
-    static_assert(W == DType::kIQ4_XS);
-    const __m256i t = load256(p + 8 + 32 * kChunk);
-    const __m512i spread = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0),
-                                                    _mm512_zextsi256_si512(t));
-    const __m512i idx =
-        _mm512_and_si512(_mm512_srlv_epi64(spread, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), low4);
-    // The first eight levels are the negative ones.
-    neg = _mm512_cmplt_epu8_mask(idx, _mm512_set1_epi8(8));
-    static constexpr std::array<std::uint8_t, 64> kMagnitudes = [] {
-      std::array<std::uint8_t, 64> a{};
-      for (int i = 0; i < 64; ++i) {
-        const int v = detail::kIQ4NLValues[i % 16];
-        a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v < 0 ? -v : v);
-      }
-      return a;
-    }();
-    return _mm512_shuffle_epi8(load_table(kMagnitudes), idx);
+    static_assert(W == DType::kQ2_K || W == DType::kQ3_K);
+    constexpr int kQs = W == DType::kQ2_K ? 16 : 32;
+    const __m512i qs = load512(p + kQs);
+    const __m512i src = kVec < 2 ? qs : _mm512_srli_epi16(qs, 4);
+    __m512i v = _mm512_and_si512(src, _mm512_set1_epi8(kVec % 2 == 0 ? 0x03 : 0x0c));
+    if constexpr (W == DType::kQ2_K) {
+      return _mm512_shuffle_epi8(h.t[kVec / 2], v);
+    } else {
+      const __mmask64 high = _mm512_test_epi8_mask(broadcast256(p), bit_halves(kVec, kVec + 4));
+      return _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(kVec % 2 == 0 ? 4 : 16));
+    }
   }
 }
 
 template <DType W, int R, int C, bool kAhead>
-void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-            std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
+void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::int64_t x_stride,
+            std::int64_t blocks, float* out, std::int64_t n) {
   constexpr std::int64_t kB = block_bytes(W);
-  constexpr std::int64_t kX = sizeof(BlockQ8_K);
-  constexpr bool kSigned = W == DType::kIQ4_XS;
+  constexpr bool kTableScaled = W == DType::kQ2_K || W == DType::kIQ4_XS;
+  constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
+  constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
   __m512 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -694,7 +876,6 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   }
   for (std::int64_t i = 0; i < blocks; ++i) {
     const std::uint8_t* wb[R];
-    const BlockQ8_K* xb[C];
     KHead head[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -702,53 +883,90 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
       prefetch_ahead<kAhead>(wb[r] + R * w_stride, kB);
       k_head<W>(wb[r], head[r]);
     }
+    const KAct* xb[C];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-      xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * x_stride + i * kX);
+    for (int c = 0; c < C; ++c) xb[c] = x + c * x_stride + i;
     __m512i sumi[R][C];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) sumi[r][c] = _mm512_setzero_si512();
     }
-    const auto chunk = [&](auto chunk_index) {
-      constexpr int kChunk = decltype(chunk_index)::value;
+    // Vector kVec of every row against every activation row, into dot.
+    const auto vec = [&](auto vec_index, __m512i(&dot)[R][C]) {
+      constexpr int kVec = decltype(vec_index)::value;
       __m512i levels[R];
       __m512i scales[R];
-      __mmask64 neg[R] = {};
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        levels[r] = k_levels<W, kChunk>(wb[r], neg[r]);
-        scales[r] = _mm512_permutexvar_epi16(load_table(kChunkGroups<kChunk>),
-                                             _mm512_zextsi256_si512(head[r].scales));
+        levels[r] = k_levels<W, kVec>(wb[r], head[r]);
+        if constexpr (!kTableScaled) {
+          __m256i s = head[r].scales;
+          if constexpr (W == DType::kQ3_K && kVec % 2 == 0) s = _mm256_slli_epi16(s, 2);
+          scales[r] = _mm512_permutexvar_epi16(load_table(kChunkGroups<W, kVec>),
+                                               _mm512_zextsi256_si512(s));
+        }
       }
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
-        const __m512i xq = load512(xb[c]->qs + 64 * kChunk);
+        const __m512i xq = _mm512_load_si512(xb[c]->q + 64 * kVec);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          const __m512i xs =
-              kSigned ? _mm512_mask_sub_epi8(xq, neg[r], _mm512_setzero_si512(), xq) : xq;
-          sumi[r][c] =
-              _mm512_dpwssd_epi32(sumi[r][c], _mm512_maddubs_epi16(levels[r], xs), scales[r]);
+          if constexpr (kTableScaled) {
+            dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], levels[r], xq);
+          } else {
+            dot[r][c] =
+                _mm512_dpwssd_epi32(dot[r][c], _mm512_maddubs_epi16(levels[r], xq), scales[r]);
+          }
         }
       }
     };
-    chunk(std::integral_constant<int, 0>{});
-    chunk(std::integral_constant<int, 1>{});
-    chunk(std::integral_constant<int, 2>{});
-    chunk(std::integral_constant<int, 3>{});
+    if constexpr (W == DType::kIQ4_XS) {
+      // Per 64-byte load: exact i32 dots per lane, then the lane's group scale.
+      const auto half = [&](auto half_index) {
+        constexpr int kHalf = decltype(half_index)::value;
+        __m512i dot[R][C];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+          for (int c = 0; c < C; ++c) dot[r][c] = _mm512_load_si512(xb[c]->init + 16 * kHalf);
+        }
+        vec(std::integral_constant<int, 2 * kHalf>{}, dot);
+        vec(std::integral_constant<int, 2 * kHalf + 1>{}, dot);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+          for (int c = 0; c < C; ++c) {
+            sumi[r][c] =
+                _mm512_add_epi32(sumi[r][c], _mm512_mullo_epi32(dot[r][c], head[r].t[kHalf]));
+          }
+        }
+      };
+      half(std::integral_constant<int, 0>{});
+      half(std::integral_constant<int, 1>{});
+    } else {
+      vec(std::integral_constant<int, 0>{}, sumi);
+      vec(std::integral_constant<int, 1>{}, sumi);
+      vec(std::integral_constant<int, 2>{}, sumi);
+      vec(std::integral_constant<int, 3>{}, sumi);
+    }
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const float dx = detail::load_f32(xb[c]->d);
+      const __m128 dx = _mm_set1_ps(xb[c]->d);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_set1_ps(head[r].d * dx),
-                                    acc[r][c]);
-        if constexpr (!kSigned) {
-          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->bsums), head[r].coef);
-          acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(corr)),
-                                      _mm512_set1_ps(head[r].corr * dx), acc[r][c]);
+        const __m128 f = _mm_mul_ps(head[r].f, dx);
+        if constexpr (kFoldedOffset) {
+          sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_zextsi256_si512(load256(xb[c]->sums)),
+                                           _mm512_zextsi256_si512(head[r].coef));
+        }
+        acc[r][c] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_broadcastss_ps(f), acc[r][c]);
+        if constexpr (kMinTerm) {
+          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->sums), head[r].coef);
+          acc[r][c] = _mm512_fmadd_ps(
+              _mm512_zextps256_ps512(_mm256_cvtepi32_ps(corr)),
+              _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(f)), acc[r][c]);
         }
       }
     }
@@ -775,7 +993,8 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   if constexpr (block_elems(W) == 32) {
     group_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
   } else {
-    k_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
+    k_tile<W, R, C, kAhead>(w, w_stride, reinterpret_cast<const KAct*>(x),
+                            x_stride / static_cast<std::int64_t>(sizeof(KAct)), blocks, out, n);
   }
 }
 
@@ -863,34 +1082,36 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
   }
   SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args,
                               check_quant_matmul_simd(call, w_dtype, "avx512"));
-  const DType act = activation_format(w_dtype);
   const bool small = block_elems(w_dtype) == 32;
   const std::int64_t blocks = args.k / block_elems(w_dtype);
   // Prepared activation rows: decode_layout groups for the 32-element formats
-  // (CacheLine keeps every row 64-byte aligned), q8_k rows for the k-quants.
+  // (CacheLine keeps every row 64-byte aligned), KAct super-blocks for the
+  // k-quants (aligned the same way).
   const DecodeLayout layout = decode_layout_for(w_dtype);
   const std::int64_t x_stride =
       small ? (blocks + kGroupBlocks - 1) / kGroupBlocks * layout.group_bytes
-            : blocks * static_cast<std::int64_t>(sizeof(BlockQ8_K));
+            : blocks * static_cast<std::int64_t>(sizeof(KAct));
   std::vector<CacheLine> groups;
-  std::vector<std::uint8_t> kq;
+  std::vector<KAct> kq;
   if (small) {
     groups.resize(static_cast<std::size_t>(x_stride / 64 * args.rows));
   } else {
-    kq.resize(static_cast<std::size_t>(x_stride * args.rows));
+    kq.resize(static_cast<std::size_t>(blocks * args.rows));
   }
-  auto* x = small ? reinterpret_cast<std::uint8_t*>(groups.data()) : kq.data();
+  auto* x = small ? reinterpret_cast<std::uint8_t*>(groups.data())
+                  : reinterpret_cast<std::uint8_t*>(kq.data());
   // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
   // set to NaN afterwards, as a float dot product would propagate them.
   std::vector<char> non_finite(static_cast<std::size_t>(args.rows), 0);
   call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::uint8_t> tmp;
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
       non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
       if (small) {
         layout.fn(row, args.k, x + r * x_stride);
       } else {
-        detail::quantize_row(act, row, kq.data() + r * x_stride, args.k);
+        prepare_k(w_dtype, row, args.k, tmp, kq.data() + r * blocks);
       }
     }
   });
