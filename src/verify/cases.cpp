@@ -598,10 +598,11 @@ Result<std::vector<Case>> make_cases(OpKind op, const DTypeList& dtypes, const K
     case OpKind::kCopy:
       return same_shape_cases(op, dtypes, caps, g, {{1}, {17}, {3, 33}, {2, 3, 5}});
     case OpKind::kTranspose:
-      // Past the SIMD sibling's 8-column tiles and 32- / 64-row panels, not a
-      // multiple of either.
-      return same_shape_cases(op, dtypes, caps, g,
-                              {{1, 1}, {3, 5}, {4, 33}, {70, 45}, {2, 7, 17}, {2, 37, 19}});
+      // Past the SIMD sibling's 8-column tiles and its 128- / 256-row panels, not
+      // a multiple of either.
+      return same_shape_cases(
+          op, dtypes, caps, g,
+          {{1, 1}, {3, 5}, {4, 33}, {70, 45}, {300, 21}, {2, 7, 17}, {2, 37, 19}});
     case OpKind::kConcat: return concat_cases(dtypes, caps, g);
     case OpKind::kAttention: return attention_cases(dtypes, caps, g);
     case OpKind::kLinear: return linear_cases(dtypes, caps, g);

@@ -263,13 +263,13 @@ constexpr DType kLayoutDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType
 
 TEST(CpuLayoutTest, TransposeSwapsTheLastTwoDimsAtOddSizes) {
   // Sizes below, at and past the SIMD sibling's tiles (8 columns; 8 and 16 rows)
-  // and panels (32 and 64 rows), on one thread and on three.
+  // and panels (128 and 256 rows), on one thread and on three.
   for (DType t : kLayoutDTypes) {
     const std::vector<BindingEntry> entries = cpu_entries(OpKind::kTranspose, {t, t});
     ASSERT_FALSE(entries.empty());
     EXPECT_EQ(entries.back().source, "portable");
     for (const BindingEntry& e : entries) {
-      for (std::int64_t a : {1, 3, 8, 24, 33, 70}) {
+      for (std::int64_t a : {1, 3, 8, 24, 33, 70, 300}) {
         for (std::int64_t b : {1, 7, 17, 40, 131}) {
           const Tensor x = bit_pattern(t, {2, a, b}, static_cast<std::uint32_t>(a * b));
           for (int threads : {0, 3}) {

@@ -155,17 +155,19 @@ Status transpose_kernel_impl(const KernelCall& call) {
 
 // Note [Transpose panels]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// The SIMD sibling splits each matrix into panels of whole input rows (32 rows
-// of 4-byte elements, 64 of 2-byte ones) and walks a panel's columns eight at a
-// time, transposing register tiles (layout_avx2.cpp, Note [Transpose tiles]).
-// Each column step writes 128 contiguous bytes into each of eight output rows:
-// two whole cache lines, so no line is written partly by one task and partly by
-// another, and the lines a step writes are finished before they leave L1. The
-// input side reads 32 or 64 rows side by side, prefetched ahead in software.
-// A panel and its output lines (about 8 KiB per column step and 8 columns of
-// look-ahead) stay in L1 whatever the row pitch. Tasks are panels, several per
-// task when a panel is short, so that a task moves about kElementGrain elements.
-// Inputs whose columns are not unit-stride take the reference's scalar tiles.
+// The SIMD sibling splits each matrix into panels of whole input rows (128 rows
+// of 4-byte elements, 256 of 2-byte ones; LayoutSimd) and walks a panel's
+// columns eight at a time, transposing register tiles (layout_avx2.cpp, Note
+// [Transpose tiles]). Each column step writes 512 contiguous bytes into each of
+// eight output rows: whole cache lines, so no line is written partly by one task
+// and partly by another, and long runs of each output row, which a transpose of
+// a large matrix needs most: its output rows are pages apart, and every line
+// written is a read-for-ownership miss (the lines of a later step are prefetched
+// in software, as are the input rows, more streams than the hardware follows).
+// A step's input lines (8 KiB) and output lines (4 KiB) stay in L1 whatever the
+// row pitch. Tasks are panels, several per task when a panel is short, so that a
+// task moves about kElementGrain elements. Inputs whose columns are not
+// unit-stride take the reference's scalar tiles.
 template <std::size_t kBytes, DType kDType, Variant kVariant>
 Status transpose_simd_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
