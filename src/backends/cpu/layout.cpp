@@ -164,7 +164,7 @@ Status transpose_kernel_impl(const KernelCall& call) {
 // a large matrix needs most: its output rows are pages apart, and every line
 // written is a read-for-ownership miss (the lines of a later step are prefetched
 // in software, as are the input rows, more streams than the hardware follows).
-// A step's input lines (8 KiB) and output lines (4 KiB) stay in L1 whatever the
+// A step's input lines (8 or 16 KiB) and output lines (4 KiB) stay in L1 whatever the
 // row pitch. Tasks are panels, several per task when a panel is short, so that a
 // task moves about kElementGrain elements. Inputs whose columns are not
 // unit-stride take the reference's scalar tiles.
