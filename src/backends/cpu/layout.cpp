@@ -159,8 +159,9 @@ Status transpose_kernel_impl(const KernelCall& call) {
 // of 4-byte elements, 256 of 2-byte ones; LayoutSimd) and walks a panel's
 // columns eight at a time, transposing register tiles (layout_avx2.cpp, Note
 // [Transpose tiles]). Each column step writes 512 contiguous bytes into each of
-// eight output rows: whole cache lines, so no line is written partly by one task
-// and partly by another, and long runs of each output row, which a transpose of
+// eight output rows: whole cache lines where the rows are line-aligned (only a
+// panel's first and last lines are shared otherwise), and long runs of each
+// output row, which a transpose of
 // a large matrix needs most: its output rows are pages apart, and every line
 // written is a read-for-ownership miss (the lines of a later step are prefetched
 // in software, as are the input rows, more streams than the hardware follows).
