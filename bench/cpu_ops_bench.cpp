@@ -21,6 +21,7 @@
 //              triad (two reads, one write) for two full-size inputs; plain loops
 //              with ordinary stores, through the same pool;
 //   ratio      best_GB/s / peer_GB/s.
+// Transpose and concat move bits only: their peer is the copy.
 // Attention is compute-bound: it reports GFLOP/s (of the op's default cost-model
 // flop count, the same for every sibling).
 #include <benchmark/benchmark.h>
@@ -125,7 +126,7 @@ struct OpBench {
 // elementwise, casts, norms, softmax and reductions.
 bool streaming(const OpBench& spec) {
   return !spec.compute_bound && spec.op != OpKind::kRope && spec.op != OpKind::kGetRows &&
-         spec.op != OpKind::kCopy && spec.op != OpKind::kTranspose;
+         spec.op != OpKind::kCopy && spec.op != OpKind::kTranspose && spec.op != OpKind::kConcat;
 }
 
 // `scale`: the tensors' leading dimension is `scale` times that of kElems elements
@@ -212,6 +213,8 @@ std::vector<OpBench> op_benches(std::int64_t scale) {
   OpParams none;
   OpParams scaled;
   scaled.scale = 0.125f;
+  OpParams last;
+  last.axis = -1;
   return {
       {"add/f32", "add_f32", OpKind::kAdd, {f32, f32, f32}, {flat, flat, flat}, none},
       {"mul/bf16", "mul_bf16", OpKind::kMul, {bf16, bf16, bf16}, {flat, flat, flat}, none},
@@ -258,6 +261,21 @@ std::vector<OpBench> op_benches(std::int64_t scale) {
        none},
       {"copy/f32", "copy_f32", OpKind::kCopy, {f32, f32}, {flat, flat}, none},
       {"transpose/f32", "transpose_f32", OpKind::kTranspose, {f32, f32}, {rows, rows}, none},
+      {"transpose/f16", "transpose_f16", OpKind::kTranspose, {f16, f16}, {rows, rows}, none},
+      // Two halves of each row (runs of 8 KiB), and attention heads of 64 f16
+      // joined into heads of 128 (runs of 128 bytes).
+      {"concat_halves/f32",
+       "concat2_f32",
+       OpKind::kConcat,
+       {f32, f32, f32},
+       {{4096 * scale, 2048}, {4096 * scale, 2048}, rows},
+       last},
+      {"concat_heads/f16",
+       "concat2_f16",
+       OpKind::kConcat,
+       {f16, f16, f16},
+       {{16384 * scale, 8, 64}, {16384 * scale, 8, 64}, {16384 * scale, 8, 128}},
+       last},
       {"attention/f32",
        "attention_f32_f32",
        OpKind::kAttention,

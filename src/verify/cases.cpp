@@ -441,8 +441,9 @@ Result<std::vector<Case>> concat_cases(const DTypeList& d, const KernelCaps& cap
     c.note = fmt::format("axis={}", axis);
     return c;
   };
-  std::vector<Case> cases = {make({7}, 0), make({2, 3, 5}, -1), make({2, 3, 5}, 0),
-                             make({2, 3, 5}, 1), make({4, 17}, -2)};
+  std::vector<Case> cases = {make({7}, 0),       make({2, 3, 5}, -1), make({2, 3, 5}, 0),
+                             make({2, 3, 5}, 1), make({4, 17}, -2),   make({3, 2, 45}, 1),
+                             make({5, 300}, -1)};
   add_strided(cases, caps, make({3, 4, 5}, 1));
   return cases;
 }
@@ -597,7 +598,11 @@ Result<std::vector<Case>> make_cases(OpKind op, const DTypeList& dtypes, const K
     case OpKind::kCopy:
       return same_shape_cases(op, dtypes, caps, g, {{1}, {17}, {3, 33}, {2, 3, 5}});
     case OpKind::kTranspose:
-      return same_shape_cases(op, dtypes, caps, g, {{1, 1}, {3, 5}, {4, 33}, {2, 7, 17}});
+      // Past the SIMD sibling's 8-column tiles and its 128- / 256-row panels, not
+      // a multiple of either.
+      return same_shape_cases(
+          op, dtypes, caps, g,
+          {{1, 1}, {3, 5}, {4, 33}, {70, 45}, {300, 21}, {2, 7, 17}, {2, 37, 19}});
     case OpKind::kConcat: return concat_cases(dtypes, caps, g);
     case OpKind::kAttention: return attention_cases(dtypes, caps, g);
     case OpKind::kLinear: return linear_cases(dtypes, caps, g);

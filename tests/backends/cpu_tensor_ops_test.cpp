@@ -2,7 +2,9 @@
 // double-precision expectations, including strided inputs, grouped-query heads,
 // causal masking and the error paths.
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <span>
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu_test_util.h"
@@ -234,20 +236,53 @@ TEST(CpuLayoutTest, CopyMaterialisesStridedAndBroadcastViews) {
   }
 }
 
+// Raw element bits of a 4- or 2-byte tensor.
+std::uint32_t bits_at(const Tensor& t, std::int64_t i) {
+  const auto* p = static_cast<const std::byte*>(t.data());
+  if (dense_bytes(t.dtype()) == 4) return reinterpret_cast<const std::uint32_t*>(p)[i];
+  return reinterpret_cast<const std::uint16_t*>(p)[i];
+}
+
+// A tensor of arbitrary bit patterns (NaN payloads, subnormals and signed zeros
+// included): layout kernels must move every pattern unchanged.
+Tensor bit_pattern(DType t, Shape shape, std::uint32_t seed) {
+  Tensor x(t, shape);
+  auto* p = static_cast<std::byte*>(x.data());
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const std::uint32_t h = (static_cast<std::uint32_t>(i) + seed) * 2654435761u;
+    if (dense_bytes(t) == 4) {
+      reinterpret_cast<std::uint32_t*>(p)[i] = h;
+    } else {
+      reinterpret_cast<std::uint16_t*>(p)[i] = static_cast<std::uint16_t>(h >> 16);
+    }
+  }
+  return x;
+}
+
+constexpr DType kLayoutDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32};
+
 TEST(CpuLayoutTest, TransposeSwapsTheLastTwoDimsAtOddSizes) {
-  for (DType t : {DType::kF32, DType::kF16, DType::kI32}) {
-    for (std::int64_t a : {1, 3, 33}) {
-      for (std::int64_t b : {1, 17, 40}) {
-        std::vector<double> v(static_cast<std::size_t>(2 * a * b));
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 1000);
-        Tensor x = Tensor::of(t, {2, a, b}, v);
-        Tensor out(t, {2, b, a});
-        const BindingEntry e = only_entry(cpu_entries(OpKind::kTranspose, {t, t}));
-        ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}).is_ok());
-        for (std::int64_t m = 0; m < 2; ++m) {
-          for (std::int64_t i = 0; i < a; ++i) {
-            for (std::int64_t j = 0; j < b; ++j) {
-              ASSERT_EQ(out.get((m * b + j) * a + i), x.get((m * a + i) * b + j));
+  // Sizes below, at and past the SIMD sibling's tiles (8 columns; 8 and 16 rows)
+  // and panels (128 and 256 rows), on one thread and on three.
+  for (DType t : kLayoutDTypes) {
+    const std::vector<BindingEntry> entries = cpu_entries(OpKind::kTranspose, {t, t});
+    ASSERT_FALSE(entries.empty());
+    EXPECT_EQ(entries.back().source, "portable");
+    for (const BindingEntry& e : entries) {
+      for (std::int64_t a : {1, 3, 8, 24, 33, 70, 300}) {
+        for (std::int64_t b : {1, 7, 17, 40, 131}) {
+          const Tensor x = bit_pattern(t, {2, a, b}, static_cast<std::uint32_t>(a * b));
+          for (int threads : {0, 3}) {
+            Tensor out(t, {2, b, a});
+            ASSERT_TRUE(
+                call_entry(e, {const_cast<Tensor&>(x).view()}, {out.view()}, {}, threads).is_ok());
+            for (std::int64_t m = 0; m < 2; ++m) {
+              for (std::int64_t i = 0; i < a; ++i) {
+                for (std::int64_t j = 0; j < b; ++j) {
+                  ASSERT_EQ(bits_at(out, (m * b + j) * a + i), bits_at(x, (m * a + i) * b + j))
+                      << e.name << " [2, " << a << ", " << b << "] threads " << threads;
+                }
+              }
             }
           }
         }
@@ -255,8 +290,46 @@ TEST(CpuLayoutTest, TransposeSwapsTheLastTwoDimsAtOddSizes) {
     }
   }
   Tensor x(DType::kF32, {2, 3}), wrong(DType::kF32, {2, 3});
-  const BindingEntry e = only_entry(cpu_entries(OpKind::kTranspose, {DType::kF32, DType::kF32}));
-  EXPECT_EQ(call_entry(e, {x.view()}, {wrong.view()}).code(), StatusCode::kInvalidArgument);
+  for (const BindingEntry& e : cpu_entries(OpKind::kTranspose, {DType::kF32, DType::kF32})) {
+    EXPECT_EQ(call_entry(e, {x.view()}, {wrong.view()}).code(), StatusCode::kInvalidArgument)
+        << e.name;
+    Tensor vec(DType::kF32, {3});
+    EXPECT_EQ(call_entry(e, {vec.view()}, {vec.view()}).code(), StatusCode::kInvalidArgument)
+        << e.name;
+  }
+}
+
+TEST(CpuLayoutTest, TransposeReadsStridedAndBroadcastInputs) {
+  for (DType t : kLayoutDTypes) {
+    // A [3, 37, 45] window of a [3, 40, 50] buffer, its batch broadcast from one
+    // matrix, and a view with strided columns.
+    const Tensor base = bit_pattern(t, {3, 40, 50}, 11);
+    void* data = const_cast<Tensor&>(base).data();
+    const std::int64_t window[] = {2000, 50, 1};
+    const std::int64_t broadcast[] = {0, 50, 1};
+    const std::int64_t every_other[] = {2000, 50, 2};
+    struct View {
+      const std::int64_t* strides;
+      std::int64_t b;
+    };
+    for (const View& v : {View{window, 45}, View{broadcast, 45}, View{every_other, 25}}) {
+      const TensorView x = TensorView::strided(data, t, {3, 37, v.b},
+                                               std::span<const std::int64_t>(v.strides, 3), 51);
+      for (const BindingEntry& e : cpu_entries(OpKind::kTranspose, {t, t})) {
+        Tensor out(t, {3, v.b, 37});
+        ASSERT_TRUE(call_entry(e, {x}, {out.view()}, {}, 2).is_ok()) << e.name;
+        for (std::int64_t m = 0; m < 3; ++m) {
+          for (std::int64_t i = 0; i < 37; ++i) {
+            for (std::int64_t j = 0; j < v.b; ++j) {
+              const std::int64_t src = 51 + m * v.strides[0] + i * v.strides[1] + j * v.strides[2];
+              ASSERT_EQ(bits_at(out, (m * v.b + j) * 37 + i), bits_at(base, src))
+                  << e.name << " strides " << v.strides[0] << ", " << v.strides[2];
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(CpuLayoutTest, ConcatJoinsAlongAnyAxis) {
@@ -264,32 +337,120 @@ TEST(CpuLayoutTest, ConcatJoinsAlongAnyAxis) {
   Tensor a = Tensor::of(t, {2, 2}, {1, 2, 3, 4});
   Tensor b = Tensor::of(t, {2, 1}, {5, 6});
   Tensor c = Tensor::of(t, {2, 3}, {7, 8, 9, 10, 11, 12});
-  const BindingEntry e3 = only_entry(cpu_entries(OpKind::kConcat, {t, t, t, t}));
-  OpParams last;
-  last.axis = -1;
-  Tensor out(t, {2, 6});
-  ASSERT_TRUE(call_entry(e3, {a.view(), b.view(), c.view()}, {out.view()}, last).is_ok());
-  EXPECT_EQ(out.values(), (std::vector<double>{1, 2, 5, 7, 8, 9, 3, 4, 6, 10, 11, 12}));
-  // Axis 0, with the second input a transposed (strided) view.
-  const BindingEntry e2 = only_entry(cpu_entries(OpKind::kConcat, {t, t, t}));
-  OpParams first;
-  first.axis = 0;
-  const std::int64_t transposed[] = {1, 2};
-  Tensor out0(t, {4, 2});
-  ASSERT_TRUE(call_entry(e2, {a.view(), TensorView::strided(a.data(), t, {2, 2}, transposed)},
-                         {out0.view()}, first)
-                  .is_ok());
-  EXPECT_EQ(out0.values(), (std::vector<double>{1, 2, 3, 4, 1, 3, 2, 4}));
-  // Mismatched dims off the axis, wrong totals and bad axes are refused.
-  Tensor bad_out(t, {2, 5});
-  EXPECT_EQ(call_entry(e3, {a.view(), b.view(), c.view()}, {bad_out.view()}, last).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(call_entry(e2, {a.view(), b.view()}, {out0.view()}, first).code(),
-            StatusCode::kInvalidArgument);
-  OpParams far;
-  far.axis = 2;
-  EXPECT_EQ(call_entry(e2, {a.view(), a.view()}, {out0.view()}, far).code(),
-            StatusCode::kInvalidArgument);
+  for (const BindingEntry& e3 : cpu_entries(OpKind::kConcat, {t, t, t, t})) {
+    OpParams last;
+    last.axis = -1;
+    Tensor out(t, {2, 6});
+    ASSERT_TRUE(call_entry(e3, {a.view(), b.view(), c.view()}, {out.view()}, last).is_ok());
+    EXPECT_EQ(out.values(), (std::vector<double>{1, 2, 5, 7, 8, 9, 3, 4, 6, 10, 11, 12}))
+        << e3.name;
+    Tensor bad_out(t, {2, 5});
+    EXPECT_EQ(call_entry(e3, {a.view(), b.view(), c.view()}, {bad_out.view()}, last).code(),
+              StatusCode::kInvalidArgument)
+        << e3.name;
+  }
+  for (const BindingEntry& e2 : cpu_entries(OpKind::kConcat, {t, t, t})) {
+    // Axis 0, with the second input a transposed (strided) view.
+    OpParams first;
+    first.axis = 0;
+    const std::int64_t transposed[] = {1, 2};
+    Tensor out0(t, {4, 2});
+    ASSERT_TRUE(call_entry(e2, {a.view(), TensorView::strided(a.data(), t, {2, 2}, transposed)},
+                           {out0.view()}, first)
+                    .is_ok());
+    EXPECT_EQ(out0.values(), (std::vector<double>{1, 2, 3, 4, 1, 3, 2, 4})) << e2.name;
+    // Mismatched dims off the axis, wrong totals and bad axes are refused.
+    EXPECT_EQ(call_entry(e2, {a.view(), b.view()}, {out0.view()}, first).code(),
+              StatusCode::kInvalidArgument)
+        << e2.name;
+    OpParams far;
+    far.axis = 2;
+    EXPECT_EQ(call_entry(e2, {a.view(), a.view()}, {out0.view()}, far).code(),
+              StatusCode::kInvalidArgument)
+        << e2.name;
+  }
+}
+
+// Every sibling against the definition, at sizes whose flat output spans
+// several parallel chunks (so chunks start and end inside runs), with runs of one
+// element and of thousands, and a strided input among contiguous ones.
+TEST(CpuLayoutTest, ConcatCopiesRunsOfAnyLengthAcrossThreads) {
+  struct Config {
+    std::vector<std::int64_t> dims;  // the output's; inputs split `axis` as 1, 2, rest
+    int axis;
+    bool strided_middle;
+  };
+  const Config configs[] = {{{7}, 0, false},        {{3, 9, 5}, 1, false}, {{3, 9, 5}, 2, true},
+                            {{2, 40000}, 1, false}, {{70000, 3}, 1, true}, {{5, 30000}, 0, false}};
+  for (DType t : kLayoutDTypes) {
+    const std::vector<BindingEntry> entries = cpu_entries(OpKind::kConcat, {t, t, t, t});
+    ASSERT_FALSE(entries.empty());
+    EXPECT_EQ(entries.back().source, "portable");
+    for (const Config& cfg : configs) {
+      const int rank = static_cast<int>(cfg.dims.size());
+      const std::int64_t total = cfg.dims[static_cast<std::size_t>(cfg.axis)];
+      const std::int64_t split[] = {1, 2, total - 3};
+      std::vector<Tensor> owned;
+      std::vector<TensorView> views;
+      for (int k = 0; k < 3; ++k) {
+        std::vector<std::int64_t> d = cfg.dims;
+        d[static_cast<std::size_t>(cfg.axis)] = split[k];
+        owned.push_back(
+            bit_pattern(t, Shape(std::span<const std::int64_t>(d)), static_cast<std::uint32_t>(k)));
+      }
+      for (int k = 0; k < 3; ++k) {
+        TensorView v = owned[static_cast<std::size_t>(k)].view();
+        if (k == 1 && cfg.strided_middle) {
+          // The same values, read through strides over a copy laid out with the
+          // dims in reverse order (column-major).
+          const Shape s = v.shape();
+          Tensor& src = owned[1];
+          Tensor flipped(t, s);
+          std::vector<std::int64_t> strides(static_cast<std::size_t>(rank));
+          std::int64_t step = 1;
+          for (int d = 0; d < rank; ++d) {
+            strides[static_cast<std::size_t>(d)] = step;
+            step *= s[d];
+          }
+          for (std::int64_t i = 0; i < s.numel(); ++i) {
+            std::int64_t rem = i, off = 0;
+            for (int d = rank - 1; d >= 0; --d) {
+              off += (rem % s[d]) * strides[static_cast<std::size_t>(d)];
+              rem /= s[d];
+            }
+            std::memcpy(static_cast<std::byte*>(flipped.data()) + off * dense_bytes(t),
+                        static_cast<const std::byte*>(src.data()) + i * dense_bytes(t),
+                        static_cast<std::size_t>(dense_bytes(t)));
+          }
+          owned.push_back(std::move(flipped));
+          v = TensorView::strided(owned.back().data(), t, s, strides);
+        }
+        views.push_back(v);
+      }
+      OpParams params;
+      params.axis = cfg.axis;
+      std::int64_t outer = 1, inner = 1;
+      for (int d = 0; d < cfg.axis; ++d) outer *= cfg.dims[static_cast<std::size_t>(d)];
+      for (int d = cfg.axis + 1; d < rank; ++d) inner *= cfg.dims[static_cast<std::size_t>(d)];
+      for (const BindingEntry& e : entries) {
+        for (int threads : {0, 3}) {
+          Tensor out(t, Shape(std::span<const std::int64_t>(cfg.dims)));
+          ASSERT_TRUE(call_entry(e, views, {out.view()}, params, threads).is_ok()) << e.name;
+          std::int64_t pos = 0;
+          for (std::int64_t o = 0; o < outer; ++o) {
+            for (int k = 0; k < 3; ++k) {
+              const std::int64_t run = split[k] * inner;
+              for (std::int64_t i = 0; i < run; ++i, ++pos) {
+                ASSERT_EQ(bits_at(out, pos),
+                          bits_at(owned[static_cast<std::size_t>(k)], o * run + i))
+                    << e.name << " axis " << cfg.axis << " threads " << threads;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // --- attention -----------------------------------------------------------------

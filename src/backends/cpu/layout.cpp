@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/layout_simd.h"
 #include "backends/cpu/tensor_kernels.h"
 
 namespace switchyard::cpu {
@@ -10,10 +11,13 @@ namespace {
 template <std::size_t kBytes>
 using Bits = std::conditional_t<kBytes == 4, std::uint32_t, std::uint16_t>;
 
-std::string layout_name(std::string_view op, DType t, int inputs = 0) {
-  return inputs > 0 ? fmt::format("{}{}_{}__cpu_ref", op, inputs, name(t))
-                    : fmt::format("{}_{}__cpu_ref", op, name(t));
+std::string layout_name(std::string_view op, DType t, int inputs = 0, Variant v = Variant::kRef) {
+  return inputs > 0 ? fmt::format("{}{}_{}__cpu_{}", op, inputs, name(t), variant_suffix(v))
+                    : fmt::format("{}_{}__cpu_{}", op, name(t), variant_suffix(v));
 }
+
+// The SIMD pieces of a sibling; only AVX2 has them.
+const LayoutSimd& layout_table(Variant /*v*/) { return layout_avx2(); }
 
 Status check_layout_dtypes(const KernelCall& call, DType t, std::string_view kernel) {
   for (const TensorView& v : call.inputs) SWITCHYARD_RETURN_IF_ERROR(check_dtype(v, t, kernel));
@@ -73,15 +77,13 @@ Status copy_kernel_impl(const KernelCall& call) {
   return Status::ok();
 }
 
-template <std::size_t kBytes, DType kDType>
-Status transpose_kernel_impl(const KernelCall& call) {
-  using E = Bits<kBytes>;
-  const std::string kName = layout_name("transpose", kDType);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_layout_dtypes(call, kDType, kName));
+// x [..., A, B] -> out [..., B, A], out contiguous.
+Status check_transpose(const KernelCall& call, DType t, std::string_view kernel) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_layout_dtypes(call, t, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   const int rank = x.rank();
   bool shape_ok = rank >= 2 && out.rank() == rank;
   for (int i = 0; shape_ok && i < rank - 2; ++i) shape_ok = x.dim(i) == out.dim(i);
@@ -89,9 +91,30 @@ Status transpose_kernel_impl(const KernelCall& call) {
       shape_ok && out.dim(rank - 2) == x.dim(rank - 1) && out.dim(rank - 1) == x.dim(rank - 2);
   if (!shape_ok) {
     return invalid_argument_error(fmt::format("{}: {} -> {} is not [..., A, B] -> [..., B, A]",
-                                              kName, x.shape().to_string(),
+                                              kernel, x.shape().to_string(),
                                               out.shape().to_string()));
   }
+  return Status::ok();
+}
+
+// The element offset of matrix m (over the batch dimensions) in x.
+std::int64_t matrix_offset(const TensorView& x, std::int64_t m) {
+  std::int64_t base = x.offset();
+  for (int d = x.rank() - 3; d >= 0; --d) {
+    base += (m % x.dim(d)) * x.stride(d);
+    m /= x.dim(d);
+  }
+  return base;
+}
+
+template <std::size_t kBytes, DType kDType>
+Status transpose_kernel_impl(const KernelCall& call) {
+  using E = Bits<kBytes>;
+  const std::string kName = layout_name("transpose", kDType);
+  SWITCHYARD_RETURN_IF_ERROR(check_transpose(call, kDType, kName));
+  const TensorView& x = call.inputs[0];
+  const TensorView& out = call.outputs[0];
+  const int rank = x.rank();
   const std::int64_t a = x.dim(rank - 2);
   const std::int64_t b = x.dim(rank - 1);
   const std::int64_t sa = x.stride(rank - 2);
@@ -108,13 +131,7 @@ Status transpose_kernel_impl(const KernelCall& call) {
       const std::int64_t m = task / tile_rows;
       const std::int64_t a0 = (task % tile_rows) * kTile;
       const std::int64_t a1 = std::min(a, a0 + kTile);
-      // The offset of matrix m in x, over the batch dimensions.
-      std::int64_t base = x.offset();
-      std::int64_t rem = m;
-      for (int d = rank - 3; d >= 0; --d) {
-        base += (rem % x.dim(d)) * x.stride(d);
-        rem /= x.dim(d);
-      }
+      const std::int64_t base = matrix_offset(x, m);
       E* om = po + m * a * b;
       // A tile goes through a local buffer: reading rows and writing rows keeps
       // every memory access contiguous, so power-of-two row pitches cannot make
@@ -136,19 +153,64 @@ Status transpose_kernel_impl(const KernelCall& call) {
   return Status::ok();
 }
 
-template <std::size_t kBytes, DType kDType, int kInputs>
-Status concat_kernel_impl(const KernelCall& call) {
+// Note [Transpose panels]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The SIMD sibling splits each matrix into panels of whole input rows (128 rows
+// of 4-byte elements, 256 of 2-byte ones; LayoutSimd) and walks a panel's
+// columns eight at a time, transposing register tiles (layout_avx2.cpp, Note
+// [Transpose tiles]). Each column step writes 512 contiguous bytes into each of
+// eight output rows: whole cache lines where the rows are line-aligned (only a
+// panel's first and last lines are shared otherwise), and long runs of each
+// output row, which a transpose of
+// a large matrix needs most: its output rows are pages apart, and every line
+// written is a read-for-ownership miss (the lines of a later step are prefetched
+// in software, as are the input rows, more streams than the hardware follows).
+// A step's input lines (8 or 16 KiB) and output lines (4 KiB) stay in L1 whatever the
+// row pitch. Tasks are panels, several per task when a panel is short, so that a
+// task moves about kElementGrain elements. Inputs whose columns are not
+// unit-stride take the reference's scalar tiles.
+template <std::size_t kBytes, DType kDType, Variant kVariant>
+Status transpose_simd_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
-  const std::string kName = layout_name("concat", kDType, kInputs);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kInputs, 1, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_layout_dtypes(call, kDType, kName));
+  const std::string kName = layout_name("transpose", kDType, 0, kVariant);
+  SWITCHYARD_RETURN_IF_ERROR(check_transpose(call, kDType, kName));
+  const TensorView& x = call.inputs[0];
+  const int rank = x.rank();
+  const std::int64_t a = x.dim(rank - 2);
+  const std::int64_t b = x.dim(rank - 1);
+  if (b > 1 && x.stride(rank - 1) != 1) return transpose_kernel_impl<kBytes, kDType>(call);
+  const LayoutSimd& simd = layout_table(kVariant);
+  const TransposeBlockFn fn = kBytes == 4 ? simd.transpose4 : simd.transpose2;
+  const std::int64_t panel = kBytes == 4 ? simd.transpose_panel4 : simd.transpose_panel2;
+  const std::int64_t sa = x.stride(rank - 2);
+  const std::int64_t batch = a * b > 0 ? x.numel() / (a * b) : 0;
+  const std::int64_t panels = (a + panel - 1) / panel;
+  const E* px = static_cast<const E*>(x.data());
+  E* po = call.outputs[0].first_as<E>();
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(1, panel * b));
+  call.ctx.parallel_for(batch * panels, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t m = task / panels;
+      const std::int64_t a0 = (task % panels) * panel;
+      const std::int64_t rows = std::min(a, a0 + panel) - a0;
+      fn(px + matrix_offset(x, m) + a0 * sa, sa, po + m * a * b + a0, a, rows, b);
+    }
+  });
+  return Status::ok();
+}
+
+// Inputs that fit `out` along `axis` (returned, non-negative); out contiguous.
+Result<int> check_concat(const KernelCall& call, DType t, int inputs, std::string_view kernel) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, inputs, 1, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_layout_dtypes(call, t, kernel));
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   const int rank = out.rank();
   const int axis = call.params.axis < 0 ? call.params.axis + rank : call.params.axis;
   if (rank < 1 || axis < 0 || axis >= rank) {
     return invalid_argument_error(
-        fmt::format("{}: axis {} is outside rank {}", kName, call.params.axis, rank));
+        fmt::format("{}: axis {} is outside rank {}", kernel, call.params.axis, rank));
   }
   std::int64_t total = 0;
   for (const TensorView& in : call.inputs) {
@@ -156,41 +218,170 @@ Status concat_kernel_impl(const KernelCall& call) {
     for (int d = 0; ok && d < rank; ++d) ok = d == axis || in.dim(d) == out.dim(d);
     if (!ok) {
       return invalid_argument_error(fmt::format("{}: input {} does not fit output {} on axis {}",
-                                                kName, in.shape().to_string(),
+                                                kernel, in.shape().to_string(),
                                                 out.shape().to_string(), axis));
     }
     total += in.dim(axis);
   }
   if (total != out.dim(axis)) {
-    return invalid_argument_error(fmt::format(
-        "{}: inputs add up to {} along axis {}, output has {}", kName, total, axis, out.dim(axis)));
+    return invalid_argument_error(
+        fmt::format("{}: inputs add up to {} along axis {}, output has {}", kernel, total, axis,
+                    out.dim(axis)));
   }
+  return axis;
+}
+
+// Copies input `in`, placed at `start` along `axis`, into the contiguous `po`
+// row by row (any strides).
+template <typename E>
+void concat_rows(const TensorView& in, E* po, const TensorView& out, int axis, std::int64_t start,
+                 const ExecContext& ctx) {
+  const int rank = out.rank();
   const auto ostrides = contiguous_strides(out.shape());
+  const std::int64_t shift = start * ostrides[axis];
+  scatter_rows<E>(in, po, ostrides[rank - 1], ctx, [&](std::int64_t r) {
+    std::int64_t off = shift;
+    for (int d = rank - 2; d >= 0; --d) {
+      off += (r % in.dim(d)) * ostrides[d];
+      r /= in.dim(d);
+    }
+    return off;
+  });
+}
+
+template <std::size_t kBytes, DType kDType, int kInputs>
+Status concat_kernel_impl(const KernelCall& call) {
+  using E = Bits<kBytes>;
+  const std::string kName = layout_name("concat", kDType, kInputs);
+  Result<int> axis = check_concat(call, kDType, kInputs, kName);
+  if (!axis.is_ok()) return axis.status();
+  const TensorView& out = call.outputs[0];
   E* po = out.first_as<E>();
   std::int64_t start = 0;
   for (const TensorView& in : call.inputs) {
-    const std::int64_t shift = start * ostrides[axis];
-    scatter_rows<E>(in, po, ostrides[rank - 1], call.ctx, [&](std::int64_t r) {
-      std::int64_t off = shift;
-      for (int d = rank - 2; d >= 0; --d) {
-        off += (r % in.dim(d)) * ostrides[d];
-        r /= in.dim(d);
-      }
-      return off;
-    });
-    start += in.dim(axis);
+    concat_rows<E>(in, po, out, *axis, start, call.ctx);
+    start += in.dim(*axis);
   }
   return Status::ok();
 }
 
-template <int kInputs>
+// Note [Concat runs]
+// ~~~~~~~~~~~~~~~~~~
+// Seen from the contiguous output, a concat is a sequence of runs: for each
+// index over the dims before the axis, input k contributes dim_k(axis) times the
+// product of the dims after the axis contiguous elements, and a contiguous input
+// holds each of its runs contiguously too. The sibling splits the output's flat
+// range across the pool (kElementGrain elements a chunk, whatever the axis: a
+// concat along dim 0 is one run per input, still shared between threads), and a
+// chunk walks its runs in output order, copying each piece in one call (short
+// pieces in a few vector moves, long ones through memcpy). Writes are sequential
+// and every output element is written by exactly one chunk. Inputs that are not
+// contiguous are copied afterwards row by row, as by the reference.
+template <std::size_t kBytes, DType kDType, int kInputs, Variant kVariant>
+Status concat_simd_impl(const KernelCall& call) {
+  using E = Bits<kBytes>;
+  const std::string kName = layout_name("concat", kDType, kInputs, kVariant);
+  Result<int> checked = check_concat(call, kDType, kInputs, kName);
+  if (!checked.is_ok()) return checked.status();
+  const int axis = *checked;
+  const TensorView& out = call.outputs[0];
+  std::int64_t after = 1;
+  for (int d = axis + 1; d < out.rank(); ++d) after *= out.dim(d);
+  const std::int64_t row = out.dim(axis) * after;
+  // Run k covers [start[k], start[k + 1]) of every output row.
+  std::int64_t start[kInputs + 1] = {};
+  const E* src[kInputs] = {};
+  for (int k = 0; k < kInputs; ++k) {
+    const TensorView& in = call.inputs[static_cast<std::size_t>(k)];
+    start[k + 1] = start[k] + in.dim(axis) * after;
+    if (in.is_contiguous()) src[k] = in.first_as<const E>();
+  }
+  E* po = out.first_as<E>();
+  const auto copy = layout_table(kVariant).copy;
+  call.ctx.parallel_for(
+      row > 0 ? out.numel() : 0, kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+        std::int64_t o = begin / row;
+        std::int64_t r = begin % row;
+        int k = 0;
+        while (r >= start[k + 1]) ++k;
+        for (std::int64_t p = begin; p < end;) {
+          const std::int64_t n = std::min(start[k + 1] - r, end - p);
+          if (src[k] != nullptr) {
+            const std::int64_t run = start[k + 1] - start[k];
+            copy(po + p, src[k] + o * run + (r - start[k]), static_cast<std::size_t>(n) * kBytes);
+          }
+          p += n;
+          r += n;
+          // Past the run: the next input's (runs of none are skipped).
+          while (k < kInputs && r == start[k + 1]) ++k;
+          if (k == kInputs) {
+            k = 0;
+            r = 0;
+            ++o;
+            while (start[k + 1] == 0) ++k;
+          }
+        }
+      });
+  for (int k = 0; k < kInputs; ++k) {
+    if (src[k] != nullptr) continue;
+    const TensorView& in = call.inputs[static_cast<std::size_t>(k)];
+    concat_rows<E>(in, po, out, axis, start[k] / after, call.ctx);
+  }
+  return Status::ok();
+}
+
+template <int kInputs, Variant kVariant>
 KernelFn concat_for(DType t) {
-  switch (t) {
-    case DType::kF32: return &concat_kernel_impl<4, DType::kF32, kInputs>;
-    case DType::kI32: return &concat_kernel_impl<4, DType::kI32, kInputs>;
-    case DType::kF16: return &concat_kernel_impl<2, DType::kF16, kInputs>;
-    case DType::kBF16: return &concat_kernel_impl<2, DType::kBF16, kInputs>;
+  if constexpr (kVariant == Variant::kRef) {
+    switch (t) {
+      case DType::kF32: return &concat_kernel_impl<4, DType::kF32, kInputs>;
+      case DType::kI32: return &concat_kernel_impl<4, DType::kI32, kInputs>;
+      case DType::kF16: return &concat_kernel_impl<2, DType::kF16, kInputs>;
+      case DType::kBF16: return &concat_kernel_impl<2, DType::kBF16, kInputs>;
+      default: return nullptr;
+    }
+  } else {
+    switch (t) {
+      case DType::kF32: return &concat_simd_impl<4, DType::kF32, kInputs, kVariant>;
+      case DType::kI32: return &concat_simd_impl<4, DType::kI32, kInputs, kVariant>;
+      case DType::kF16: return &concat_simd_impl<2, DType::kF16, kInputs, kVariant>;
+      case DType::kBF16: return &concat_simd_impl<2, DType::kBF16, kInputs, kVariant>;
+      default: return nullptr;
+    }
+  }
+}
+
+template <Variant kVariant>
+KernelFn concat_for(DType t, int inputs) {
+  switch (inputs) {
+    case 2: return concat_for<2, kVariant>(t);
+    case 3: return concat_for<3, kVariant>(t);
+    case 4: return concat_for<4, kVariant>(t);
+    case 5: return concat_for<5, kVariant>(t);
+    case 6: return concat_for<6, kVariant>(t);
+    case 7: return concat_for<7, kVariant>(t);
     default: return nullptr;
+  }
+}
+
+template <Variant kVariant>
+KernelFn transpose_for(DType t) {
+  if constexpr (kVariant == Variant::kRef) {
+    switch (t) {
+      case DType::kF32: return &transpose_kernel_impl<4, DType::kF32>;
+      case DType::kI32: return &transpose_kernel_impl<4, DType::kI32>;
+      case DType::kF16: return &transpose_kernel_impl<2, DType::kF16>;
+      case DType::kBF16: return &transpose_kernel_impl<2, DType::kBF16>;
+      default: return nullptr;
+    }
+  } else {
+    switch (t) {
+      case DType::kF32: return &transpose_simd_impl<4, DType::kF32, kVariant>;
+      case DType::kI32: return &transpose_simd_impl<4, DType::kI32, kVariant>;
+      case DType::kF16: return &transpose_simd_impl<2, DType::kF16, kVariant>;
+      case DType::kBF16: return &transpose_simd_impl<2, DType::kBF16, kVariant>;
+      default: return nullptr;
+    }
   }
 }
 
@@ -206,26 +397,22 @@ KernelFn copy_kernel(DType t) {
   }
 }
 
-KernelFn transpose_kernel(DType t) {
-  switch (t) {
-    case DType::kF32: return &transpose_kernel_impl<4, DType::kF32>;
-    case DType::kI32: return &transpose_kernel_impl<4, DType::kI32>;
-    case DType::kF16: return &transpose_kernel_impl<2, DType::kF16>;
-    case DType::kBF16: return &transpose_kernel_impl<2, DType::kBF16>;
-    default: return nullptr;
+KernelFn transpose_kernel(DType t, Variant variant) {
+  switch (variant) {
+    case Variant::kRef: return transpose_for<Variant::kRef>(t);
+    case Variant::kAvx2: return transpose_for<Variant::kAvx2>(t);
+    case Variant::kAvx512: return nullptr;
   }
+  return nullptr;
 }
 
-KernelFn concat_kernel(DType t, int inputs) {
-  switch (inputs) {
-    case 2: return concat_for<2>(t);
-    case 3: return concat_for<3>(t);
-    case 4: return concat_for<4>(t);
-    case 5: return concat_for<5>(t);
-    case 6: return concat_for<6>(t);
-    case 7: return concat_for<7>(t);
-    default: return nullptr;
+KernelFn concat_kernel(DType t, int inputs, Variant variant) {
+  switch (variant) {
+    case Variant::kRef: return concat_for<Variant::kRef>(t, inputs);
+    case Variant::kAvx2: return concat_for<Variant::kAvx2>(t, inputs);
+    case Variant::kAvx512: return nullptr;
   }
+  return nullptr;
 }
 
 }  // namespace switchyard::cpu

@@ -308,16 +308,26 @@ void append_tensor_rows(std::vector<Row>& rows) {
                     copy_kernel(t),
                     options(fmt::format("copy_{}__cpu_ref", name(t)), kRef, exact(),
                             &stream_cost<0>, kStridedBroadcast)});
-    rows.push_back({OpKind::kTranspose,
-                    {t, t},
-                    transpose_kernel(t),
-                    options(fmt::format("transpose_{}__cpu_ref", name(t)), kRef, exact(),
-                            &stream_cost<0>, kStridedBroadcast)});
+    // The SIMD siblings move the same bits as the reference (exact, at any
+    // thread count) with the same caps: strided inputs take scalar paths.
+    for (Variant v : variants()) {
+      const KernelFn fn = transpose_kernel(t, v);
+      if (fn == nullptr) continue;
+      rows.push_back({OpKind::kTranspose,
+                      {t, t},
+                      fn,
+                      options(fmt::format("transpose_{}{}", name(t), suffix(v)), v, exact(),
+                              &stream_cost<0>, kStridedBroadcast)});
+    }
     for (int inputs = 2; inputs <= kMaxConcatInputs; ++inputs) {
       std::vector<DType> dtypes(static_cast<std::size_t>(inputs) + 1, t);
-      rows.push_back({OpKind::kConcat, DTypeList(dtypes), concat_kernel(t, inputs),
-                      options(fmt::format("concat{}_{}__cpu_ref", inputs, name(t)), kRef, exact(),
-                              &stream_cost<0>, kStridedBroadcast)});
+      for (Variant v : variants()) {
+        const KernelFn fn = concat_kernel(t, inputs, v);
+        if (fn == nullptr) continue;
+        rows.push_back({OpKind::kConcat, DTypeList(dtypes), fn,
+                        options(fmt::format("concat{}_{}{}", inputs, name(t), suffix(v)), v,
+                                exact(), &stream_cost<0>, kStridedBroadcast)});
+      }
     }
   }
   // Attention in double: the only error is the final rounding, plus a double

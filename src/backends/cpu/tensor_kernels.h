@@ -23,14 +23,16 @@ namespace switchyard::cpu {
 [[nodiscard]] KernelFn get_rows_kernel(DType table, DType out, Variant variant);
 
 // copy, transpose: input of any strides (broadcast too), contiguous output, for
-// f32, f16, bf16 and i32.
+// f32, f16, bf16 and i32. Transpose has an AVX2 sibling (register-tile
+// transposes, layout_avx2.cpp); null for AVX-512.
 [[nodiscard]] KernelFn copy_kernel(DType dtype);
-[[nodiscard]] KernelFn transpose_kernel(DType dtype);
+[[nodiscard]] KernelFn transpose_kernel(DType dtype, Variant variant);
 
 // concat of `inputs` tensors (2 to kMaxConcatInputs) of any strides into a
-// contiguous output, along params.axis.
+// contiguous output, along params.axis. The AVX2 sibling copies the output's
+// contiguous runs split across the pool; null for AVX-512.
 inline constexpr int kMaxConcatInputs = 7;
-[[nodiscard]] KernelFn concat_kernel(DType dtype, int inputs);
+[[nodiscard]] KernelFn concat_kernel(DType dtype, int inputs, Variant variant);
 
 // attention: q [..., Sq, H, Dh] of `q` dtype, k and v [..., Skv, Hkv, Dh] of `kv`
 // dtype, an optional mask [Sq, Skv] of `q` dtype, out like q; contiguous. The
