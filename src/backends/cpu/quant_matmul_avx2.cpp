@@ -1,5 +1,6 @@
 // AVX2 matmul with block-quantized weights: activations are quantized once per row
-// to the format's activation type, then every weight block meets its activation
+// to the format's activation type (quantize_act_avx2.cpp, the reference bytes),
+// then every weight block meets its activation
 // block in an integer dot product.
 //
 // The integer core is the byte multiply-add (vpmaddubsw: unsigned x signed bytes,
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "backends/cpu/quant_kernels.h"
+#include "backends/cpu/quantize_act.h"
 #include "quant/blocks.h"
 
 namespace switchyard::cpu {
@@ -522,7 +524,12 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
       non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
-      detail::quantize_row(act, row, xq.data() + r * act_row_bytes, args.k);
+      std::uint8_t* dst = xq.data() + r * act_row_bytes;
+      if (act == DType::kQ8_0) {
+        quantize_row_q8_0_avx2(row, dst, args.k);
+      } else {
+        quantize_row_q8_k_avx2(row, dst, args.k);
+      }
     }
   });
   const std::int64_t blocks = args.k / block_elems(w_dtype);
