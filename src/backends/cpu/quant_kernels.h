@@ -10,7 +10,9 @@
 //                      f32 dot product per activation row, in index order.
 //   matmul_quant_avx2  AVX2 + FMA + F16C: quantizes each activation row once to
 //                      the format's activation type (q8_0 or q8_k) and runs
-//                      integer dot products (byte multiply-adds) per block.
+//                      integer dot products (byte multiply-adds) per block,
+//                      in register tiles (2 or 1 weight rows x 4 or 8
+//                      activation rows for prefill).
 //   matmul_quant_avx512 AVX-512 F/BW/VL + VNNI: the same activation quantization
 //                      and precision, 64 levels per vpdpbusd / vpdpwssd, and
 //                      register tiles (4 weight rows for decode, 4 or 3 weight

@@ -1,11 +1,20 @@
 // AVX2 matmul with block-quantized weights: activations are quantized once per row
-// to the format's activation type, then every weight block meets its activation
+// to the format's activation type (quantize_act_avx2.cpp, the reference bytes),
+// then every weight block meets its activation
 // block in an integer dot product.
 //
 // The integer core is the byte multiply-add (vpmaddubsw: unsigned x signed bytes,
 // adjacent pairs summed to i16), then vpmaddwd against the group scales (or ones)
 // to i32. Signed weights use the sign trick: |w| times a with w's sign applied.
 // No i16 sum can saturate: |w| <= 128 and |a| <= 127 give at most 2 * 128 * 127.
+//
+// Register tiles: decode runs four weight rows at once for the 32-element
+// formats (independent accumulator chains); prefill runs 2 weight rows x 4
+// activation rows for the 32-element formats and 1 x 8 for the k-quants, so each
+// unpacked weight block serves four or eight activation rows (the choice is
+// measured; see Tiles). Every output element is computed by the same sequence of
+// operations whichever tile computes it, so results are identical at any thread
+// count.
 //
 // Per format (x = activation, s_g = group scale, m_g = group min):
 //   32-element blocks: dot = d_w * d_x * sum(q_w * q_x)            (q4_0, q5_0,
@@ -24,6 +33,7 @@
 #include <vector>
 
 #include "backends/cpu/quant_kernels.h"
+#include "backends/cpu/quantize_act.h"
 #include "quant/blocks.h"
 
 namespace switchyard::cpu {
@@ -85,14 +95,6 @@ inline __m256i group_scales(int lo, int hi) {
 // 32-element formats against q8_0. Each weight block is unpacked once and meets
 // the same block of R activation rows (R = 1 for decode, 4 for prefill).
 
-// A block with a min adds m * d_x * sum(q_x). The sum is taken exactly from the
-// quantized activations (q8_1 would carry it as an f16-rounded d * sum, which costs
-// about 2^-11 of the term).
-inline __m256 add_min_term(__m256 acc, float m_dx, __m256i xq) {
-  const __m256i sums = sum_i16_to_i32(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq));
-  return _mm256_fmadd_ps(_mm256_set1_ps(m_dx), _mm256_cvtepi32_ps(sums), acc);
-}
-
 // One weight block unpacked: |q| (or q when unsigned), the signs, the scale and
 // the min (zero when the format has none).
 struct SmallBlock {
@@ -140,72 +142,76 @@ inline SmallBlock unpack_small(const std::uint8_t* wb) {
 template <DType W>
 constexpr bool kUnsignedLevels = W == DType::kQ4_1 || W == DType::kQ5_1;
 
-// Decode reads every weight byte once, from DRAM for a real model; the hardware
-// prefetchers alone keep too few lines in flight while the cores unpack. Decode
-// loops therefore ask for the bytes of the row(s) they will read next, at the
-// offset they read now (`ahead` bytes further on), spread over the loop.
-// Prefetches never fault, so running past the last row is harmless.
+// Note [Decode prefetch]
+// A decode step (one activation row) reads every weight byte once, from DRAM for
+// a real model; the hardware prefetchers alone keep too few lines in flight while
+// the cores unpack. Decode tiles (kAhead) therefore ask for the bytes that the
+// tile R rows further on will read, at the offset they read now, spread over the
+// loop. Prefetches never fault, so running past the last row is harmless. Prefill
+// tiles reuse each weight row across activation rows from L2 and do not prefetch.
+template <bool kAhead>
 inline void prefetch_ahead(const std::uint8_t* p, std::int64_t bytes) {
-  for (std::int64_t o = 0; o < bytes; o += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+  if constexpr (kAhead) {
+    for (std::int64_t o = 0; o < bytes; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+    }
   }
 }
 
-template <DType W, int R>
-void dot_small(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
-               std::int64_t out_stride) {
+// out[c * n + r] = dot(weight row r, activation row c) for r < R, c < C. Weight
+// row r starts at w + r * w_stride, activation row c (q8_0) at x + c * x_stride.
+// Every output element sees the same operations whatever R and C are: per block
+// one integer dot, one f32 fused multiply-add by d_w * d_x (plus one for the min
+// term), in block order, then one horizontal sum.
+template <DType W, int R, int C, bool kAhead>
+void small_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+                std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
   constexpr bool kHasMin = kUnsignedLevels<W>;
   constexpr std::int64_t kWBytes = block_bytes(W);
   constexpr std::int64_t kXBytes = sizeof(BlockQ8_0);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  }
   for (std::int64_t i = 0; i < blocks; ++i) {
-    if constexpr (R == 1) prefetch_ahead(w + (blocks + i) * kWBytes, kWBytes);
-    const SmallBlock wb = unpack_small<W>(w + i * kWBytes);
+    SmallBlock wb[R];
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const std::uint8_t* xb = x[r] + i * kXBytes;
+      prefetch_ahead<kAhead>(w + (r + R) * w_stride + i * kWBytes, kWBytes);
+      wb[r] = unpack_small<W>(w + r * w_stride + i * kWBytes);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const std::uint8_t* xb = x + c * x_stride + i * kXBytes;
       const __m256i xq = load256(xb + 2);
-      const float dx = f16_at(xb);
-      const __m256i p16 = kUnsignedLevels<W>
-                              ? _mm256_maddubs_epi16(wb.mag, xq)
-                              : _mm256_maddubs_epi16(wb.mag, _mm256_sign_epi8(xq, wb.sign));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wb.d * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)),
-                               acc[r]);
-      if constexpr (kHasMin) acc[r] = add_min_term(acc[r], wb.m * dx, xq);
+      const __m256 dx = _mm256_set1_ps(f16_at(xb));
+      // A block with a min adds m * d_x * sum(q_x). The sum is taken exactly from
+      // the quantized activations (q8_1 would carry it as an f16-rounded d * sum,
+      // which costs about 2^-11 of the term).
+      __m256 xsum = _mm256_setzero_ps();
+      if constexpr (kHasMin) {
+        xsum = _mm256_cvtepi32_ps(sum_i16_to_i32(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq)));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i p16 = kUnsignedLevels<W>
+                                ? _mm256_maddubs_epi16(wb[r].mag, xq)
+                                : _mm256_maddubs_epi16(wb[r].mag, _mm256_sign_epi8(xq, wb[r].sign));
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wb[r].d), dx),
+                                    _mm256_cvtepi32_ps(sum_i16_to_i32(p16)), acc[r][c]);
+        if constexpr (kHasMin) {
+          acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wb[r].m), dx), xsum, acc[r][c]);
+        }
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
-}
-
-// Four weight rows against one activation row (decode): four independent
-// accumulator chains instead of one, whose FMA latency bounded a single row. Each
-// output sees exactly the operations dot_small<W, 1> gives it, so the two agree
-// bit for bit. w[r] = w + r * w_stride; out[r] for r < 4.
-template <DType W>
-void dot_small_rows4(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-                     std::int64_t blocks, float* out) {
-  constexpr bool kHasMin = kUnsignedLevels<W>;
-  constexpr std::int64_t kWBytes = block_bytes(W);
-  constexpr std::int64_t kXBytes = sizeof(BlockQ8_0);
-  __m256 acc[4];
-  for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
-  for (std::int64_t i = 0; i < blocks; ++i) {
-    const std::uint8_t* xb = x + i * kXBytes;
-    const __m256i xq = load256(xb + 2);
-    const float dx = f16_at(xb);
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      prefetch_ahead(w + (r + 4) * w_stride + i * kWBytes, kWBytes);
-      const SmallBlock wb = unpack_small<W>(w + r * w_stride + i * kWBytes);
-      const __m256i p16 = kUnsignedLevels<W>
-                              ? _mm256_maddubs_epi16(wb.mag, xq)
-                              : _mm256_maddubs_epi16(wb.mag, _mm256_sign_epi8(xq, wb.sign));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(wb.d * dx), _mm256_cvtepi32_ps(sum_i16_to_i32(p16)),
-                               acc[r]);
-      if constexpr (kHasMin) acc[r] = add_min_term(acc[r], wb.m * dx, xq);
-    }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) out[c * n + r] = hsum(acc[r][c]);
   }
-  for (int r = 0; r < 4; ++r) out[r] = hsum(acc[r]);
 }
 
 // ---------------------------------------------------------------------------
@@ -363,95 +369,147 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
   }
 }
 
-template <DType W, int R>
-void dot_k(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks, float* out,
-           std::int64_t out_stride) {
+// out[c * n + r] as small_tile. The R weight rows are unpacked one after the
+// other, each chunk meeting the C activation rows while in registers: the i32
+// group sums of one super-block need C registers, the f32 accumulators (touched
+// once per super-block) R * C more.
+template <DType W, int R, int C, bool kAhead>
+void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+            std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
   constexpr std::int64_t kWBytes = block_bytes(W);
+  constexpr std::int64_t kXBytes = sizeof(BlockQ8_K);
   constexpr bool kSigned = W == DType::kIQ4_XS;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  }
   for (std::int64_t i = 0; i < blocks; ++i) {
-    const BlockQ8_K* xb[R];
-    for (int r = 0; r < R; ++r) {
-      xb[r] = reinterpret_cast<const BlockQ8_K*>(x[r] + i * sizeof(BlockQ8_K));
+    const BlockQ8_K* xb[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * x_stride + i * kXBytes);
     }
-    __m256i sumi[R];
-    for (int r = 0; r < R; ++r) sumi[r] = _mm256_setzero_si256();
-    if constexpr (R == 1) prefetch_ahead(w + (blocks + i) * kWBytes, kWBytes);
-    KHeader k;
-    unpack_k<W>(w + i * kWBytes, k, [&](int c, __m256i mag, __m256i sign, __m256i scales) {
-      for (int r = 0; r < R; ++r) {
-        __m256i xq = load256(xb[r]->qs + 32 * c);
-        if constexpr (kSigned) xq = _mm256_sign_epi8(xq, sign);
-        const __m256i p = _mm256_maddubs_epi16(mag, xq);
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, scales));
-      }
-    });
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float dx = detail::load_f32(xb[r]->d);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-      if constexpr (W != DType::kIQ4_XS) {
-        const __m256i corr = _mm256_madd_epi16(load256(xb[r]->bsums), k.coef);
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r]);
+      const std::uint8_t* wb = w + r * w_stride + i * kWBytes;
+      prefetch_ahead<kAhead>(wb + R * w_stride, kWBytes);
+      __m256i sumi[C];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
+      KHeader k;
+      unpack_k<W>(wb, k, [&](int chunk, __m256i mag, __m256i sign, __m256i scales) {
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+          __m256i xq = load256(xb[c]->qs + 32 * chunk);
+          if constexpr (kSigned) xq = _mm256_sign_epi8(xq, sign);
+          const __m256i p = _mm256_maddubs_epi16(mag, xq);
+          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, scales));
+        }
+      });
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const float dx = detail::load_f32(xb[c]->d);
+        acc[r][c] =
+            _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[r][c]);
+        if constexpr (W != DType::kIQ4_XS) {
+          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->bsums), k.coef);
+          acc[r][c] =
+              _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r][c]);
+        }
       }
     }
   }
-  for (int r = 0; r < R; ++r) out[r * out_stride] = hsum(acc[r]);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) out[c * n + r] = hsum(acc[r][c]);
+  }
 }
 
-// out[r * out_stride] = dot(weight row w, activation row x[r]) for r < R.
-using DotFn = void (*)(const std::uint8_t* w, const std::uint8_t* const* x, std::int64_t blocks,
-                       float* out, std::int64_t out_stride);
+// ---------------------------------------------------------------------------
+// Dispatch.
 
-// Four weight rows against one activation row, or nullptr where the single-row
-// dot is not latency-bound (the k-quants accumulate a super-block in integers).
-using RowsFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-                        std::int64_t blocks, float* out);
+// A tile: R weight rows (w_stride bytes apart) against C quantized activation rows
+// (x_stride bytes apart), `blocks` weight blocks per row; out as small_tile.
+using TileFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+                        std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n);
 
-struct DotFns {
-  DotFn one = nullptr;
-  DotFn four = nullptr;
-  RowsFn rows4 = nullptr;
+// kAhead: prefetch the next tile's weights (decode tiles; Note [Decode prefetch]).
+template <DType W, int R, int C, bool kAhead = false>
+void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
+          std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
+  if constexpr (block_elems(W) == 32) {
+    small_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
+  } else {
+    k_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
+  }
+}
+
+// Decode: four weight rows per tile for the 32-element formats (four independent
+// accumulator chains; one chain's FMA latency bounded a single row), one for the
+// k-quants (which accumulate a super-block in integers first).
+//
+// Prefill: the 32-element formats run 2 weight rows x 4 activation rows (eight
+// f32 accumulators, two unpacked blocks of two registers each, the activation
+// block and its scale: the 16 ymm registers), then 1 x 4 for a leftover weight
+// row. The k-quants run 1 x 8 (eight i32 group sums in registers, the f32
+// accumulators touched once per super-block), then 1 x 4 for a leftover group of
+// four activation rows. Other activation rows go through the decode tiles.
+// Measured single-threaded on 512 x 4096 x 14336 against other shapes: 2 x 4 beat
+// 3 x 4, 4 x 2, 2 x 6, 3 x 3 and 1 x 8 for the 32-element formats (the larger
+// ones spill); for the k-quants 1 x 8 and 1 x 6 were 10-25% faster than 1 x 4
+// and 2 x 4. 64 weight rows per L2 block were faster than 16.
+struct Tiles {
+  TileFn rows4 = nullptr;  // decode, 4 x 1 (32-element formats only)
+  TileFn rows1 = nullptr;  // decode, 1 x 1
+  TileFn prefill = nullptr;
+  TileFn cols = nullptr;   // 1 x prefill_cols
+  TileFn cols4 = nullptr;  // 1 x 4 where prefill_cols is larger
+  std::int64_t prefill_rows = 0;
+  std::int64_t prefill_cols = 0;
 };
 
 template <DType W>
-DotFns dots() {
+Tiles tiles() {
   if constexpr (block_elems(W) == 32) {
-    return {&dot_small<W, 1>, &dot_small<W, 4>, &dot_small_rows4<W>};
+    return {
+        &tile<W, 4, 1, true>, &tile<W, 1, 1, true>, &tile<W, 2, 4>, &tile<W, 1, 4>, nullptr, 2, 4};
   } else {
-    return {&dot_k<W, 1>, &dot_k<W, 4>};
+    return {nullptr, &tile<W, 1, 1, true>, &tile<W, 1, 8>, &tile<W, 1, 8>, &tile<W, 1, 4>, 1, 8};
   }
 }
 
-DotFns dot_for(DType w) {
+Tiles tiles_for(DType w) {
   switch (w) {
-    case DType::kQ4_0: return dots<DType::kQ4_0>();
-    case DType::kQ4_1: return dots<DType::kQ4_1>();
-    case DType::kQ5_0: return dots<DType::kQ5_0>();
-    case DType::kQ5_1: return dots<DType::kQ5_1>();
-    case DType::kQ8_0: return dots<DType::kQ8_0>();
-    case DType::kIQ4_NL: return dots<DType::kIQ4_NL>();
-    case DType::kMXFP4: return dots<DType::kMXFP4>();
-    case DType::kQ2_K: return dots<DType::kQ2_K>();
-    case DType::kQ3_K: return dots<DType::kQ3_K>();
-    case DType::kQ4_K: return dots<DType::kQ4_K>();
-    case DType::kQ5_K: return dots<DType::kQ5_K>();
-    case DType::kQ6_K: return dots<DType::kQ6_K>();
-    case DType::kIQ4_XS: return dots<DType::kIQ4_XS>();
+    case DType::kQ4_0: return tiles<DType::kQ4_0>();
+    case DType::kQ4_1: return tiles<DType::kQ4_1>();
+    case DType::kQ5_0: return tiles<DType::kQ5_0>();
+    case DType::kQ5_1: return tiles<DType::kQ5_1>();
+    case DType::kQ8_0: return tiles<DType::kQ8_0>();
+    case DType::kIQ4_NL: return tiles<DType::kIQ4_NL>();
+    case DType::kMXFP4: return tiles<DType::kMXFP4>();
+    case DType::kQ2_K: return tiles<DType::kQ2_K>();
+    case DType::kQ3_K: return tiles<DType::kQ3_K>();
+    case DType::kQ4_K: return tiles<DType::kQ4_K>();
+    case DType::kQ5_K: return tiles<DType::kQ5_K>();
+    case DType::kQ6_K: return tiles<DType::kQ6_K>();
+    case DType::kIQ4_XS: return tiles<DType::kIQ4_XS>();
     default: return {};
   }
 }
 
-// Weight rows per parallel task, and per tile inside a task: a tile's unpacked
-// rows are reused across every group of four activation rows while in L2.
+// Weight rows per parallel task, and per tile inside a task: a tile's rows stay
+// in L2 while every group of activation rows passes over them.
 constexpr std::int64_t kRowGrain = 8;
-constexpr std::int64_t kTileRows = 16;
+constexpr std::int64_t kTileRows = 64;
 
 }  // namespace
 
 Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
-  const DotFns dot = dot_for(w_dtype);
-  if (dot.one == nullptr) {
+  const Tiles fns = tiles_for(w_dtype);
+  if (fns.rows1 == nullptr) {
     return invalid_argument_error(fmt::format(
         "matmul_f32_{}_f32__cpu_avx2: no AVX2 dot product for {}", name(w_dtype), name(w_dtype)));
   }
@@ -466,34 +524,50 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
       non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
-      detail::quantize_row(act, row, xq.data() + r * act_row_bytes, args.k);
+      std::uint8_t* dst = xq.data() + r * act_row_bytes;
+      if (act == DType::kQ8_0) {
+        quantize_row_q8_0_avx2(row, dst, args.k);
+      } else {
+        quantize_row_q8_k_avx2(row, dst, args.k);
+      }
     }
   });
   const std::int64_t blocks = args.k / block_elems(w_dtype);
   const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
-  call.ctx.parallel_for(args.n, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
+  const auto* x = xq.data();
+  const std::int64_t wb = args.row_bytes;
+  const std::int64_t n = args.n;
+  const std::int64_t cols = fns.prefill_cols;
+  call.ctx.parallel_for(n, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t0 = begin; t0 < end; t0 += kTileRows) {
       const std::int64_t t1 = std::min(end, t0 + kTileRows);
       std::int64_t r = 0;
-      for (; r + 4 <= args.rows; r += 4) {
-        const std::uint8_t* x[4];
-        for (int i = 0; i < 4; ++i) x[i] = xq.data() + (r + i) * act_row_bytes;
-        for (std::int64_t j = t0; j < t1; ++j) {
-          dot.four(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
+      for (; r + cols <= args.rows; r += cols) {
+        const std::uint8_t* xr = x + r * act_row_bytes;
+        std::int64_t j = t0;
+        for (; j + fns.prefill_rows <= t1; j += fns.prefill_rows) {
+          fns.prefill(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
         }
+        for (; j < t1; ++j)
+          fns.cols(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
+      }
+      if (fns.cols4 != nullptr && r + 4 <= args.rows) {
+        const std::uint8_t* xr = x + r * act_row_bytes;
+        for (std::int64_t j = t0; j < t1; ++j) {
+          fns.cols4(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
+        }
+        r += 4;
       }
       for (; r < args.rows; ++r) {
-        const std::uint8_t* x[1] = {xq.data() + r * act_row_bytes};
+        const std::uint8_t* xr = x + r * act_row_bytes;
         std::int64_t j = t0;
-        if (dot.rows4 != nullptr) {
+        if (fns.rows4 != nullptr) {
           for (; j + 4 <= t1; j += 4) {
-            dot.rows4(w + j * args.row_bytes, args.row_bytes, x[0], blocks,
-                      args.out + r * args.n + j);
+            fns.rows4(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
           }
         }
-        for (; j < t1; ++j) {
-          dot.one(w + j * args.row_bytes, x, blocks, args.out + r * args.n + j, args.n);
-        }
+        for (; j < t1; ++j)
+          fns.rows1(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
       }
     }
   });

@@ -352,8 +352,11 @@ TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
   if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
   for (const Simd& s : simd) {
     for (DType t : kAvx2Quant) {
+      // 13 activation rows: the AVX2 k-quant tiles of eight and four rows plus one
+      // decode row; three 4-row groups plus one elsewhere. 35 blocks: two whole
+      // AVX-512 decode groups of 16 and a partial one.
       for (std::int64_t blocks : {3, 35}) {
-        Problem p = make_problem(t, 1, 6, 11, blocks * block_elems(t), 31);
+        Problem p = make_problem(t, 1, 13, 11, blocks * block_elems(t), 31);
         std::vector<float> all;
         ASSERT_TRUE(run_matmul(s.fn(t), t, p, all).is_ok()) << name(t);
         for (std::int64_t r = 0; r < p.m; ++r) {
