@@ -4,8 +4,8 @@
 // step (the same scale searches, the same float operations in the same order, the
 // same rounding: round-half-away for q8_0 / q8_1, truncation after +0.5 for
 // q4_0..q5_1, ties-to-even `nearest_int` elsewhere), so the same input gives the
-// same bytes. This file is compiled without FMA contraction (-std=c++20 turns it
-// off in GCC), which the reference builds also run without.
+// same bytes. Like every file of the project it is compiled without FMA
+// contraction (-ffp-contract=off, CMakeLists.txt), as the reference builds run.
 //
 // Deliberate differences from the reference quantizers, all on inputs where the
 // reference produces garbage:

@@ -14,12 +14,10 @@
 //        adder: v + 1.5 * 2^23); vroundps in that mode gives the same integer for
 //        every |v| < 2^22, which bounds |v| here (|v| <= 127 up to rounding), and
 //        the same low byte for the infinities and NaN of an overflowing scale.
-// GCC contracts a vector multiply and a following add into an FMA when the
-// target has one, which would skip the rounding of the product: contraction is
-// off for this file.
+// The product is rounded before anything is added to it, as in the reference:
+// the build turns off GCC's FMA contraction (CMakeLists.txt).
 // q8_k's sign of the scale comes from the first element of largest magnitude,
 // found as the first lane equal to it.
-#pragma GCC optimize("fp-contract=off")
 #include <immintrin.h>
 
 #include <cstring>

@@ -376,6 +376,62 @@ TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
   }
 }
 
+// Activation rows of rounding ties: in every block all elements but the first
+// (the largest) scale to exactly L + 0.5 in f32, while their exact product with
+// the scale lies just off the tie. The reference quantizers round the f32
+// product (q8_0: half away from zero; q8_k: to even), so a sibling that rounds
+// ties another way, or fuses the multiply into the rounding step, gets other
+// levels and misses the reference-quantized result.
+std::vector<float> rounding_ties(DType act, std::int64_t count, unsigned seed,
+                                 std::int64_t& off_tie) {
+  const std::int64_t be = block_elems(act);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> magnitude(0.01f, 4.0f);
+  std::uniform_int_distribution<int> level(-120, 119);
+  std::vector<float> a(static_cast<std::size_t>(count));
+  off_tie = 0;
+  for (std::int64_t b = 0; b < count / be; ++b) {
+    float* x = a.data() + b * be;
+    x[0] = (b % 2 == 0 ? 127.0f : -127.0f) * magnitude(rng);
+    // The scale each reference quantizer multiplies by.
+    const float scale = act == DType::kQ8_0 ? 1.0f / (std::fabs(x[0]) / 127.0f) : -127.0f / x[0];
+    for (std::int64_t i = 1; i < be; ++i) {
+      const float tie = static_cast<float>(level(rng)) + 0.5f;
+      float c = tie / scale;
+      for (int s = 0; s < 4; ++s) c = std::nextafter(c, -std::numeric_limits<float>::infinity());
+      float pick = tie / scale;
+      for (int s = 0; s < 9; ++s, c = std::nextafter(c, std::numeric_limits<float>::infinity())) {
+        if (c * scale != tie) continue;
+        pick = c;
+        if (std::fma(c, scale, -tie) != 0.0f) break;
+      }
+      off_tie += std::fma(pick, scale, -tie) != 0.0f ? 1 : 0;
+      x[i] = pick;
+    }
+  }
+  return a;
+}
+
+TEST(QuantMatmulSimd, ActivationRoundingTiesMatchTheReferenceQuantizer) {
+  const std::vector<Simd> simd = runnable_simd();
+  if (simd.empty()) GTEST_SKIP() << "CPU runs no SIMD sibling";
+  for (const Simd& s : simd) {
+    for (DType t : kAvx2Quant) {
+      // Five rows: the prefill tiles and a decode row; two AVX-512 decode groups.
+      Problem p = make_problem(t, 1, 5, 7, 2 * block_elems(t) * (block_elems(t) == 32 ? 16 : 1), 9);
+      std::int64_t off_tie = 0;
+      p.a = rounding_ties(activation_format(t), p.m * p.k, 3, off_tie);
+      // The inputs are adversarial: most elements sit just off a tie.
+      ASSERT_GT(off_tie, p.m * p.k / 2) << name(t);
+      const std::vector<float> a_q = quantized_activations(t, p);
+      std::vector<float> out;
+      ASSERT_TRUE(run_matmul(s.fn(t), t, p, out).is_ok()) << s.name << " " << name(t);
+      expect_within(p, a_q, out, 1e-5, fmt::format("{} {} rounding ties", s.name, name(t)));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(QuantMatmulAvx512, NonFiniteActivationRowGivesNaN) {
   if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
   for (DType t : {DType::kQ4_K, DType::kQ4_0}) {
