@@ -142,13 +142,11 @@ inline SmallBlock unpack_small(const std::uint8_t* wb) {
 template <DType W>
 constexpr bool kUnsignedLevels = W == DType::kQ4_1 || W == DType::kQ5_1;
 
-// Note [Decode prefetch]
-// A decode step (one activation row) reads every weight byte once, from DRAM for
-// a real model; the hardware prefetchers alone keep too few lines in flight while
-// the cores unpack. Decode tiles (kAhead) therefore ask for the bytes that the
-// tile R rows further on will read, at the offset they read now, spread over the
-// loop. Prefetches never fault, so running past the last row is harmless. Prefill
-// tiles reuse each weight row across activation rows from L2 and do not prefetch.
+// Decode tiles (kAhead) ask for the bytes that the tile R rows further on will
+// read, at the offset they read now: Note [Decode prefetch] in
+// quant_matmul_avx512.cpp. Each instruction-set file keeps its own copy of this
+// helper: of an inline function shared through a header the linker keeps one
+// copy, compiled with whichever file's instruction set it came from.
 template <bool kAhead>
 inline void prefetch_ahead(const std::uint8_t* p, std::int64_t bytes) {
   if constexpr (kAhead) {
