@@ -533,7 +533,9 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 //
 // Per format, the integer dot of a super-block and how the group scales enter:
 //   q3_k, q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
-//     pairs, then vpdpwssd against the chunk's group scales (one vpermw per chunk).
+//     pairs, then vpdpwssd against the chunk's group scales (one vpermw per chunk;
+//     q3_k: one vpshufb, as each 128-bit lane of a chunk is one group, from the
+//     per-lane scales k_head lays out once per super-block).
 //     q3_k takes the level bits 2-3 in place (levels x 4) and scales the other
 //     chunks by 4 instead, so each 64-byte load needs one shift for four vectors;
 //     the final scale carries the 1 / 4.
@@ -547,7 +549,8 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 //     lane is one group, and the group scales multiply the lanes (vpmulld).
 // The level offsets of q3_k / q6_k go through q8_k's group sums into the same i32
 // sum (vpdpwssd); the mins of q2_k / q4_k / q5_k, with their own f16 scale, are a
-// second f32 term. Every i32 sum is exact (bounds per format checked against
+// second f32 term. The f16 scales of a tile's rows are converted together (Note
+// [k-quant scale products]). Every i32 sum is exact (bounds per format checked against
 // |x| <= 127), and decode and prefill tiles share the layout and the f32 steps.
 
 // A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
@@ -668,18 +671,30 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
   }
 }
 
-// One weight super-block's per-row data.
+// One weight super-block's per-row data (the f16 scales: Note [k-quant scale
+// products]).
 struct KHead {
-  __m512i t[2];    // q2_k: scaled-level tables; iq4_xs: group scale per i32 lane
+  __m512i t[2];    // q2_k: scaled-level tables; q3_k: t[0] the chunk scales per
+                   // 128-bit lane (k_head); iq4_xs: group scale per i32 lane
   __m256i scales;  // group scales as i16 (q4_k / q5_k: per 32-element group)
   __m256i coef;    // i16, against KAct::sums
-  __m128 f;        // lane 0: the super-block scale; lane 1: minus the mins' scale
 };
 
-// The f16 scale pair at p as f32 lanes 0-1 (one load, one conversion).
-inline __m128 f16_pair(const std::uint8_t* p) {
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(detail::load_u32(p))));
-}
+// The 32 bits of a super-block holding its f16 scale (q2_k / q4_k / q5_k: and
+// the mins' f16 scale right after it): the byte offset, the half holding the
+// scale (the mins' in the other), and the scale's factor before the activation
+// scale (q3_k's levels x 4 take 1 / 4; the mins enter negated).
+template <DType W>
+constexpr int kScaleAt = W == DType::kQ2_K   ? 80
+                         : W == DType::kQ3_K ? 106
+                         : W == DType::kQ6_K ? 206
+                                             : 0;
+template <DType W>
+constexpr int kScaleHalf = W == DType::kQ3_K || W == DType::kQ6_K ? 1 : 0;
+template <DType W>
+constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
+template <DType W>
+constexpr float kScaleFactor = W == DType::kQ3_K ? 0.25f : 1.0f;
 
 // vpshufb indices / i16 multipliers building q2_k's tables: in the 128-bit lane k
 // of table t, entries 0-3 are level 0-3 times group g(2t, k)'s scale, entries 4, 8,
@@ -701,6 +716,32 @@ constexpr std::array<std::int16_t, 32> kQ2Multipliers = [] {
   constexpr std::int16_t kLane[8] = {256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0};
   std::array<std::int16_t, 32> a{};
   for (int w = 0; w < 32; ++w) a[static_cast<std::size_t>(w)] = kLane[w % 8];
+  return a;
+}();
+
+// q3_k's chunk scales per 128-bit lane: vector j's lane k holds group
+// g(j, k) = 2j + k % 2 + 8 (k / 2) (Note [k-quant decode order]). The scales
+// shuffled so that byte 4k + j is g(j, k)'s, then spread to word j of lane k
+// (kQ3LaneShift: times 4 for j = 0, 2), and per vector broadcast over its lane.
+constexpr std::array<std::uint8_t, 64> kQ3LaneGroups = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int i = 0; i < 64; ++i) {
+    const int k = i % 16 / 4;
+    const int j = i % 4;
+    a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(2 * j + k % 2 + 8 * (k / 2));
+  }
+  return a;
+}();
+constexpr std::array<std::int16_t, 32> kQ3LaneShift = [] {
+  std::array<std::int16_t, 32> a{};
+  for (int w = 0; w < 32; ++w) a[static_cast<std::size_t>(w)] = w % 8 == 0 || w % 8 == 2 ? 2 : 0;
+  return a;
+}();
+template <int kVec>
+constexpr std::array<std::uint8_t, 64> kQ3ChunkScale = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int b = 0; b < 64; ++b)
+    a[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(2 * kVec + b % 2);
   return a;
 }();
 
@@ -740,11 +781,9 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
     h.scales = _mm256_cvtepu8_epi16(
         _mm_or_si128(low, _mm_and_si128(_mm_srli_epi32(top, 2), _mm_set1_epi8(0x30))));
     h.coef = h.scales;
-    h.f = _mm_mul_ps(f16_pair(p), _mm_setr_ps(1.0f, -1.0f, 0.0f, 0.0f));
   } else if constexpr (W == DType::kQ6_K) {
     h.scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     h.coef = _mm256_slli_epi16(h.scales, 5);
-    h.f = _mm_shuffle_ps(f16_pair(p + 206), f16_pair(p + 206), 0x55);
   } else if constexpr (W == DType::kQ2_K) {
     const __m512i raw =
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -754,26 +793,6 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
     h.t[1] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<1>)), mul);
     h.coef = _mm256_srli_epi16(
         _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 4);
-    h.f = _mm_mul_ps(f16_pair(p + 80), _mm_setr_ps(1.0f, -1.0f, 0.0f, 0.0f));
-  } else if constexpr (W == DType::kQ3_K) {
-    // 6-bit scales stored + 32 in the 12 bytes at p + 96 (loaded from p + 94 so as
-    // to stay in the block): low nibbles from bytes 0-7 (groups 0-7 low, 8-15 high
-    // nibble), top two bits from bytes 8-11, byte g % 4, bits 2 (g / 4) .. + 1.
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 94));
-    const __m128i nibbles = _mm_srlv_epi64(
-        _mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)),
-        _mm_setr_epi32(0, 0, 4, 0));
-    const __m128i top = _mm_rolv_epi32(
-        _mm_shuffle_epi8(
-            v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13)),
-        _mm_setr_epi32(4, 2, 0, 30));
-    const __m128i g = _mm_or_si128(_mm_and_si128(nibbles, _mm_set1_epi8(0x0f)),
-                                   _mm_and_si128(top, _mm_set1_epi8(0x30)));
-    h.coef = _mm256_cvtepi8_epi16(_mm_sub_epi8(g, _mm_set1_epi8(32)));
-    h.scales = h.coef;
-    // The levels' factor 4.
-    h.f =
-        _mm_mul_ps(_mm_shuffle_ps(f16_pair(p + 106), f16_pair(p + 106), 0x55), _mm_set1_ps(0.25f));
   } else {
     static_assert(W == DType::kIQ4_XS);
     const __m512i lo = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p + 4)));
@@ -791,7 +810,57 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
             _mm512_srlv_epi32(lo, load_table(kIq4ScaleLow<1>)), low4,
             _mm512_and_si512(_mm512_srlv_epi32(hi, load_table(kIq4ScaleHigh<1>)), bits45), 0xea),
         bias);
-    h.f = f16_pair(p);
+  }
+}
+
+// The heads of R q3_k rows, one 128-bit lane per row while the scales are
+// unpacked. The 6-bit scales are stored + 32 in the 12 bytes at p + 96 (loaded
+// from p + 94 so as to stay in the block): low nibbles from bytes 0-7 (groups
+// 0-7 low, 8-15 high nibble), top two bits from bytes 8-11, byte g % 4, bits
+// 2 (g / 4) .. + 1. Per row then the group scales as i16 in group order (coef,
+// against KAct::sums) and the chunk scales per 128-bit lane (t[0]: in lane k,
+// word j the scale of vector j's group there, times 4 for vectors 0 and 2, whose
+// levels are not).
+template <int R>
+inline void q3_heads(const std::uint8_t* const (&p)[R], KHead (&h)[R]) {
+  static_assert(R >= 1 && R <= 4);
+  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + 94)));
+#pragma GCC unroll 4
+  for (int r = 1; r < R; ++r) {
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[r] + 94)), r);
+  }
+  const __m512i nibbles = _mm512_srlv_epi64(
+      _mm512_shuffle_epi8(
+          v, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9))),
+      _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0, 4, 0)));
+  const __m512i top = _mm512_rolv_epi32(
+      _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(_mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13,
+                                                                  10, 11, 12, 13, 10, 11, 12, 13))),
+      _mm512_broadcast_i32x4(_mm_setr_epi32(4, 2, 0, 30)));
+  const __m512i s = _mm512_sub_epi8(
+      _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0f),
+                                _mm512_and_si512(top, _mm512_set1_epi8(0x30)), 0xea),
+      _mm512_set1_epi8(32));
+  // Byte 4k + j of each row's lane: the scale of g(j, k) (kQ3LaneGroups).
+  const __m512i lanes = _mm512_shuffle_epi8(s, load_table(kQ3LaneGroups));
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    // Dwords 2k and 2k + 1 from dword k of row r's lane: lane k of the words
+    // below starts with that dword's four scales.
+    const __m512i spread = _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(4 * r, 4 * r, 4 * r + 1, 4 * r + 1, 4 * r + 2, 4 * r + 2, 4 * r + 3,
+                          4 * r + 3, 0, 0, 0, 0, 0, 0, 0, 0),
+        lanes);
+    h[r].t[0] = _mm512_sllv_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(spread)),
+                                  load_table(kQ3LaneShift));
+  }
+  const __m512i coef01 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(s));
+  h[0].coef = _mm512_castsi512_si256(coef01);
+  if constexpr (R > 1) h[1].coef = _mm512_extracti64x4_epi64(coef01, 1);
+  if constexpr (R > 2) {
+    const __m512i coef23 = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(s, 1));
+    h[2].coef = _mm512_castsi512_si256(coef23);
+    if constexpr (R > 3) h[3].coef = _mm512_extracti64x4_epi64(coef23, 1);
   }
 }
 
@@ -867,7 +936,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
   constexpr std::int64_t kB = block_bytes(W);
   constexpr bool kTableScaled = W == DType::kQ2_K || W == DType::kIQ4_XS;
   constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
-  constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
+  static_assert(R <= 4);
   __m512 acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -881,11 +950,35 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
     for (int r = 0; r < R; ++r) {
       wb[r] = w + r * w_stride + i * kB;
       prefetch_ahead<kAhead>(wb[r] + R * w_stride, kB);
-      k_head<W>(wb[r], head[r]);
+      if constexpr (W != DType::kQ3_K) k_head<W>(wb[r], head[r]);
     }
+    if constexpr (W == DType::kQ3_K) q3_heads<R>(wb, head);
     const KAct* xb[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) xb[c] = x + c * x_stride + i;
+    // Note [k-quant scale products]
+    // The f16 scale words of the R rows are broadcast from memory (loads only),
+    // blended into dwords 0 .. R - 1 (R < 4: the rest copies of row 0's) and
+    // converted at once (row r's scale and
+    // mins' scale in lanes 2r, 2r + 1 as kScaleHalf<W> orders them), then
+    // multiplied by each activation row's scale and kept in memory, where the
+    // FMAs read them as broadcast operands: no per-row conversion, multiply or
+    // shuffles on the vector ports.
+    const auto scale_word = [&](int r) {
+      return _mm_castps_si128(
+          _mm_broadcast_ss(reinterpret_cast<const float*>(wb[r] + kScaleAt<W>)));
+    };
+    __m128i pairs = scale_word(0);
+#pragma GCC unroll 8
+    for (int r = 1; r < R; ++r) pairs = _mm_blend_epi32(pairs, scale_word(r), 1 << r);
+    constexpr float kLo = kScaleHalf<W> == 0 ? kScaleFactor<W> : -1.0f;
+    constexpr float kHi = kScaleHalf<W> == 0 ? -1.0f : kScaleFactor<W>;
+    const __m256 wd = _mm256_mul_ps(_mm256_cvtph_ps(pairs),
+                                    _mm256_setr_ps(kLo, kHi, kLo, kHi, kLo, kHi, kLo, kHi));
+    alignas(32) float f[C][8];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) _mm256_store_ps(f[c], _mm256_mul_ps(wd, _mm256_set1_ps(xb[c]->d)));
+    asm("" : "+m"(f));
     __m512i sumi[R][C];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -900,11 +993,11 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         levels[r] = k_levels<W, kVec>(wb[r], head[r]);
-        if constexpr (!kTableScaled) {
-          __m256i s = head[r].scales;
-          if constexpr (W == DType::kQ3_K && kVec % 2 == 0) s = _mm256_slli_epi16(s, 2);
+        if constexpr (W == DType::kQ3_K) {
+          scales[r] = _mm512_shuffle_epi8(head[r].t[0], load_table(kQ3ChunkScale<kVec>));
+        } else if constexpr (!kTableScaled) {
           scales[r] = _mm512_permutexvar_epi16(load_table(kChunkGroups<W, kVec>),
-                                               _mm512_zextsi256_si512(s));
+                                               _mm512_zextsi256_si512(head[r].scales));
         }
       }
 #pragma GCC unroll 8
@@ -952,21 +1045,20 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
     }
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      const __m128 dx = _mm_set1_ps(xb[c]->d);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m128 f = _mm_mul_ps(head[r].f, dx);
         if constexpr (kFoldedOffset) {
           sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_zextsi256_si512(load256(xb[c]->sums)),
                                            _mm512_zextsi256_si512(head[r].coef));
         }
-        acc[r][c] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]), _mm512_broadcastss_ps(f), acc[r][c]);
-        if constexpr (kMinTerm) {
-          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->sums), head[r].coef);
-          acc[r][c] = _mm512_fmadd_ps(
-              _mm512_zextps256_ps512(_mm256_cvtepi32_ps(corr)),
-              _mm512_permutexvar_ps(_mm512_set1_epi32(1), _mm512_castps128_ps512(f)), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]),
+                                    _mm512_set1_ps(f[c][2 * r + kScaleHalf<W>]), acc[r][c]);
+        if constexpr (kMinTerm<W>) {
+          // Lanes 8-15 add 0 times the mins' scale.
+          const __m512i corr = _mm512_madd_epi16(_mm512_zextsi256_si512(load256(xb[c]->sums)),
+                                                 _mm512_zextsi256_si512(head[r].coef));
+          acc[r][c] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(f[c][2 * r + 1]), acc[r][c]);
         }
       }
     }
