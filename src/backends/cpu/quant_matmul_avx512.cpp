@@ -535,7 +535,7 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 //   q3_k, q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
 //     pairs, then vpdpwssd against the chunk's group scales (one vpermw per chunk;
 //     q3_k: one vpshufb, as each 128-bit lane of a chunk is one group, from the
-//     per-lane scales k_head lays out once per super-block).
+//     per-lane scales q3_heads lays out once per super-block).
 //     q3_k takes the level bits 2-3 in place (levels x 4) and scales the other
 //     chunks by 4 instead, so each 64-byte load needs one shift for four vectors;
 //     the final scale carries the 1 / 4.
@@ -675,7 +675,7 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
 // products]).
 struct KHead {
   __m512i t[2];    // q2_k: scaled-level tables; q3_k: t[0] the chunk scales per
-                   // 128-bit lane (k_head); iq4_xs: group scale per i32 lane
+                   // 128-bit lane (q3_heads); iq4_xs: group scale per i32 lane
   __m256i scales;  // group scales as i16 (q4_k / q5_k: per 32-element group)
   __m256i coef;    // i16, against KAct::sums
 };
@@ -720,9 +720,10 @@ constexpr std::array<std::int16_t, 32> kQ2Multipliers = [] {
 }();
 
 // q3_k's chunk scales per 128-bit lane: vector j's lane k holds group
-// g(j, k) = 2j + k % 2 + 8 (k / 2) (Note [k-quant decode order]). The scales
-// shuffled so that byte 4k + j is g(j, k)'s, then spread to word j of lane k
-// (kQ3LaneShift: times 4 for j = 0, 2), and per vector broadcast over its lane.
+// g(j, k) = 2j + k % 2 + 8 (k / 2) (Note [k-quant decode order]). Each row's 16
+// scales shuffled so that byte 4k + j is g(j, k)'s (kQ3LaneGroups, per 128-bit
+// lane), then spread to word j of lane k (kQ3LaneShift: times 4 for j = 0, 2),
+// and per vector broadcast over its lane (kQ3ChunkScale).
 constexpr std::array<std::uint8_t, 64> kQ3LaneGroups = [] {
   std::array<std::uint8_t, 64> a{};
   for (int i = 0; i < 64; ++i) {
@@ -957,13 +958,17 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) xb[c] = x + c * x_stride + i;
     // Note [k-quant scale products]
-    // The f16 scale words of the R rows are broadcast from memory (loads only),
-    // blended into dwords 0 .. R - 1 (R < 4: the rest copies of row 0's) and
-    // converted at once (row r's scale and
-    // mins' scale in lanes 2r, 2r + 1 as kScaleHalf<W> orders them), then
-    // multiplied by each activation row's scale and kept in memory, where the
-    // FMAs read them as broadcast operands: no per-row conversion, multiply or
-    // shuffles on the vector ports.
+    // A super-block's f16 scales enter each output once, as f32 products with
+    // the activation row's scale. Converting and broadcasting them per row took
+    // a move, a conversion, two multiplies and two shuffles (port 5) per row and
+    // super-block. Instead the 32-bit scale words of the tile's R rows are
+    // broadcast from memory (loads only), blended into dwords 0 .. R - 1 (past
+    // R, copies of row 0's) and converted at once, so that row r's scale and
+    // mins' scale are lanes 2r and 2r + 1 (ordered by kScaleHalf<W>); times each
+    // activation row's scale, they are stored to f, which the empty asm keeps
+    // in memory, and the FMAs read them as embedded broadcasts. (Gathering the
+    // words by scalar stores instead made the vector load wait for the stores to
+    // retire: a load spanning several stores is not forwarded.)
     const auto scale_word = [&](int r) {
       return _mm_castps_si128(
           _mm_broadcast_ss(reinterpret_cast<const float*>(wb[r] + kScaleAt<W>)));
