@@ -925,8 +925,17 @@ inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
     if constexpr (W == DType::kQ2_K) {
       return _mm512_shuffle_epi8(h.t[kVec / 2], v);
     } else {
-      const __mmask64 high = _mm512_test_epi8_mask(broadcast256(p), bit_halves(kVec, kVec + 4));
-      return _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(kVec % 2 == 0 ? 4 : 16));
+      // The high bits: bit kVec of hmask for the first 32 bytes, bit 4 + kVec for
+      // the rest. Rotated so that both are bit kVec (the same rotation for all
+      // four vectors), then shifted to the bit above the level (2, or 4 for the
+      // levels in bits 2-3) and merged under a mask: a rotation per super-block
+      // and a shift per vector on port 0 where a vptestmb (port 5), a
+      // merge-masked add and the register copy it took were.
+      constexpr int kTo = kVec % 2 == 0 ? 2 : 4;
+      const __m512i high =
+          _mm512_rolv_epi64(broadcast256(p), _mm512_set_epi64(60, 60, 60, 60, 0, 0, 0, 0));
+      return _mm512_ternarylogic_epi32(v, kTo == kVec ? high : _mm512_slli_epi64(high, kTo - kVec),
+                                       _mm512_set1_epi8(static_cast<char>(1 << kTo)), 0xf8);
     }
   }
 }
