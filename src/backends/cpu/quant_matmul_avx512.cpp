@@ -1021,6 +1021,9 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
         for (int r = 0; r < R; ++r) {
           if constexpr (kTableScaled) {
             dot[r][c] = _mm512_dpbusd_epi32(dot[r][c], levels[r], xq);
+          } else if constexpr (kVec == 0) {
+            // The first vector starts the sum (vpmaddwd): no zeroed register to copy.
+            dot[r][c] = _mm512_madd_epi16(_mm512_maddubs_epi16(levels[r], xq), scales[r]);
           } else {
             dot[r][c] =
                 _mm512_dpwssd_epi32(dot[r][c], _mm512_maddubs_epi16(levels[r], xq), scales[r]);
@@ -1062,15 +1065,17 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         if constexpr (kFoldedOffset) {
+          // The sums' zero upper half makes the coefficients' upper half
+          // irrelevant (undefined: no zero-extending copy).
           sumi[r][c] = _mm512_dpwssd_epi32(sumi[r][c], _mm512_zextsi256_si512(load256(xb[c]->sums)),
-                                           _mm512_zextsi256_si512(head[r].coef));
+                                           _mm512_castsi256_si512(head[r].coef));
         }
         acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][c]),
                                     _mm512_set1_ps(f[c][2 * r + kScaleHalf<W>]), acc[r][c]);
         if constexpr (kMinTerm<W>) {
           // Lanes 8-15 add 0 times the mins' scale.
           const __m512i corr = _mm512_madd_epi16(_mm512_zextsi256_si512(load256(xb[c]->sums)),
-                                                 _mm512_zextsi256_si512(head[r].coef));
+                                                 _mm512_castsi256_si512(head[r].coef));
           acc[r][c] =
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_set1_ps(f[c][2 * r + 1]), acc[r][c]);
         }
