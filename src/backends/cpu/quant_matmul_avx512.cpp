@@ -533,9 +533,10 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 //
 // Per format, the integer dot of a super-block and how the group scales enter:
 //   q3_k, q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
-//     pairs, then vpdpwssd against the chunk's group scales (one vpermw per chunk;
-//     q3_k: one vpshufb, as each 128-bit lane of a chunk is one group, from the
-//     per-lane scales q3_heads lays out once per super-block).
+//     pairs, then vpdpwssd (the first chunk: vpmaddwd) against the chunk's group
+//     scales: one vpermw per chunk, or for q3_k one vpshufb (each 128-bit lane of
+//     a chunk is one group) from the per-lane scales q3_heads lays out once per
+//     super-block. q3_k's high bits are rotated and merged by vpternlog, and
 //     q3_k takes the level bits 2-3 in place (levels x 4) and scales the other
 //     chunks by 4 instead, so each 64-byte load needs one shift for four vectors;
 //     the final scale carries the 1 / 4.
