@@ -22,7 +22,10 @@
 //   k-quants (q8_k):   dot = d_w * d_x * sum_g s_g * sum(q_w * q_x)
 //                            - dmin_w * d_x * sum_g m_g * bsum_g
 //   where an offset level (q6_k's q - 32, q3_k's q - 4) is applied through the
-//   q8_k group sums instead of per element.
+//   q8_k group sums instead of per element, inside the integer sum. The k-quant
+//   chunks are kept to a few single-uop instructions each (Note [AVX2 k-quant
+//   chunks]); iq4_xs meets activations reordered once per call (Note [iq4_xs
+//   group pairs]).
 #include <fmt/format.h>
 #include <immintrin.h>
 
@@ -83,12 +86,6 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-// A vector of i16 scales: `lo` for the first 16 bytes' pairs, `hi` for the rest.
-inline __m256i group_scales(int lo, int hi) {
-  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(hi)),
-                          _mm_set1_epi16(static_cast<short>(lo)));
 }
 
 // ---------------------------------------------------------------------------
@@ -213,23 +210,46 @@ void small_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
 }
 
 // ---------------------------------------------------------------------------
-// k-quants against q8_k. A weight super-block is unpacked once into eight
-// 32-byte level vectors with their i16 group scales, plus a group correction
-// applied through the activation's group sums:
-//   dot = d * d_x * sum_c (levels_c . x_c scaled) + corr * d_x * sum_g coef_g * bsum_g
-// (q4_k / q5_k / q2_k: corr = -dmin, coef = group mins; q6_k / q3_k: levels are
-// stored + 32 / + 4, so corr = -32 d / -4 d and coef = group scales).
+// k-quants against q8_k. A weight super-block is unpacked into eight 32-byte
+// chunks of unsigned levels (q8_k element order, except iq4_xs: see
+// Note [iq4_xs group pairs]), each meeting its 32 activation bytes in vpmaddubsw
+// and then vpmaddwd against the chunk's i16 group scales (q2_k: see below):
+//   dot = d * d_x * sum_chunks(...) + corr * d_x * sum_g coef_g * bsum_g.
+//
+// Note [AVX2 k-quant chunks]
+// The decode step spends nothing but unpacking per weight byte, so every chunk
+// is kept to a few single-uop instructions and nothing per chunk goes through
+// the cross-lane shuffle port:
+//   - Group scales are decoded once per super-block into an i16 vector; a chunk's
+//     scale vector (first 16 bytes' group, last 16 bytes' group) is one vpshufb
+//     of that vector with both 128-bit lanes made equal once per super-block.
+//   - q2_k / q3_k: the levels of bits 2-3 of a qs byte stay in place (levels
+//     times 4), so one shift of a 32-byte load serves four chunks. q3_k scales the
+//     other chunks by 4 instead and carries the 1 / 4 in d; q2_k's vpshufb tables
+//     (below) are indexed by either position. q3_k / q5_k move their high level
+//     bit to its place with one shift and one mask.
+//   - q2_k: levels (0-3) times scales (0-15) fit a byte, so per pair of chunks a
+//     vpshufb table per super-block (entries 0-3: levels times the scale of the
+//     chunk with levels in bits 0-1; entries 4, 8, 12: levels times the other
+//     chunk's) turns levels into scaled levels, two chunks' vpmaddubsw sums add
+//     in i16 (at most 2 * 2 * 45 * 127) and one vpmaddwd by ones widens them.
+//   - The level offsets of q3_k (q - 4) and q6_k (q - 32) join the same i32 sum
+//     through q8_k's group sums (coef = -offset * scale); the mins of q2_k /
+//     q4_k / q5_k, with their own f16 scale, are a second f32 term (corr).
+// Every i32 sum is exact (|x| <= 127), so decode and prefill tiles, which run
+// this same sequence per output element, give identical bytes.
 
 struct KHeader {
-  __m256i coef;  // 16 x i16
+  __m256i coef;  // 16 x i16, against q8_k's group sums
   float d;
-  float corr;
+  float corr;  // the mins' factor (q2_k / q4_k / q5_k), zero otherwise
 };
 
-inline __m256i mask_bits(__m256i v, int bit) {
-  const __m256i m = _mm256_set1_epi8(static_cast<char>(1 << bit));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(v, m), m);
-}
+// Formats whose level offset goes through the group sums into the integer sum.
+template <DType W>
+constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
+template <DType W>
+constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
 
 // Eight bytes, each twice: the eight 32-element groups' values as 16 x i16, one
 // per 16-element group of q8_k's sums.
@@ -238,14 +258,54 @@ inline __m256i bytes_twice(std::uint64_t eight) {
   return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
 }
 
-// Unpacks one super-block: fills the header and hands each 32-element chunk to
+// Both 128-bit lanes set to lane `lane` of v.
+template <int kLane>
+inline __m256i lane_twice(__m256i v) {
+  return _mm256_permute2x128_si256(v, v, kLane == 0 ? 0x00 : 0x11);
+}
+
+// From v (i16, both lanes equal): word w0 in every word of the first lane,
+// word w1 in every word of the second.
+inline __m256i pick_words(__m256i v, int w0, int w1) {
+  const auto pair = [](int w) { return static_cast<short>((2 * w + 1) << 8 | 2 * w); };
+  return _mm256_shuffle_epi8(v,
+                             _mm256_set_m128i(_mm_set1_epi16(pair(w1)), _mm_set1_epi16(pair(w0))));
+}
+
+// Bit `from` of each byte of v moved to bit `to` (both at most 7), others zero.
+inline __m256i move_bit(__m256i v, int from, int to) {
+  const __m256i m = _mm256_set1_epi8(static_cast<char>(1 << to));
+  if (from < to) return _mm256_and_si256(_mm256_slli_epi16(v, to - from), m);
+  if (from > to) return _mm256_and_si256(_mm256_srli_epi16(v, from - to), m);
+  return _mm256_and_si256(v, m);
+}
+
+// q2_k's table for chunks (h, 2 t) and (h, 2 t + 1), built from the 16 scales
+// (both lanes) as i16 words, then multiplied into bytes: word 0 = s_a * 256
+// (entries 0, 1: 0, s_a), word 1 = s_a * (2 + 3 * 256) (entries 2, 3), words 2,
+// 4, 6 = s_b, 2 s_b, 3 s_b (entries 4, 8, 12), where in lane l, a = 8h + 4t + l
+// and b = a + 2 are the groups of the two chunks' bytes 16l .. 16l + 15.
+inline __m256i q2_table(__m256i scales, int h, int t) {
+  const auto spread = [&](int l) {
+    const int a = 8 * h + 4 * t + l;
+    const int b = a + 2;
+    const auto w = [](int g) { return static_cast<short>(0x8000 | g); };
+    return _mm_setr_epi16(w(a), w(a), w(b), w(b), w(b), w(b), w(b), w(b));
+  };
+  const __m256i mult =
+      _mm256_setr_epi16(256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0, 256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0);
+  return _mm256_mullo_epi16(_mm256_shuffle_epi8(scales, _mm256_set_m128i(spread(1), spread(0))),
+                            mult);
+}
+
+// Unpacks one super-block: fills the header and hands each 32-byte chunk to
 // chunk(index, levels, signs, i16 scales) as soon as it is decoded, so the levels
-// stay in registers (signs matter only for iq4_xs, whose levels are signed).
-template <DType W, typename Chunk>
-inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
+// stay in registers (signs matter only for iq4_xs, whose levels are signed);
+// q2_k hands pairs of scaled-level chunks to pair(index, levels, index, levels).
+template <DType W, typename Chunk, typename Pair>
+inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& pair) {
   const __m256i none = _mm256_setzero_si256();
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i low2 = _mm256_set1_epi8(0x03);
   if constexpr (W == DType::kQ4_K || W == DType::kQ5_K) {
     // Same leading fields in both layouts: d, dmin, 12 scale bytes.
     const std::uint8_t* scales = wb + 4;
@@ -265,26 +325,32 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
         (u1 & 0x3f3f3f3fu) |
         static_cast<std::uint64_t>(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
     k.coef = bytes_twice(mins);
+    // Scale of chunk j (group j) in word j of both lanes.
+    const __m256i s = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
     const __m256i hbits = W == DType::kQ5_K ? load256(wb + 16) : _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(qs + 32 * c);
       __m256i lo = _mm256_and_si256(q, low4);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
       if constexpr (W == DType::kQ5_K) {
-        const __m256i b16 = _mm256_set1_epi8(0x10);
-        lo = _mm256_or_si256(lo, _mm256_and_si256(mask_bits(hbits, 2 * c), b16));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(mask_bits(hbits, 2 * c + 1), b16));
+        lo = _mm256_or_si256(lo, move_bit(hbits, 2 * c, 4));
+        hi = _mm256_or_si256(hi, move_bit(hbits, 2 * c + 1, 4));
       }
-      chunk(2 * c, lo, none, _mm256_set1_epi16(static_cast<short>((sc >> (16 * c)) & 0xff)));
-      chunk(2 * c + 1, hi, none,
-            _mm256_set1_epi16(static_cast<short>((sc >> (16 * c + 8)) & 0xff)));
+      chunk(2 * c, lo, none, pick_words(s, 2 * c, 2 * c));
+      chunk(2 * c + 1, hi, none, pick_words(s, 2 * c + 1, 2 * c + 1));
     }
   } else if constexpr (W == DType::kQ6_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
     k.d = f16_at(b.d);
-    k.corr = -32.0f * k.d;
-    const std::int8_t* sc = b.scales;
-    k.coef = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    k.corr = 0.0f;
+    const __m256i s =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    k.coef = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s, 5));
+    const __m256i halves[2] = {lane_twice<0>(s), lane_twice<1>(s)};
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m256i qh = load256(b.qh + 32 * h);
       const __m256i ql0 = load256(b.ql + 64 * h);
@@ -292,66 +358,76 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
       const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
                                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
                                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
-      const __m256i highs[4] = {
-          _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
-          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4),
-          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4),
-          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4)};
+      const __m256i highs[4] = {_mm256_slli_epi16(_mm256_and_si256(qh, low2), 4),
+                                _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0c)), 2),
+                                _mm256_and_si256(qh, _mm256_set1_epi8(0x30)),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), _mm256_set1_epi8(0x30))};
+#pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
-        const int g = 8 * h + 2 * r;
-        chunk(4 * h + r, _mm256_or_si256(lows[r], highs[r]), none, group_scales(sc[g], sc[g + 1]));
+        chunk(4 * h + r, _mm256_or_si256(lows[r], highs[r]), none,
+              pick_words(halves[h], 2 * r, 2 * r + 1));
       }
     }
   } else if constexpr (W == DType::kQ3_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ3_K*>(wb);
-    k.d = f16_at(b.d);
-    k.corr = -4.0f * k.d;
-    // The 6-bit scales (stored + 32) four groups at a time: low nibbles from bytes
-    // 0-7, top two bits from bytes 8-11 (two bits per group of four).
-    const std::uint32_t a0 = detail::load_u32(b.scales);
-    const std::uint32_t a1 = detail::load_u32(b.scales + 4);
-    const std::uint32_t t = detail::load_u32(b.scales + 8);
-    alignas(16) std::uint32_t words[4] = {(a0 & 0x0f0f0f0fu) | ((t << 4) & 0x30303030u),
-                                          (a1 & 0x0f0f0f0fu) | ((t << 2) & 0x30303030u),
-                                          ((a0 >> 4) & 0x0f0f0f0fu) | (t & 0x30303030u),
-                                          ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 2) & 0x30303030u)};
-    std::uint8_t stored[16];
-    std::memcpy(stored, words, sizeof stored);
-    int sc[16];
-    for (int g = 0; g < 16; ++g) sc[g] = stored[g] - 32;
-    k.coef = _mm256_sub_epi16(
-        _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(words))),
-        _mm256_set1_epi16(32));
+    // Levels times 4 in chunks 4h + 1 and 4h + 3, scales times 4 in the others.
+    k.d = 0.25f * f16_at(b.d);
+    k.corr = 0.0f;
+    // The 6-bit scales (stored + 32) of the 12 bytes at b.scales, loaded from two
+    // bytes before them so as to stay in the block: low nibbles from bytes 0-7
+    // (groups 0-7 the low, 8-15 the high nibble), top two bits from bytes 8-11
+    // (group g: byte g % 4, bits 2 (g / 4) and 2 (g / 4) + 1, moved to bits 4-5;
+    // a shift by 32 gives zero).
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales - 2));
+    const __m128i nib = _mm_srlv_epi64(
+        _mm_shuffle_epi8(v, _mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9)),
+        _mm_set_epi64x(4, 0));
+    const __m128i t = _mm_shuffle_epi8(
+        v, _mm_setr_epi8(10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13, 10, 11, 12, 13));
+    const __m128i top = _mm_or_si128(_mm_sllv_epi32(t, _mm_setr_epi32(4, 2, 0, 32)),
+                                     _mm_srlv_epi32(t, _mm_setr_epi32(32, 32, 32, 2)));
+    const __m128i g = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi8(0x0f)),
+                                   _mm_and_si128(top, _mm_set1_epi8(0x30)));
+    const __m256i s = _mm256_cvtepi8_epi16(_mm_sub_epi8(g, _mm_set1_epi8(32)));
+    // Offset 4 against levels times 4: -16 per unit of scale.
+    k.coef = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s, 4));
+    const __m256i halves[2] = {lane_twice<0>(s), lane_twice<1>(s)};
     const __m256i hm = load256(b.hmask);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    const __m256i high2 = _mm256_set1_epi8(0x0c);
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b.qs + 32 * h);
-      const __m256i lows[4] = {_mm256_and_si256(qs, low2),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 2), low2),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 4), low2),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
+      const __m256i qs4 = _mm256_srli_epi16(qs, 4);
+      const __m256i four = _mm256_slli_epi16(halves[h], 2);
+      const __m256i lows[4] = {_mm256_and_si256(qs, low2), _mm256_and_si256(qs, high2),
+                               _mm256_and_si256(qs4, low2), _mm256_and_si256(qs4, high2)};
+#pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
-        const int g = 8 * h + 2 * r;
-        const __m256i high = _mm256_and_si256(mask_bits(hm, 4 * h + r), _mm256_set1_epi8(4));
-        chunk(4 * h + r, _mm256_or_si256(lows[r], high), none, group_scales(sc[g], sc[g + 1]));
+        const __m256i levels =
+            _mm256_or_si256(lows[r], move_bit(hm, 4 * h + r, r % 2 == 0 ? 2 : 4));
+        chunk(4 * h + r, levels, none, pick_words(r % 2 == 0 ? four : halves[h], 2 * r, 2 * r + 1));
       }
     }
   } else if constexpr (W == DType::kQ2_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
     k.d = f16_at(b.d);
     k.corr = -f16_at(b.dmin);
-    k.coef = _mm256_cvtepu8_epi16(_mm_and_si128(
-        _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), 4),
-        _mm_set1_epi8(0x0f)));
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    k.coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f)));
+    const __m256i scales = _mm256_and_si256(_mm256_broadcastsi128_si256(raw), low4);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    const __m256i high2 = _mm256_set1_epi8(0x0c);
+#pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b.qs + 32 * h);
-      const __m256i lows[4] = {_mm256_and_si256(qs, low2),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 2), low2),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 4), low2),
-                               _mm256_and_si256(_mm256_srli_epi16(qs, 6), low2)};
-      for (int r = 0; r < 4; ++r) {
-        const int g = 8 * h + 2 * r;
-        chunk(4 * h + r, lows[r], none, group_scales(b.scales[g] & 0xf, b.scales[g + 1] & 0xf));
-      }
+      const __m256i qs4 = _mm256_srli_epi16(qs, 4);
+      const __m256i t0 = q2_table(scales, h, 0);
+      const __m256i t1 = q2_table(scales, h, 1);
+      pair(4 * h, _mm256_shuffle_epi8(t0, _mm256_and_si256(qs, low2)), 4 * h + 1,
+           _mm256_shuffle_epi8(t0, _mm256_and_si256(qs, high2)));
+      pair(4 * h + 2, _mm256_shuffle_epi8(t1, _mm256_and_si256(qs4, low2)), 4 * h + 3,
+           _mm256_shuffle_epi8(t1, _mm256_and_si256(qs4, high2)));
     }
   } else {
     static_assert(W == DType::kIQ4_XS);
@@ -359,10 +435,51 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk) {
     k.d = f16_at(b.d);
     k.corr = 0.0f;
     k.coef = _mm256_setzero_si256();
-    for (int g = 0; g < 8; ++g) {
-      const __m256i q = table_lookup(detail::kIQ4NLValues, nibbles(b.qs + 16 * g));
-      chunk(g, _mm256_sign_epi8(q, q), q,
-            _mm256_set1_epi16(static_cast<short>(detail::iq4xs_scale(g, b))));
+    // Group g's scale in i32 lane g: low four bits from scales_l, top two from
+    // scales_h, minus 32; as i16 its value is word 2g.
+    const __m256i g = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(detail::load_u32(b.scales_l))),
+                          _mm256_slli_epi32(g, 2)),
+        _mm256_set1_epi32(0x0f));
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h[0] | b.scales_h[1] << 8),
+                                           _mm256_add_epi32(g, g)),
+                         _mm256_set1_epi32(0x03));
+    const __m256i s =
+        _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    const __m256i halves[2] = {lane_twice<0>(s), lane_twice<1>(s)};
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(detail::kIQ4NLValues));
+    const __m256i table = _mm256_set_m128i(t, t);
+    const __m256i mag_table = _mm256_abs_epi8(table);
+#pragma GCC unroll 8
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = load256(b.qs + 32 * p);
+      const __m256i scales = pick_words(halves[p / 2], 2 * (2 * p % 4), 2 * ((2 * p + 1) % 4));
+      const __m256i lo_idx = _mm256_and_si256(q, low4);
+      const __m256i hi_idx = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      chunk(2 * p, _mm256_shuffle_epi8(mag_table, lo_idx), _mm256_shuffle_epi8(table, lo_idx),
+            scales);
+      chunk(2 * p + 1, _mm256_shuffle_epi8(mag_table, hi_idx), _mm256_shuffle_epi8(table, hi_idx),
+            scales);
+    }
+  }
+}
+
+// Note [iq4_xs group pairs]
+// An iq4_xs group keeps its 32 levels in 16 nibble bytes, so a 32-byte load holds
+// groups g and g + 1: its low nibbles are elements 0-15 of both, its high nibbles
+// elements 16-31. The q8_k activations are reordered once per call to match
+// (iq4xs_pair_order: per 64 elements, the 16-byte runs 1 and 2 swap), so each
+// load's nibbles meet 32 consecutive activation bytes without a lane insert.
+void iq4xs_pair_order(BlockQ8_K* x, std::int64_t blocks) {
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    for (int p = 0; p < detail::kQKK; p += 64) {
+      std::int8_t* q = x[i].qs + p;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 32));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), b);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32), a);
     }
   }
 }
@@ -397,21 +514,35 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();
       KHeader k;
-      unpack_k<W>(wb, k, [&](int chunk, __m256i mag, __m256i sign, __m256i scales) {
+      unpack_k<W>(
+          wb, k,
+          [&](int chunk, __m256i mag, __m256i sign, __m256i scales) {
 #pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-          __m256i xq = load256(xb[c]->qs + 32 * chunk);
-          if constexpr (kSigned) xq = _mm256_sign_epi8(xq, sign);
-          const __m256i p = _mm256_maddubs_epi16(mag, xq);
-          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, scales));
-        }
-      });
+            for (int c = 0; c < C; ++c) {
+              __m256i xq = load256(xb[c]->qs + 32 * chunk);
+              if constexpr (kSigned) xq = _mm256_sign_epi8(xq, sign);
+              const __m256i p = _mm256_maddubs_epi16(mag, xq);
+              sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, scales));
+            }
+          },
+          [&](int chunk0, __m256i scaled0, int chunk1, __m256i scaled1) {
+#pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) {
+              const __m256i p =
+                  _mm256_add_epi16(_mm256_maddubs_epi16(scaled0, load256(xb[c]->qs + 32 * chunk0)),
+                                   _mm256_maddubs_epi16(scaled1, load256(xb[c]->qs + 32 * chunk1)));
+              sumi[c] = _mm256_add_epi32(sumi[c], sum_i16_to_i32(p));
+            }
+          });
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
         const float dx = detail::load_f32(xb[c]->d);
+        if constexpr (kFoldedOffset<W>) {
+          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(load256(xb[c]->bsums), k.coef));
+        }
         acc[r][c] =
             _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[r][c]);
-        if constexpr (W != DType::kIQ4_XS) {
+        if constexpr (kMinTerm<W>) {
           const __m256i corr = _mm256_madd_epi16(load256(xb[c]->bsums), k.coef);
           acc[r][c] =
               _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r][c]);
@@ -527,6 +658,9 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
         quantize_row_q8_0_avx2(row, dst, args.k);
       } else {
         quantize_row_q8_k_avx2(row, dst, args.k);
+        if (w_dtype == DType::kIQ4_XS) {
+          iq4xs_pair_order(reinterpret_cast<BlockQ8_K*>(dst), args.k / detail::kQKK);
+        }
       }
     }
   });
