@@ -268,8 +268,10 @@ inline __m256i lane_twice(__m256i v) {
 // word w1 in every word of the second.
 inline __m256i pick_words(__m256i v, int w0, int w1) {
   const auto pair = [](int w) { return static_cast<short>((2 * w + 1) << 8 | 2 * w); };
-  return _mm256_shuffle_epi8(v,
-                             _mm256_set_m128i(_mm_set1_epi16(pair(w1)), _mm_set1_epi16(pair(w0))));
+  const short a = pair(w0);
+  const short b = pair(w1);
+  // One 256-bit constant (GCC does not fold a lane insert of two 128-bit ones).
+  return _mm256_shuffle_epi8(v, _mm256_setr_epi16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b));
 }
 
 // Bit `from` of each byte of v moved to bit `to` (both at most 7), others zero.
@@ -286,16 +288,16 @@ inline __m256i move_bit(__m256i v, int from, int to) {
 // 4, 6 = s_b, 2 s_b, 3 s_b (entries 4, 8, 12), where in lane l, a = 8h + 4t + l
 // and b = a + 2 are the groups of the two chunks' bytes 16l .. 16l + 15.
 inline __m256i q2_table(__m256i scales, int h, int t) {
-  const auto spread = [&](int l) {
-    const int a = 8 * h + 4 * t + l;
-    const int b = a + 2;
-    const auto w = [](int g) { return static_cast<short>(0x8000 | g); };
-    return _mm_setr_epi16(w(a), w(a), w(b), w(b), w(b), w(b), w(b), w(b));
-  };
+  const auto w = [](int g) { return static_cast<short>(0x8000 | g); };
+  const short a0 = w(8 * h + 4 * t);
+  const short b0 = w(8 * h + 4 * t + 2);
+  const short a1 = w(8 * h + 4 * t + 1);
+  const short b1 = w(8 * h + 4 * t + 3);
+  const __m256i spread =
+      _mm256_setr_epi16(a0, a0, b0, b0, b0, b0, b0, b0, a1, a1, b1, b1, b1, b1, b1, b1);
   const __m256i mult =
       _mm256_setr_epi16(256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0, 256, 2 + 3 * 256, 1, 0, 2, 0, 3, 0);
-  return _mm256_mullo_epi16(_mm256_shuffle_epi8(scales, _mm256_set_m128i(spread(1), spread(0))),
-                            mult);
+  return _mm256_mullo_epi16(_mm256_shuffle_epi8(scales, spread), mult);
 }
 
 // Unpacks one super-block: fills the header and hands each 32-byte chunk to
