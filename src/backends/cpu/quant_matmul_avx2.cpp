@@ -1,24 +1,25 @@
 // AVX2 matmul with block-quantized weights: activations are quantized once per row
 // to the format's activation type (quantize_act_avx2.cpp, the reference bytes),
-// then every weight block meets its activation
-// block in an integer dot product.
+// then every weight block meets its activation block in an integer dot product.
 //
 // The integer core is the byte multiply-add (vpmaddubsw: unsigned x signed bytes,
 // adjacent pairs summed to i16), then vpmaddwd against the group scales (or ones)
 // to i32. Signed weights use the sign trick: |w| times a with w's sign applied.
 // No i16 sum can saturate: |w| <= 128 and |a| <= 127 give at most 2 * 128 * 127.
 //
-// Register tiles: decode runs four weight rows at once for the 32-element
-// formats (independent accumulator chains); prefill runs 2 weight rows x 4
-// activation rows for the 32-element formats and 1 x 8 for the k-quants, so each
-// unpacked weight block serves four or eight activation rows (the choice is
-// measured; see Tiles). Every output element is computed by the same sequence of
-// operations whichever tile computes it, so results are identical at any thread
-// count.
+// Register tiles: decode runs one weight row per tile (four for q8_0); prefill
+// runs several activation rows per decoded weight block (see Tiles). Every
+// output element is computed by the same sequence of operations whichever tile
+// computes it, so results are identical at any thread count and a matmul's rows
+// equal the matvecs of its activation rows.
 //
 // Per format (x = activation, s_g = group scale, m_g = group min):
 //   32-element blocks: dot = d_w * d_x * sum(q_w * q_x)            (q4_0, q5_0,
-//                      q8_0, iq4_nl, mxfp4; q4_1 / q5_1 add m_w * d_x * sum(q_x))
+//                      q8_0, iq4_nl, mxfp4; q4_1 / q5_1 add m_w * d_x * sum(q_x)).
+//                      All but q8_0 take eight blocks at a time against an
+//                      activation layout prepared once per call, with level
+//                      offsets folded into the integer sums (Note [AVX2 decode
+//                      groups]).
 //   k-quants (q8_k):   dot = d_w * d_x * sum_g s_g * sum(q_w * q_x)
 //                            - dmin_w * d_x * sum_g m_g * bsum_g
 //   where an offset level (q6_k's q - 32, q3_k's q - 4) is applied through the
@@ -668,7 +669,7 @@ void iq4xs_pair_order(BlockQ8_K* x, std::int64_t blocks) {
   }
 }
 
-// out[c * n + r] as small_tile. The R weight rows are unpacked one after the
+// out[c * n + r] as q8_0_tile. The R weight rows are unpacked one after the
 // other, each chunk meeting the C activation rows while in registers: the i32
 // group sums of one super-block need C registers, the f32 accumulators (touched
 // once per super-block) R * C more.
@@ -745,7 +746,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 // Dispatch.
 
 // A tile: R weight rows (w_stride bytes apart) against C quantized activation rows
-// (x_stride bytes apart), `blocks` weight blocks per row; out as small_tile.
+// (x_stride bytes apart), `blocks` weight blocks per row; out as q8_0_tile.
 using TileFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
                         std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n);
 
@@ -762,22 +763,24 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   }
 }
 
-// Decode: four weight rows per tile for the 32-element formats (four independent
-// accumulator chains; one chain's FMA latency bounded a single row), one for the
-// k-quants (which accumulate a super-block in integers first).
+// Decode: q8_0 runs four weight rows per tile (four independent accumulator
+// chains; one chain's FMA latency bounded a single row); the group formats and
+// the k-quants one, as they sum a group or super-block in integers first (four
+// rows per tile measured no faster for the group formats).
 //
-// Prefill: the 32-element formats run 2 weight rows x 4 activation rows (eight
-// f32 accumulators, two unpacked blocks of two registers each, the activation
-// block and its scale: the 16 ymm registers), then 1 x 4 for a leftover weight
-// row. The k-quants run 1 x 8 (eight i32 group sums in registers, the f32
-// accumulators touched once per super-block), then 1 x 4 for a leftover group of
-// four activation rows. Other activation rows go through the decode tiles.
-// Measured single-threaded on 512 x 4096 x 14336 against other shapes: 2 x 4 beat
-// 3 x 4, 4 x 2, 2 x 6, 3 x 3 and 1 x 8 for the 32-element formats (the larger
-// ones spill); for the k-quants 1 x 8 and 1 x 6 were 10-25% faster than 1 x 4
-// and 2 x 4. 64 weight rows per L2 block were faster than 16.
+// Prefill: q8_0 runs 2 weight rows x 4 activation rows (eight f32 accumulators,
+// two unpacked blocks of two registers each, the activation block and its scale:
+// the 16 ymm registers), then 1 x 4 for a leftover weight row. The group formats
+// run 1 x 4 (two i32 partial sums per activation row while a group's pairs are
+// decoded; 1 x 8 measured no faster). The k-quants run 1 x 8 (eight i32 group
+// sums in registers, the f32 accumulators touched once per super-block), then
+// 1 x 4 for a leftover group of four activation rows. Other activation rows go
+// through the decode tiles. Measured single-threaded on 512 x 4096 x 14336
+// against other shapes: 2 x 4 beat 3 x 4, 4 x 2, 2 x 6, 3 x 3 and 1 x 8 for q8_0
+// (the larger ones spill); for the k-quants 1 x 8 and 1 x 6 were 10-25% faster
+// than 1 x 4 and 2 x 4. 64 weight rows per L2 block were faster than 16.
 struct Tiles {
-  TileFn rows4 = nullptr;  // decode, 4 x 1 (32-element formats only)
+  TileFn rows4 = nullptr;  // decode, 4 x 1 (q8_0 only)
   TileFn rows1 = nullptr;  // decode, 1 x 1
   TileFn prefill = nullptr;
   TileFn cols = nullptr;   // 1 x prefill_cols
@@ -792,8 +795,7 @@ Tiles tiles() {
     return {
         &tile<W, 4, 1, true>, &tile<W, 1, 1, true>, &tile<W, 2, 4>, &tile<W, 1, 4>, nullptr, 2, 4};
   } else if constexpr (block_elems(W) == 32) {
-    return {
-        &tile<W, 4, 1, true>, &tile<W, 1, 1, true>, &tile<W, 1, 4>, &tile<W, 1, 4>, nullptr, 1, 4};
+    return {nullptr, &tile<W, 1, 1, true>, &tile<W, 1, 4>, &tile<W, 1, 4>, nullptr, 1, 4};
   } else {
     return {nullptr, &tile<W, 1, 1, true>, &tile<W, 1, 8>, &tile<W, 1, 8>, &tile<W, 1, 4>, 1, 8};
   }
