@@ -146,7 +146,9 @@ void q8_0_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t*
 //     by two rounds of in-lane unpacks to one vector of the eight blocks' sums,
 //     in slot order (slot_of), converted and scaled by one f32 multiply-add: the
 //     eight f16 scales are collected into one vector (one vpinsrw each) and
-//     converted by one vcvtph2ps, mxfp4's exponents by integer shifts.
+//     converted by one vcvtph2ps, mxfp4's exponents by integer shifts. q4_1 /
+//     q5_1 mins, collected the same way, meet d_x * sum(x) in a second f32
+//     multiply-add per group.
 // Blocks past the last whole group go through a zero-padded copy against zero
 // activations. Every output element sees the same integer sums (exact) and the
 // same f32 steps per group, in group order, whichever tile computes it.
