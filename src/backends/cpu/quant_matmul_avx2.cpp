@@ -7,11 +7,11 @@
 // to i32. Signed weights use the sign trick: |w| times a with w's sign applied.
 // No i16 sum can saturate: |w| <= 128 and |a| <= 127 give at most 2 * 128 * 127.
 //
-// Register tiles: decode runs one weight row per tile (four for q8_0); prefill
-// runs several activation rows per decoded weight block (see Tiles). Every
-// output element is computed by the same sequence of operations whichever tile
-// computes it, so results are identical at any thread count and a matmul's rows
-// equal the matvecs of its activation rows.
+// Register tiles: decode runs four weight rows per tile (one for the k-quants);
+// prefill runs several activation rows per decoded weight block (see Tiles).
+// Every output element is computed by the same sequence of operations whichever
+// tile computes it, so results are identical at any thread count and a matmul's
+// rows equal the matvecs of its activation rows.
 //
 // Per format (x = activation, s_g = group scale, m_g = group min):
 //   32-element blocks: dot = d_w * d_x * sum(q_w * q_x)            (q4_0, q5_0,
@@ -765,10 +765,11 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   }
 }
 
-// Decode: q8_0 runs four weight rows per tile (four independent accumulator
-// chains; one chain's FMA latency bounded a single row); the group formats and
-// the k-quants one, as they sum a group or super-block in integers first (four
-// rows per tile measured no faster for the group formats).
+// Decode: q8_0 and the group formats run four weight rows per tile (q8_0: four
+// independent accumulator chains, as one chain's FMA latency bounded a single
+// row; the group formats measured the same in cache with one row, and four
+// rows keep the prefetch four rows ahead for weights streamed from DRAM); the
+// k-quants run one, as they sum a super-block in integers first.
 //
 // Prefill: q8_0 runs 2 weight rows x 4 activation rows (eight f32 accumulators,
 // two unpacked blocks of two registers each, the activation block and its scale:
@@ -782,7 +783,7 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 // (the larger ones spill); for the k-quants 1 x 8 and 1 x 6 were 10-25% faster
 // than 1 x 4 and 2 x 4. 64 weight rows per L2 block were faster than 16.
 struct Tiles {
-  TileFn rows4 = nullptr;  // decode, 4 x 1 (q8_0 only)
+  TileFn rows4 = nullptr;  // decode, 4 x 1 (32-element formats only)
   TileFn rows1 = nullptr;  // decode, 1 x 1
   TileFn prefill = nullptr;
   TileFn cols = nullptr;   // 1 x prefill_cols
@@ -797,7 +798,8 @@ Tiles tiles() {
     return {
         &tile<W, 4, 1, true>, &tile<W, 1, 1, true>, &tile<W, 2, 4>, &tile<W, 1, 4>, nullptr, 2, 4};
   } else if constexpr (block_elems(W) == 32) {
-    return {nullptr, &tile<W, 1, 1, true>, &tile<W, 1, 4>, &tile<W, 1, 4>, nullptr, 1, 4};
+    return {
+        &tile<W, 4, 1, true>, &tile<W, 1, 1, true>, &tile<W, 1, 4>, &tile<W, 1, 4>, nullptr, 1, 4};
   } else {
     return {nullptr, &tile<W, 1, 1, true>, &tile<W, 1, 8>, &tile<W, 1, 8>, &tile<W, 1, 4>, 1, 8};
   }
