@@ -43,20 +43,22 @@ template <UnaryFn kOp>
 inline VF apply_unary(VF x, VF param) {
   if constexpr (kOp == UnaryFn::kNeg) return vxor(x, vset(-0.0f));
   if constexpr (kOp == UnaryFn::kExp) return vexp(x);
-  if constexpr (kOp == UnaryFn::kSilu) return vmul(x, vsigmoid(x));
+  if constexpr (kOp == UnaryFn::kSilu) return vdiv_one_plus_exp(x, vxor(x, vset(-0.0f)));
   if constexpr (kOp == UnaryFn::kGelu) {
-    // 0.5 x (1 + tanh(y)) == x sigmoid(2y): no cancellation for negative x.
+    // 0.5 x (1 + tanh(y)) == x / (1 + e^(-2y)): no cancellation for negative x.
+    // The constant carries the sign of -2y.
     const VF x2 = vmul(x, x);
-    const VF y2 =
-        vmul(vmul(x, vset(2.0f * 0.7978845608028654f)), vfma(x2, vset(0.044715f), vset(1.0f)));
-    return vmul(x, vsigmoid(y2));
+    const VF minus_2y =
+        vmul(vmul(x, vset(-2.0f * 0.7978845608028654f)), vfma(x2, vset(0.044715f), vset(1.0f)));
+    return vdiv_one_plus_exp(x, minus_2y);
   }
   // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
   // reference's `x > 0 ? x : 0`.
   if constexpr (kOp == UnaryFn::kRelu) return vmax(x, vset(0.0f));
   if constexpr (kOp == UnaryFn::kSqrt) return vsqrt(x);
   if constexpr (kOp == UnaryFn::kRsqrt) return vdiv(vset(1.0f), vsqrt(x));
-  if constexpr (kOp == UnaryFn::kSigmoid) return vsigmoid(x);
+  if constexpr (kOp == UnaryFn::kSigmoid)
+    return vdiv_one_plus_exp(vset(1.0f), vxor(x, vset(-0.0f)));
   if constexpr (kOp == UnaryFn::kTanh) return vtanh(x);
   if constexpr (kOp == UnaryFn::kScale) return vmul(x, param);
 }

@@ -25,6 +25,9 @@
 //          to 1 in f32.
 //   vrecip 1/d for normal d from the hardware estimate and one Newton step
 //          (within 1.5 ulp for the AVX-512 estimate, 3 ulp for the AVX2 one).
+//   vdiv_one_plus_exp  x / (1 + e^w), the sigmoid family: one exponential, one
+//          rounded sum and one quotient (a division on AVX2, x times vrecip on
+//          AVX-512).
 #pragma once
 
 #include <immintrin.h>
@@ -291,13 +294,17 @@ inline VF vexp_wide(VF x) {
   return vmul(vmul(e.p, pow2i(k1)), pow2i(k2));
 }
 
-inline VF vexp(VF x) {
-  if (any_outside(x, 86.0f)) return vexp_wide(x);
-  // |n| <= 125 and p in [0.70, 1.42]: p * 2^n is normal, so adding n to the
-  // exponent field is exact. The low bits of t hold n (mod 2^9), and the shift
-  // drops everything above them.
+// e^x for lanes with |x| <= 86 only: |n| <= 125 and p in [0.70, 1.42], so p * 2^n
+// is normal and adding n to the exponent field is exact. The low bits of t hold n
+// (mod 2^9), and the shift drops everything above them.
+inline VF vexp_fast(VF x) {
   const ExpParts e = exp_parts(x);
   return as_f(iadd(as_i(e.p), ishl23(as_i(e.t))));
+}
+
+inline VF vexp(VF x) {
+  if (any_outside(x, 86.0f)) return vexp_wide(x);
+  return vexp_fast(x);
 }
 
 // 1 / d for normal, finite d: the estimate refined by one Newton step.
@@ -305,6 +312,25 @@ inline VF vrecip(VF d) {
   const VF r0 = vrcp_estimate(d);
   return vfma(r0, vfnma(d, r0, vset(1.0f)), r0);
 }
+
+// x / d for normal, finite d. See Note [Quotients per instruction set].
+inline VF vquot(VF x, VF d) {
+#if defined(SWITCHYARD_SIMD_AVX512)
+  return vmul(x, vrecip(d));
+#else
+  return vdiv(x, d);
+#endif
+}
+
+// Note [Quotients per instruction set]
+// The sigmoid family divides once per element. A 256-bit division issues as one
+// uop and occupies the divider for about five cycles, which runs beside the two
+// FMA ports; the rows spend more than that on the exponential per vector, so on
+// AVX2 the division costs one uop and rounds once. The reciprocal estimate and
+// its Newton step would cost three uops on the FMA ports, the ports the AVX2 rows
+// are bound by. A 512-bit division occupies the divider about twice as long for
+// two uops more and would bound the AVX-512 rows, so they multiply by the refined
+// reciprocal (within 1.5 ulp, see vrecip) instead.
 
 inline VF vtanh(VF x) {
   const VF sign_bit = vset(-0.0f);
@@ -323,12 +349,28 @@ inline VF vtanh(VF x) {
   return vor(vmul(em1, vrecip(vadd(em1, vset(2.0f)))), sign);
 }
 
-// sigmoid(x) = 1 / (1 + e^-|x|) for x >= 0 and e^-|x| / (1 + e^-|x|) below: the
-// exponential never overflows, and tiny results keep their relative accuracy.
-inline VF vsigmoid(VF x) {
-  const VF e = vexp(vor(x, vset(-0.0f)));
-  const VF r = vrecip(vadd(vset(1.0f), e));
-  return vblend_sign(r, vmul(e, r), x);
+// x / (1 + e^w) on the wide path of vdiv_one_plus_exp: lanes with w > 86, where
+// e^w would overflow, compute x e^-w / (1 + e^-w); every other lane computes the
+// fast path's instructions on the same bits (vexp_wide agrees with vexp_fast where
+// both apply), so a lane's result never depends on its neighbours. Kept out of
+// line: inlined into the rows, its code made GCC call the whole function per
+// vector.
+[[gnu::noinline]] VF vdiv_one_plus_exp_wide(VF x, VF w) {
+  const VF one = vset(1.0f);
+  const VF q = vquot(x, vadd(one, vexp_wide(w)));
+  const VF e = vexp_wide(vxor(w, vset(-0.0f)));
+  // The sign of 86 - w selects the lanes with w > 86 (and w = +inf).
+  return vblend_sign(q, vquot(vmul(x, e), vadd(one, e)), vsub(vset(86.0f), w));
+}
+
+// x / (1 + e^w), which is x sigmoid(-w): silu (w = -x), sigmoid (x = 1, w = -x)
+// and gelu (w = -2y). Where every lane has |w| <= 86, e^w takes the fast path and
+// 1 + e^w is finite, so relative accuracy holds on both sides of zero; otherwise
+// the vector takes the wide path.
+[[gnu::always_inline]] inline VF vdiv_one_plus_exp(VF x, VF w) {
+  if (any_outside(w, 86.0f)) [[unlikely]]
+    return vdiv_one_plus_exp_wide(x, w);
+  return vquot(x, vadd(vset(1.0f), vexp_fast(w)));
 }
 
 }  // namespace
