@@ -145,12 +145,16 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   }
   const S zero{};
   const VF sc = vset(scale);
-  // The logits of the vector at i (n lanes valid), padded with -inf.
-  auto logits = [&](std::int64_t i, std::int64_t n) {
-    VF v = vmul(n == kW ? load(x + i) : load_partial(x + i, n, zero), sc);
-    if (mask != nullptr) v = vadd(v, n == kW ? load(mask + i) : load_partial(mask + i, n, zero));
-    return n == kW ? v : keep_first(v, n, -kInf);
+  // x * scale + (mask, or `c` where there is no mask) for the vector at i (n lanes
+  // valid) in one FMA, padded with -inf.
+  auto scaled = [&](std::int64_t i, std::int64_t n, VF c) {
+    const bool full = n == kW;
+    const VF v = full ? load(x + i) : load_partial(x + i, n, zero);
+    if (mask != nullptr) c = full ? load(mask + i) : load_partial(mask + i, n, zero);
+    const VF l = vfma(v, sc, c);
+    return full ? l : keep_first(l, n, -kInf);
   };
+  auto logits = [&](std::int64_t i, std::int64_t n) { return scaled(i, n, vset(-0.0f)); };
   auto width = [&](std::int64_t i) { return valid - i < kW ? valid - i : kW; };
   // Four independent maxima: one chain of vmax would take its latency per vector.
   VF mx = vset(-kInf), mx1 = vset(-kInf), mx2 = vset(-kInf), mx3 = vset(-kInf);
@@ -170,16 +174,23 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   std::int64_t written = 0;
   if (valid > 0 && m != -kInf) {
     const VF mv = vset(m);
+    // The logits less the maximum. Without a mask the FMA subtracts it, so x *
+    // scale - m rounds once (the maximum's own lane gets the product's rounding
+    // error instead of 0: e^r stays within an ulp of 1).
+    const VF neg_m = vset(-m);
+    auto shifted = [&](std::int64_t i, std::int64_t n) {
+      return mask == nullptr ? scaled(i, n, neg_m) : vsub(scaled(i, n, neg_m), mv);
+    };
     VF acc0 = vset(0.0f), acc1 = vset(0.0f);
     std::int64_t i = 0;
     for (; i + 2 * kW <= valid; i += 2 * kW) {
       // This sweep writes out (from memory) and the next runs from cache: they
       // fetch the next row's two halves meanwhile (rows of a contiguous tensor
       // follow each other), so the first sweep of the next row runs from cache.
+      // Here i / 2 advances one vector per step, at most a cache line.
       prefetch(x + cols + i / 2);
-      prefetch(x + cols + i / 2 + kW / 2);
-      const VF e0 = vexp(vsub(logits(i, kW), mv));
-      const VF e1 = vexp(vsub(logits(i + kW, kW), mv));
+      const VF e0 = vexp(shifted(i, kW));
+      const VF e1 = vexp(shifted(i + kW, kW));
       store(buf + i, e0);
       store(buf + i + kW, e1);
       acc0 = vadd(acc0, e0);
@@ -188,7 +199,7 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     for (; i < valid; i += kW) {
       // exp(-inf - m) is 0, so padded lanes add nothing.
       const std::int64_t n = width(i);
-      const VF e = vexp(vsub(logits(i, n), mv));
+      const VF e = vexp(shifted(i, n));
       if (n == kW) {
         store(buf + i, e);
       } else {
