@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -53,12 +54,17 @@ constexpr std::int64_t kDramRows = kL3Rows * 16;
 constexpr std::int64_t kCacheRows = 16;
 constexpr std::int64_t kGrain = 1 << 15;
 
-// One owned buffer of n elements of `dtype`, filled with values in [0.5, 1.5).
+// One owned buffer of n elements of `dtype`, filled with values in [0.5, 1.5). It
+// starts on a 64-byte boundary, as the executor's host allocations do: a vector of
+// this size starts 16 bytes into a page, where every 64-byte access of an AVX-512
+// row would straddle two cache lines.
 struct Buffer {
   Buffer(DType t, Shape s)
       : dtype(t), shape(s), bytes(static_cast<std::size_t>(s.numel()) * dense_bytes(t)) {
-    data.assign(bytes / 8 + 8, 0);
-    auto* p = reinterpret_cast<std::byte*>(data.data());
+    data.assign(bytes / 8 + 16, 0);
+    const auto address = reinterpret_cast<std::uintptr_t>(data.data());
+    first = reinterpret_cast<std::byte*>(data.data()) + ((64 - address % 64) % 64);
+    std::byte* p = first;
     for (std::int64_t i = 0; i < s.numel(); ++i) {
       // A multiplicative hash, not a random engine: the DRAM-sized buffers hold
       // 256M values, and only their range matters to the timing.
@@ -71,11 +77,12 @@ struct Buffer {
         reinterpret_cast<std::int32_t*>(p)[i] = static_cast<std::int32_t>(i % 7);
     }
   }
-  TensorView view() { return TensorView::contiguous(data.data(), dtype, shape); }
+  TensorView view() { return TensorView::contiguous(first, dtype, shape); }
   DType dtype;
   Shape shape;
   std::size_t bytes;
   std::vector<std::uint64_t> data;
+  std::byte* first;  // the first element, 64-byte aligned, inside `data`
 };
 
 // Best-of-five bandwidth of a plain streaming loop through the pool, in GB/s:
@@ -154,7 +161,7 @@ void run_op(benchmark::State& state, const OpBench& spec, std::string kernel, st
   for (std::size_t i = 0; i < spec.shapes.size(); ++i)
     buffers.emplace_back(spec.dtypes[i], spec.shapes[i]);
   if (spec.op == OpKind::kGetRows) {
-    auto* idx = reinterpret_cast<std::int32_t*>(buffers[1].data.data());
+    auto* idx = reinterpret_cast<std::int32_t*>(buffers[1].first);
     std::mt19937 gen(5);
     for (std::int64_t i = 0; i < spec.shapes[1].numel(); ++i) {
       idx[i] = static_cast<std::int32_t>(gen() % static_cast<std::uint32_t>(spec.shapes[0][0]));
@@ -166,7 +173,7 @@ void run_op(benchmark::State& state, const OpBench& spec, std::string kernel, st
     TensorView v = buffers[i].view();
     if (spec.broadcast_second && i == 1) {
       const std::int64_t strides[] = {0, 1};
-      v = TensorView::strided(buffers[i].data.data(), spec.dtypes[i], spec.shapes.back(), strides);
+      v = TensorView::strided(buffers[i].first, spec.dtypes[i], spec.shapes.back(), strides);
     }
     (i + 1 < buffers.size() ? inputs : outputs).push_back(v);
     bytes += static_cast<double>(buffers[i].bytes);
