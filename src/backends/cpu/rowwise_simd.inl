@@ -25,13 +25,34 @@ inline VF keep_first(VF v, std::int64_t n, float fill) {
   return load(buf);
 }
 
+// Prefetch hints for the n elements from p, one per 64-byte cache line.
+template <typename S>
+inline void prefetch_elems(const S* p, std::int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (std::int64_t j = 0; j < n * static_cast<std::int64_t>(sizeof(S)); j += 64) {
+    prefetch(bytes + j);
+  }
+}
+
+// Note [Norm sweeps and the next row]
+// A norm reads its row from memory once: the first sweep (the sum, or the sum of
+// squares) streams it in, and the later sweeps run from L1. Those later sweeps
+// leave the memory idle apart from writing out, so they fetch the next row of a
+// contiguous tensor meanwhile (prefetch hints, one per cache line, which never
+// fault past the end): rms_norm in its one scaling sweep, layer_norm half in the
+// variance sweep and half in the scaling sweep. The next row's first sweep then
+// reads from cache while the hints of the row after it are not yet issued, which
+// keeps the memory traffic spread over all the sweeps but the first.
+
 // Sum over the row of the terms of load(x + i): `f(acc, v)` adds v's terms to
-// acc (vadd, or an FMA of a square). The tail's padded lanes are zeroed.
+// acc (vadd, or an FMA of a square). The tail's padded lanes are zeroed. With
+// `fetch`, the sweep also prefetches fetch[0, n / 2), one half of the next row.
 template <typename S, typename F>
-inline float row_sum(const S* x, std::int64_t n, F f) {
+inline float row_sum(const S* x, std::int64_t n, F f, const S* fetch = nullptr) {
   VF acc0 = vset(0.0f), acc1 = vset(0.0f), acc2 = vset(0.0f), acc3 = vset(0.0f);
   std::int64_t i = 0;
   for (; i + 4 * kW <= n; i += 4 * kW) {
+    if (fetch != nullptr) prefetch_elems(fetch + i / 2, 2 * kW);
     acc0 = f(acc0, load(x + i));
     acc1 = f(acc1, load(x + i + kW));
     acc2 = f(acc2, load(x + i + 2 * kW));
@@ -76,28 +97,33 @@ float max_row(const void* xv, std::int64_t n) {
   return m;
 }
 
-// x * inv [* w] [+ b] over the row.
-template <typename S>
-inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d, VF shift,
-                      VF inv) {
+// (x [- shift]) * inv [* w] [+ b] over the row (one FMA for * w + b), prefetching
+// fetch[0, d >> kFetchShift): the whole next row, or one half of it.
+template <bool kCentre, int kFetchShift, typename S>
+inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d, VF shift, VF inv,
+                      const S* fetch) {
   const S zero{};
-  auto one = [&](VF v, const S* wp, const S* bp, std::int64_t n, bool partial) {
-    VF t = vmul(vsub(v, shift), inv);
-    if (w != nullptr) t = vmul(t, partial ? load_partial(wp, n, zero) : load(wp));
-    if (b != nullptr) t = vadd(t, partial ? load_partial(bp, n, zero) : load(bp));
+  auto one = [&](std::int64_t i, std::int64_t n) {
+    const bool full = n == kW;
+    const VF v = full ? load(x + i) : load_partial(x + i, n, zero);
+    const VF t = vmul(kCentre ? vsub(v, shift) : v, inv);
+    const VF wv = w == nullptr ? t : full ? load(w + i) : load_partial(w + i, n, zero);
+    const VF bv = b == nullptr ? t : full ? load(b + i) : load_partial(b + i, n, zero);
+    if (w != nullptr && b != nullptr) return vfma(t, wv, bv);
+    if (w != nullptr) return vmul(t, wv);
+    if (b != nullptr) return vadd(t, bv);
     return t;
   };
+  // Whole vectors covering at least one cache line per step: one prefetch hint each.
+  constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(S));
+  constexpr std::int64_t kStep = kLine > kW ? kLine : kW;
   std::int64_t i = 0;
-  for (; i + kW <= d; i += kW) {
-    // This sweep runs from cache; fetching the next row meanwhile keeps memory
-    // busy (rows of a contiguous tensor follow each other).
-    prefetch(x + d + i);
-    store(out + i, one(load(x + i), w + i, b + i, kW, false));
+  for (; i + kStep <= d; i += kStep) {
+    prefetch_elems(fetch + (i >> kFetchShift), kStep >> kFetchShift);
+    for (std::int64_t j = i; j < i + kStep; j += kW) store(out + j, one(j, kW));
   }
-  if (i < d) {
-    const VF v = load_partial(x + i, d - i, zero);
-    store_partial(out + i, d - i, one(v, w + i, b + i, d - i, true));
-  }
+  for (; i + kW <= d; i += kW) store(out + i, one(i, kW));
+  if (i < d) store_partial(out + i, d - i, one(i, d - i));
 }
 
 // 1 / sqrt(v + eps), computed in a vector so no scalar library call is needed.
@@ -108,8 +134,9 @@ void rms_norm_row(const void* xv, const void* wv, void* ov, std::int64_t d, floa
   const S* x = static_cast<const S*>(xv);
   const float sumsq = row_sum(x, d, [](VF acc, VF v) { return vfma(v, v, acc); });
   const float mean = d > 0 ? sumsq / static_cast<float>(d) : 0.0f;
-  scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(nullptr), static_cast<S*>(ov), d,
-            vset(0.0f), inv_sqrt(mean, eps));
+  // See Note [Norm sweeps and the next row].
+  scale_row<false, 0>(x, static_cast<const S*>(wv), static_cast<const S*>(nullptr),
+                      static_cast<S*>(ov), d, vset(0.0f), inv_sqrt(mean, eps), x + d);
 }
 
 template <typename S>
@@ -119,15 +146,18 @@ void layer_norm_row(const void* xv, const void* wv, const void* bv, void* ov, st
   const float fd = d > 0 ? static_cast<float>(d) : 1.0f;
   const float mean = row_sum(x, d, [](VF acc, VF v) { return vadd(acc, v); }) / fd;
   const VF m = vset(mean);
-  // Two passes: the variance of the centred values does not cancel.
-  const float var = row_sum(x, d,
-                            [&](VF acc, VF v) {
-                              const VF c = vsub(v, m);
-                              return vfma(c, c, acc);
-                            }) /
+  // Two passes: the variance of the centred values does not cancel. See Note
+  // [Norm sweeps and the next row] for the prefetches.
+  const float var = row_sum(
+                        x, d,
+                        [&](VF acc, VF v) {
+                          const VF c = vsub(v, m);
+                          return vfma(c, c, acc);
+                        },
+                        x + d) /
                     fd;
-  scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov), d, m,
-            inv_sqrt(var, eps));
+  scale_row<true, 1>(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov),
+                     d, m, inv_sqrt(var, eps), x + d + d / 2);
 }
 
 // Three sweeps over the row, one exponential per element: the maximum, then the
