@@ -19,7 +19,8 @@
 //          through) and an exact two-step scaling by 2^n, so subnormal results are
 //          rounded once. Both paths compute n, r and the polynomial with the same
 //          instructions, so a lane gets the same bits whichever path its vector
-//          takes (row results never depend on their neighbours).
+//          takes (row results never depend on their neighbours). Rows that store
+//          f16 use a shorter polynomial (Note [Exponentials for f16 results]).
 //   vtanh  expm1(2|x|) / (expm1(2|x|) + 2) with expm1 rebuilt from the same
 //          polynomial, accurate near zero; |x| is clamped at 9, where tanh rounds
 //          to 1 in f32.
@@ -269,24 +270,49 @@ constexpr float kLn2Lo = 1.42860682030941723212e-6f;
 // which then sits in the low mantissa bits.
 constexpr float kRoundShifter = 12582912.0f;
 
+// How accurately the exponential of a row is evaluated. See Note [Exponentials
+// for f16 results].
+enum class ExpAccuracy : std::uint8_t { kF32, kF16 };
+
+// Note [Exponentials for f16 results]
+// kF32 is the exponential described in the banner: within about 1 f32 ulp. A
+// result stored in f16 keeps 11 significant bits, so the rows that store f16
+// (exp, sigmoid, silu, gelu) use kF16: ln 2 as one f32 constant in the reduction
+// (its error, under 2e-9 per unit of |n| <= 150, moves r by at most 3e-7) and
+// e^r = 1 + r (c1 + r (c2 + r (c3 + r c4))) interpolated at the Chebyshev nodes of
+// [-ln2/2, ln2/2], within 7.1e-6 of e^r in f32 arithmetic. That is 1.5-3% of the
+// half ulp the f16 rounding adds, for three fewer FMAs per vector; the
+// registration states the f16 rows' bound with 1e-5 more relative error (see
+// simd_unary_rel), and cpu_elementwise_test checks it on every f16 input.
+
 // n = round(x / ln2) (in the shifted form t and as a float) and e^r for the
 // reduced argument, as both exp paths compute them.
 struct ExpParts {
   VF t;
   VF p;
 };
+template <ExpAccuracy kAcc>
 inline ExpParts exp_parts(VF x) {
   const VF t = vfma(x, vset(kLog2e), vset(kRoundShifter));
   const VF nf = vsub(t, vset(kRoundShifter));
-  VF r = vfnma(nf, vset(kLn2Hi), x);
-  r = vfnma(nf, vset(kLn2Lo), r);
-  return {t, vfma(vfma(exp_q(r), r, vset(1.0f)), r, vset(1.0f))};
+  if constexpr (kAcc == ExpAccuracy::kF16) {
+    const VF r = vfnma(nf, vset(0.693147182f), x);
+    VF q = vfma(vset(0.0418339707f), r, vset(0.167671129f));
+    q = vfma(q, r, vset(0.499997497f));
+    q = vfma(q, r, vset(0.99998492f));
+    return {t, vfma(q, r, vset(1.0f))};
+  } else {
+    VF r = vfnma(nf, vset(kLn2Hi), x);
+    r = vfnma(nf, vset(kLn2Lo), r);
+    return {t, vfma(vfma(exp_q(r), r, vset(1.0f)), r, vset(1.0f))};
+  }
 }
 
 // The whole f32 range: results that overflow, underflow or are subnormal.
+template <ExpAccuracy kAcc = ExpAccuracy::kF32>
 inline VF vexp_wide(VF x) {
   x = vmin(vset(88.8f), vmax(vset(-104.0f), x));
-  const ExpParts e = exp_parts(x);
+  const ExpParts e = exp_parts<kAcc>(x);
   // n in [-150, 128]: scale in two exact steps, each factor a normal power of two.
   const VI n = isub(as_i(e.t), as_i(vset(kRoundShifter)));
   const VI k1 = israi1(n);
@@ -297,14 +323,16 @@ inline VF vexp_wide(VF x) {
 // e^x for lanes with |x| <= 86 only: |n| <= 125 and p in [0.70, 1.42], so p * 2^n
 // is normal and adding n to the exponent field is exact. The low bits of t hold n
 // (mod 2^9), and the shift drops everything above them.
+template <ExpAccuracy kAcc = ExpAccuracy::kF32>
 inline VF vexp_fast(VF x) {
-  const ExpParts e = exp_parts(x);
+  const ExpParts e = exp_parts<kAcc>(x);
   return as_f(iadd(as_i(e.p), ishl23(as_i(e.t))));
 }
 
+template <ExpAccuracy kAcc = ExpAccuracy::kF32>
 inline VF vexp(VF x) {
-  if (any_outside(x, 86.0f)) return vexp_wide(x);
-  return vexp_fast(x);
+  if (any_outside(x, 86.0f)) return vexp_wide<kAcc>(x);
+  return vexp_fast<kAcc>(x);
 }
 
 // 1 / d for normal, finite d: the estimate refined by one Newton step.
@@ -355,10 +383,11 @@ inline VF vtanh(VF x) {
 // both apply), so a lane's result never depends on its neighbours. Kept out of
 // line: inlined into the rows, its code made GCC call the whole function per
 // vector.
+template <ExpAccuracy kAcc>
 [[gnu::noinline]] VF vdiv_one_plus_exp_wide(VF x, VF w) {
   const VF one = vset(1.0f);
-  const VF q = vquot(x, vadd(one, vexp_wide(w)));
-  const VF e = vexp_wide(vxor(w, vset(-0.0f)));
+  const VF q = vquot(x, vadd(one, vexp_wide<kAcc>(w)));
+  const VF e = vexp_wide<kAcc>(vxor(w, vset(-0.0f)));
   // The sign of 86 - w selects the lanes with w > 86 (and w = +inf).
   return vblend_sign(q, vquot(vmul(x, e), vadd(one, e)), vsub(vset(86.0f), w));
 }
@@ -367,10 +396,11 @@ inline VF vtanh(VF x) {
 // and gelu (w = -2y). Where every lane has |w| <= 86, e^w takes the fast path and
 // 1 + e^w is finite, so relative accuracy holds on both sides of zero; otherwise
 // the vector takes the wide path.
+template <ExpAccuracy kAcc>
 [[gnu::always_inline]] inline VF vdiv_one_plus_exp(VF x, VF w) {
   if (any_outside(w, 86.0f)) [[unlikely]]
-    return vdiv_one_plus_exp_wide(x, w);
-  return vquot(x, vadd(vset(1.0f), vexp_fast(w)));
+    return vdiv_one_plus_exp_wide<kAcc>(x, w);
+  return vquot(x, vadd(vset(1.0f), vexp_fast<kAcc>(w)));
 }
 
 }  // namespace
