@@ -51,10 +51,10 @@ inline VF apply_unary(VF x, VF param) {
   if constexpr (kOp == UnaryFn::kSilu) return vdiv_one_plus_exp<kAcc>(x, vxor(x, vset(-0.0f)));
   if constexpr (kOp == UnaryFn::kGelu) {
     // 0.5 x (1 + tanh(y)) == x / (1 + e^(-2y)): no cancellation for negative x.
-    // The constant carries the sign of -2y.
-    const VF x2 = vmul(x, x);
-    const VF minus_2y =
-        vmul(vmul(x, vset(-2.0f * 0.7978845608028654f)), vfma(x2, vset(0.044715f), vset(1.0f)));
+    // -2y = x (k + k 0.044715 x^2) with k = -2 sqrt(2 / pi), the constants folded.
+    constexpr double kMinus2C = -2.0 * 0.7978845608028654;
+    const VF minus_2y = vmul(x, vfma(vmul(x, x), vset(static_cast<float>(kMinus2C * 0.044715)),
+                                     vset(static_cast<float>(kMinus2C))));
     return vdiv_one_plus_exp<kAcc>(x, minus_2y);
   }
   // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
