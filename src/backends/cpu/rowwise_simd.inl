@@ -41,8 +41,7 @@ inline void prefetch_elems(const S* p, std::int64_t n) {
 // contiguous tensor meanwhile (prefetch hints, one per cache line, which never
 // fault past the end): rms_norm in its one scaling sweep, layer_norm half in the
 // variance sweep and half in the scaling sweep. The next row's first sweep then
-// reads from cache while the hints of the row after it are not yet issued, which
-// keeps the memory traffic spread over all the sweeps but the first.
+// reads from cache, and the memory is kept busy through every other sweep.
 
 // Sum over the row of the terms of load(x + i): `f(acc, v)` adds v's terms to
 // acc (vadd, or an FMA of a square). The tail's padded lanes are zeroed. With
@@ -204,12 +203,16 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   std::int64_t written = 0;
   if (valid > 0 && m != -kInf) {
     const VF mv = vset(m);
-    // The logits less the maximum. Without a mask the FMA subtracts it, so x *
-    // scale - m rounds once (the maximum's own lane gets the product's rounding
-    // error instead of 0: e^r stays within an ulp of 1).
+    // The logits less the maximum. Without a mask, and while |m| < 2^20, the FMA
+    // subtracts it, so x * scale - m rounds once: the maximum's own lane then gets
+    // the product's rounding error instead of 0, at most 2^-24 |m| < 1/16, and no
+    // lane's exponential can overflow. A larger |m| (or an infinite or NaN one)
+    // subtracts it from the rounded logit, where the maximum's lane gets 0. The
+    // choice depends on the row's values only.
+    const bool fused = mask == nullptr && m > -0x1p20f && m < 0x1p20f;
     const VF neg_m = vset(-m);
     auto shifted = [&](std::int64_t i, std::int64_t n) {
-      return mask == nullptr ? scaled(i, n, neg_m) : vsub(scaled(i, n, neg_m), mv);
+      return fused ? scaled(i, n, neg_m) : vsub(scaled(i, n, vset(-0.0f)), mv);
     };
     VF acc0 = vset(0.0f), acc1 = vset(0.0f);
     std::int64_t i = 0;
