@@ -25,6 +25,13 @@ inline VF keep_first(VF v, std::int64_t n, float fill) {
   return load(buf);
 }
 
+// Elements of storage S per step of a sweep that prefetches: whole vectors
+// covering at least one 64-byte cache line, so a step issues one hint per line.
+template <typename S>
+constexpr std::int64_t kLineStep = 64 / static_cast<std::int64_t>(sizeof(S)) > kW
+                                       ? 64 / static_cast<std::int64_t>(sizeof(S))
+                                       : kW;
+
 // Prefetch hints for the n elements from p, one per 64-byte cache line.
 template <typename S>
 inline void prefetch_elems(const S* p, std::int64_t n) {
@@ -113,9 +120,7 @@ inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d
     if (b != nullptr) return vadd(t, bv);
     return t;
   };
-  // Whole vectors covering at least one cache line per step: one prefetch hint each.
-  constexpr std::int64_t kLine = 64 / static_cast<std::int64_t>(sizeof(S));
-  constexpr std::int64_t kStep = kLine > kW ? kLine : kW;
+  constexpr std::int64_t kStep = kLineStep<S>;
   std::int64_t i = 0;
   for (; i + kStep <= d; i += kStep) {
     prefetch_elems(fetch + (i >> kFetchShift), kStep >> kFetchShift);
@@ -210,42 +215,51 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
     // subtracts it from the rounded logit, where the maximum's lane gets 0. The
     // choice depends on the row's values only.
     const bool fused = mask == nullptr && m > -0x1p20f && m < 0x1p20f;
-    const VF neg_m = vset(-m);
-    auto shifted = [&](std::int64_t i, std::int64_t n) {
-      return fused ? scaled(i, n, neg_m) : vsub(scaled(i, n, vset(-0.0f)), mv);
-    };
-    VF acc0 = vset(0.0f), acc1 = vset(0.0f);
-    std::int64_t i = 0;
-    for (; i + 2 * kW <= valid; i += 2 * kW) {
-      // This sweep writes out (from memory) and the next runs from cache: they
-      // fetch the next row's two halves meanwhile (rows of a contiguous tensor
-      // follow each other), so the first sweep of the next row runs from cache.
-      // Here i / 2 advances one vector per step, at most a cache line.
-      prefetch(x + cols + i / 2);
-      const VF e0 = vexp(shifted(i, kW));
-      const VF e1 = vexp(shifted(i + kW, kW));
-      store(buf + i, e0);
-      store(buf + i + kW, e1);
-      acc0 = vadd(acc0, e0);
-      acc1 = vadd(acc1, e1);
-    }
-    for (; i < valid; i += kW) {
-      // exp(-inf - m) is 0, so padded lanes add nothing.
-      const std::int64_t n = width(i);
-      const VF e = vexp(shifted(i, n));
-      if (n == kW) {
-        store(buf + i, e);
-      } else {
-        store_partial(buf + i, n, e);
+    // The exponentials and their sum, for one way of computing the shifted logits
+    // (a loop per way, so the choice is not made per vector).
+    auto exp_sweep = [&](auto shifted) {
+      VF acc0 = vset(0.0f), acc1 = vset(0.0f);
+      std::int64_t i = 0;
+      for (; i + 2 * kW <= valid; i += 2 * kW) {
+        // This sweep writes out (from memory) and the next runs from cache: they
+        // fetch the next row's two halves meanwhile (rows of a contiguous tensor
+        // follow each other), so the first sweep of the next row runs from cache.
+        // Here i / 2 advances one vector per step, at most a cache line.
+        prefetch(x + cols + i / 2);
+        const VF e0 = vexp(shifted(i, kW));
+        const VF e1 = vexp(shifted(i + kW, kW));
+        store(buf + i, e0);
+        store(buf + i + kW, e1);
+        acc0 = vadd(acc0, e0);
+        acc1 = vadd(acc1, e1);
       }
-      acc0 = vadd(acc0, e);
-    }
-    const float sum = hsum_lanes(vadd(acc0, acc1), tmp);
+      for (; i < valid; i += kW) {
+        // exp(-inf - m) is 0, so padded lanes add nothing.
+        const std::int64_t n = width(i);
+        const VF e = vexp(shifted(i, n));
+        if (n == kW) {
+          store(buf + i, e);
+        } else {
+          store_partial(buf + i, n, e);
+        }
+        acc0 = vadd(acc0, e);
+      }
+      return hsum_lanes(vadd(acc0, acc1), tmp);
+    };
+    const VF neg_m = vset(-m);
+    const float sum =
+        fused ? exp_sweep([&](std::int64_t i, std::int64_t n) { return scaled(i, n, neg_m); })
+              : exp_sweep([&](std::int64_t i, std::int64_t n) {
+                  return vsub(scaled(i, n, vset(-0.0f)), mv);
+                });
     const VF inv = vdiv(vset(1.0f), vset(sum));
-    for (i = 0; i + kW <= valid; i += kW) {
-      prefetch(x + cols + valid / 2 + i / 2);
-      store(out + i, vmul(load(buf + i), inv));
+    constexpr std::int64_t kStep = kLineStep<S>;
+    std::int64_t i = 0;
+    for (; i + kStep <= valid; i += kStep) {
+      prefetch_elems(x + cols + valid / 2 + i / 2, kStep / 2);
+      for (std::int64_t j = i; j < i + kStep; j += kW) store(out + j, vmul(load(buf + j), inv));
     }
+    for (; i + kW <= valid; i += kW) store(out + i, vmul(load(buf + i), inv));
     if (i < valid) {
       store_partial(out + i, valid - i, vmul(load_partial(buf + i, valid - i, 0.0f), inv));
     }
