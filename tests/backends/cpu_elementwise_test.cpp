@@ -202,30 +202,53 @@ TEST(CpuElementwiseTest, SimdTranscendentalsHoldTheirBoundsOverTheF32Range) {
   }
 }
 
+// The f16 rows evaluate their exponentials to f16 accuracy (Note [Exponentials for
+// f16 results]); every f16 input, specials included, must meet the stated bound.
+TEST(CpuElementwiseTest, SimdTranscendentalsHoldTheirBoundsOnEveryF16Input) {
+  std::vector<double> raw;
+  for (std::uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    raw.push_back(f16_to_f32(static_cast<std::uint16_t>(bits)));
+  }
+  const auto n = static_cast<std::int64_t>(raw.size());
+  Tensor x = Tensor::of(DType::kF16, {n}, raw);
+  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh}) {
+    std::vector<double> expected(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) expected[i] = unary_expect(op, x.get(i), 1.0);
+    for (const BindingEntry& e : cpu_entries(op, {DType::kF16, DType::kF16})) {
+      Tensor out(DType::kF16, {n});
+      ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}).is_ok()) << e.name;
+      expect_within(out, expected, e, "every f16 input");
+    }
+  }
+}
+
 // A vector with one lane outside the exponential's fast range takes the wide path;
 // the other lanes must get the same bits as on the fast path, so an element's
-// result never depends on its neighbours (and so not on how rows are split).
+// result never depends on its neighbours (and so not on how rows are split). Every
+// storage type: f16 rows have their own exponential.
 TEST(CpuElementwiseTest, TranscendentalLanesDoNotDependOnTheirNeighbours) {
   const std::int64_t n = 71;
   const std::vector<double> base = random_values(n, -60, 60, 23);
   const double specials[] = {std::numeric_limits<double>::quiet_NaN(), 200.0, -200.0,
                              -std::numeric_limits<double>::infinity(), 87.5,  -95.0};
   for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh}) {
-    for (const BindingEntry& e : cpu_entries(op, {DType::kF32, DType::kF32})) {
-      Tensor x = Tensor::of(DType::kF32, {n}, base);
-      Tensor plain(DType::kF32, {n});
-      ASSERT_TRUE(call_entry(e, {x.view()}, {plain.view()}).is_ok()) << e.name;
-      for (std::int64_t pos : {std::int64_t{0}, std::int64_t{9}, std::int64_t{35}, n - 1}) {
-        for (double special : specials) {
-          std::vector<double> mixed = base;
-          mixed[static_cast<std::size_t>(pos)] = special;
-          Tensor y = Tensor::of(DType::kF32, {n}, mixed);
-          Tensor out(DType::kF32, {n});
-          ASSERT_TRUE(call_entry(e, {y.view()}, {out.view()}).is_ok()) << e.name;
-          for (std::int64_t i = 0; i < n; ++i) {
-            if (i == pos) continue;
-            EXPECT_EQ(out.get(i), plain.get(i))
-                << e.name << " element " << i << " next to " << special << " at " << pos;
+    for (DType t : kFloats) {
+      for (const BindingEntry& e : cpu_entries(op, {t, t})) {
+        Tensor x = Tensor::of(t, {n}, base);
+        Tensor plain(t, {n});
+        ASSERT_TRUE(call_entry(e, {x.view()}, {plain.view()}).is_ok()) << e.name;
+        for (std::int64_t pos : {std::int64_t{0}, std::int64_t{9}, std::int64_t{35}, n - 1}) {
+          for (double special : specials) {
+            std::vector<double> mixed = base;
+            mixed[static_cast<std::size_t>(pos)] = special;
+            Tensor y = Tensor::of(t, {n}, mixed);
+            Tensor out(t, {n});
+            ASSERT_TRUE(call_entry(e, {y.view()}, {out.view()}).is_ok()) << e.name;
+            for (std::int64_t i = 0; i < n; ++i) {
+              if (i == pos) continue;
+              EXPECT_EQ(out.get(i), plain.get(i))
+                  << e.name << " element " << i << " next to " << special << " at " << pos;
+            }
           }
         }
       }

@@ -151,6 +151,29 @@ TEST(CpuSoftmaxTest, SoftmaxMatchesDoubleWithMaskAndCausal) {
   }
 }
 
+// Logits so large that one f32 ulp of the maximum exceeds the exponential's range:
+// the shift by the maximum must leave the maximum's own lane at 0 (or near it), or
+// its exponential overflows.
+TEST(CpuSoftmaxTest, HugeLogitsGiveTheOneHotRow) {
+  const DType t = DType::kF32;
+  const std::int64_t c = 37;
+  std::vector<double> v = random_values(2 * c, -6, 6, 41);
+  v[5] = 3.1e9;
+  v[20] = 3.0e9;
+  v[c + 30] = -2.9e9;
+  Tensor x = Tensor::of(t, {2, c}, v);
+  for (float scale : {1.0f, 0.7f, -1.3f}) {
+    OpParams params;
+    params.scale = scale;
+    const std::vector<double> expected = softmax_expect(x, nullptr, scale, false, 0);
+    for (const BindingEntry& e : cpu_entries(OpKind::kSoftmax, {t, t})) {
+      Tensor out(t, {2, c});
+      ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}, params).is_ok()) << e.name;
+      expect_within(out, expected, e, fmt::format("scale={}", scale));
+    }
+  }
+}
+
 TEST(CpuSoftmaxTest, FullyMaskedRowsAreZero) {
   const DType t = DType::kF32;
   Tensor x = Tensor::of(t, {2, 3}, {1, 2, 3, 4, 5, 6});

@@ -2,6 +2,8 @@
 // and compiled per instruction set by elementwise_avx2.cpp and
 // elementwise_avx512.cpp. See simd_rows.h for the contracts and simd_vec.h for the
 // rules every ISA file keeps.
+#include <type_traits>
+
 #include "backends/cpu/simd_rows.h"
 #include "backends/cpu/simd_vec.h"
 
@@ -39,24 +41,29 @@ void binary_row(const void* av, std::int64_t sa, const void* bv, std::int64_t sb
   }
 }
 
-template <UnaryFn kOp>
+// The exponentials of f16 rows need only f16 accuracy: Note [Exponentials for
+// f16 results] in simd_vec.h.
+template <UnaryFn kOp, typename S>
 inline VF apply_unary(VF x, VF param) {
+  constexpr ExpAccuracy kAcc = std::is_same_v<S, F16> ? ExpAccuracy::kF16 : ExpAccuracy::kF32;
   if constexpr (kOp == UnaryFn::kNeg) return vxor(x, vset(-0.0f));
-  if constexpr (kOp == UnaryFn::kExp) return vexp(x);
-  if constexpr (kOp == UnaryFn::kSilu) return vmul(x, vsigmoid(x));
+  if constexpr (kOp == UnaryFn::kExp) return vexp<kAcc>(x);
+  if constexpr (kOp == UnaryFn::kSilu) return vdiv_one_plus_exp<kAcc>(x, vxor(x, vset(-0.0f)));
   if constexpr (kOp == UnaryFn::kGelu) {
-    // 0.5 x (1 + tanh(y)) == x sigmoid(2y): no cancellation for negative x.
-    const VF x2 = vmul(x, x);
-    const VF y2 =
-        vmul(vmul(x, vset(2.0f * 0.7978845608028654f)), vfma(x2, vset(0.044715f), vset(1.0f)));
-    return vmul(x, vsigmoid(y2));
+    // 0.5 x (1 + tanh(y)) == x / (1 + e^(-2y)): no cancellation for negative x.
+    // -2y = x (k + k 0.044715 x^2) with k = -2 sqrt(2 / pi), the constants folded.
+    constexpr double kMinus2C = -2.0 * 0.7978845608028654;
+    const VF minus_2y = vmul(x, vfma(vmul(x, x), vset(static_cast<float>(kMinus2C * 0.044715)),
+                                     vset(static_cast<float>(kMinus2C))));
+    return vdiv_one_plus_exp<kAcc>(x, minus_2y);
   }
   // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
   // reference's `x > 0 ? x : 0`.
   if constexpr (kOp == UnaryFn::kRelu) return vmax(x, vset(0.0f));
   if constexpr (kOp == UnaryFn::kSqrt) return vsqrt(x);
   if constexpr (kOp == UnaryFn::kRsqrt) return vdiv(vset(1.0f), vsqrt(x));
-  if constexpr (kOp == UnaryFn::kSigmoid) return vsigmoid(x);
+  if constexpr (kOp == UnaryFn::kSigmoid)
+    return vdiv_one_plus_exp<kAcc>(vset(1.0f), vxor(x, vset(-0.0f)));
   if constexpr (kOp == UnaryFn::kTanh) return vtanh(x);
   if constexpr (kOp == UnaryFn::kScale) return vmul(x, param);
 }
@@ -77,15 +84,15 @@ void unary_row(const void* xv, void* ov, std::int64_t n, float param) {
     // dependency chain): fetch the input a few hundred elements ahead.
     prefetch(x + i + kUnaryPrefetch);
     prefetch(x + i + kW + kUnaryPrefetch);
-    const VF r0 = apply_unary<kOp>(load(x + i), p);
-    const VF r1 = apply_unary<kOp>(load(x + i + kW), p);
+    const VF r0 = apply_unary<kOp, S>(load(x + i), p);
+    const VF r1 = apply_unary<kOp, S>(load(x + i + kW), p);
     store(out + i, r0);
     store(out + i + kW, r1);
   }
-  for (; i + kW <= n; i += kW) store(out + i, apply_unary<kOp>(load(x + i), p));
+  for (; i + kW <= n; i += kW) store(out + i, apply_unary<kOp, S>(load(x + i), p));
   if (i < n) {
     const S zero{};
-    store_partial(out + i, n - i, apply_unary<kOp>(load_partial(x + i, n - i, zero), p));
+    store_partial(out + i, n - i, apply_unary<kOp, S>(load_partial(x + i, n - i, zero), p));
   }
 }
 

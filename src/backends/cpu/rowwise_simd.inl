@@ -25,13 +25,40 @@ inline VF keep_first(VF v, std::int64_t n, float fill) {
   return load(buf);
 }
 
+// Elements of storage S per step of a sweep that prefetches: whole vectors
+// covering at least one 64-byte cache line, so a step issues one hint per line.
+template <typename S>
+constexpr std::int64_t kLineStep = 64 / static_cast<std::int64_t>(sizeof(S)) > kW
+                                       ? 64 / static_cast<std::int64_t>(sizeof(S))
+                                       : kW;
+
+// Prefetch hints for the n elements from p, one per 64-byte cache line.
+template <typename S>
+inline void prefetch_elems(const S* p, std::int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (std::int64_t j = 0; j < n * static_cast<std::int64_t>(sizeof(S)); j += 64) {
+    prefetch(bytes + j);
+  }
+}
+
+// Note [Norm sweeps and the next row]
+// A norm reads its row from memory once: the first sweep (the sum, or the sum of
+// squares) streams it in, and the later sweeps run from L1. Those later sweeps
+// leave the memory idle apart from writing out, so they fetch the next row of a
+// contiguous tensor meanwhile (prefetch hints, one per cache line, which never
+// fault past the end): rms_norm in its one scaling sweep, layer_norm half in the
+// variance sweep and half in the scaling sweep. The next row's first sweep then
+// reads from cache, and the memory is kept busy through every other sweep.
+
 // Sum over the row of the terms of load(x + i): `f(acc, v)` adds v's terms to
-// acc (vadd, or an FMA of a square). The tail's padded lanes are zeroed.
+// acc (vadd, or an FMA of a square). The tail's padded lanes are zeroed. With
+// `fetch`, the sweep also prefetches fetch[0, n / 2), one half of the next row.
 template <typename S, typename F>
-inline float row_sum(const S* x, std::int64_t n, F f) {
+inline float row_sum(const S* x, std::int64_t n, F f, const S* fetch = nullptr) {
   VF acc0 = vset(0.0f), acc1 = vset(0.0f), acc2 = vset(0.0f), acc3 = vset(0.0f);
   std::int64_t i = 0;
   for (; i + 4 * kW <= n; i += 4 * kW) {
+    if (fetch != nullptr) prefetch_elems(fetch + i / 2, 2 * kW);
     acc0 = f(acc0, load(x + i));
     acc1 = f(acc1, load(x + i + kW));
     acc2 = f(acc2, load(x + i + 2 * kW));
@@ -76,28 +103,31 @@ float max_row(const void* xv, std::int64_t n) {
   return m;
 }
 
-// x * inv [* w] [+ b] over the row.
-template <typename S>
-inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d, VF shift,
-                      VF inv) {
+// (x [- shift]) * inv [* w] [+ b] over the row (one FMA for * w + b), prefetching
+// fetch[0, d >> kFetchShift): the whole next row, or one half of it.
+template <bool kCentre, int kFetchShift, typename S>
+inline void scale_row(const S* x, const S* w, const S* b, S* out, std::int64_t d, VF shift, VF inv,
+                      const S* fetch) {
   const S zero{};
-  auto one = [&](VF v, const S* wp, const S* bp, std::int64_t n, bool partial) {
-    VF t = vmul(vsub(v, shift), inv);
-    if (w != nullptr) t = vmul(t, partial ? load_partial(wp, n, zero) : load(wp));
-    if (b != nullptr) t = vadd(t, partial ? load_partial(bp, n, zero) : load(bp));
+  auto one = [&](std::int64_t i, std::int64_t n) {
+    const bool full = n == kW;
+    const VF v = full ? load(x + i) : load_partial(x + i, n, zero);
+    const VF t = vmul(kCentre ? vsub(v, shift) : v, inv);
+    const VF wv = w == nullptr ? t : full ? load(w + i) : load_partial(w + i, n, zero);
+    const VF bv = b == nullptr ? t : full ? load(b + i) : load_partial(b + i, n, zero);
+    if (w != nullptr && b != nullptr) return vfma(t, wv, bv);
+    if (w != nullptr) return vmul(t, wv);
+    if (b != nullptr) return vadd(t, bv);
     return t;
   };
+  constexpr std::int64_t kStep = kLineStep<S>;
   std::int64_t i = 0;
-  for (; i + kW <= d; i += kW) {
-    // This sweep runs from cache; fetching the next row meanwhile keeps memory
-    // busy (rows of a contiguous tensor follow each other).
-    prefetch(x + d + i);
-    store(out + i, one(load(x + i), w + i, b + i, kW, false));
+  for (; i + kStep <= d; i += kStep) {
+    prefetch_elems(fetch + (i >> kFetchShift), kStep >> kFetchShift);
+    for (std::int64_t j = i; j < i + kStep; j += kW) store(out + j, one(j, kW));
   }
-  if (i < d) {
-    const VF v = load_partial(x + i, d - i, zero);
-    store_partial(out + i, d - i, one(v, w + i, b + i, d - i, true));
-  }
+  for (; i + kW <= d; i += kW) store(out + i, one(i, kW));
+  if (i < d) store_partial(out + i, d - i, one(i, d - i));
 }
 
 // 1 / sqrt(v + eps), computed in a vector so no scalar library call is needed.
@@ -108,8 +138,9 @@ void rms_norm_row(const void* xv, const void* wv, void* ov, std::int64_t d, floa
   const S* x = static_cast<const S*>(xv);
   const float sumsq = row_sum(x, d, [](VF acc, VF v) { return vfma(v, v, acc); });
   const float mean = d > 0 ? sumsq / static_cast<float>(d) : 0.0f;
-  scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(nullptr), static_cast<S*>(ov), d,
-            vset(0.0f), inv_sqrt(mean, eps));
+  // See Note [Norm sweeps and the next row].
+  scale_row<false, 0>(x, static_cast<const S*>(wv), static_cast<const S*>(nullptr),
+                      static_cast<S*>(ov), d, vset(0.0f), inv_sqrt(mean, eps), x + d);
 }
 
 template <typename S>
@@ -119,15 +150,18 @@ void layer_norm_row(const void* xv, const void* wv, const void* bv, void* ov, st
   const float fd = d > 0 ? static_cast<float>(d) : 1.0f;
   const float mean = row_sum(x, d, [](VF acc, VF v) { return vadd(acc, v); }) / fd;
   const VF m = vset(mean);
-  // Two passes: the variance of the centred values does not cancel.
-  const float var = row_sum(x, d,
-                            [&](VF acc, VF v) {
-                              const VF c = vsub(v, m);
-                              return vfma(c, c, acc);
-                            }) /
+  // Two passes: the variance of the centred values does not cancel. See Note
+  // [Norm sweeps and the next row] for the prefetches.
+  const float var = row_sum(
+                        x, d,
+                        [&](VF acc, VF v) {
+                          const VF c = vsub(v, m);
+                          return vfma(c, c, acc);
+                        },
+                        x + d) /
                     fd;
-  scale_row(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov), d, m,
-            inv_sqrt(var, eps));
+  scale_row<true, 1>(x, static_cast<const S*>(wv), static_cast<const S*>(bv), static_cast<S*>(ov),
+                     d, m, inv_sqrt(var, eps), x + d + d / 2);
 }
 
 // Three sweeps over the row, one exponential per element: the maximum, then the
@@ -145,12 +179,16 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   }
   const S zero{};
   const VF sc = vset(scale);
-  // The logits of the vector at i (n lanes valid), padded with -inf.
-  auto logits = [&](std::int64_t i, std::int64_t n) {
-    VF v = vmul(n == kW ? load(x + i) : load_partial(x + i, n, zero), sc);
-    if (mask != nullptr) v = vadd(v, n == kW ? load(mask + i) : load_partial(mask + i, n, zero));
-    return n == kW ? v : keep_first(v, n, -kInf);
+  // x * scale + (mask, or `c` where there is no mask) for the vector at i (n lanes
+  // valid) in one FMA, padded with -inf.
+  auto scaled = [&](std::int64_t i, std::int64_t n, VF c) {
+    const bool full = n == kW;
+    const VF v = full ? load(x + i) : load_partial(x + i, n, zero);
+    if (mask != nullptr) c = full ? load(mask + i) : load_partial(mask + i, n, zero);
+    const VF l = vfma(v, sc, c);
+    return full ? l : keep_first(l, n, -kInf);
   };
+  auto logits = [&](std::int64_t i, std::int64_t n) { return scaled(i, n, vset(-0.0f)); };
   auto width = [&](std::int64_t i) { return valid - i < kW ? valid - i : kW; };
   // Four independent maxima: one chain of vmax would take its latency per vector.
   VF mx = vset(-kInf), mx1 = vset(-kInf), mx2 = vset(-kInf), mx3 = vset(-kInf);
@@ -170,38 +208,58 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   std::int64_t written = 0;
   if (valid > 0 && m != -kInf) {
     const VF mv = vset(m);
-    VF acc0 = vset(0.0f), acc1 = vset(0.0f);
-    std::int64_t i = 0;
-    for (; i + 2 * kW <= valid; i += 2 * kW) {
-      // This sweep writes out (from memory) and the next runs from cache: they
-      // fetch the next row's two halves meanwhile (rows of a contiguous tensor
-      // follow each other), so the first sweep of the next row runs from cache.
-      prefetch(x + cols + i / 2);
-      prefetch(x + cols + i / 2 + kW / 2);
-      const VF e0 = vexp(vsub(logits(i, kW), mv));
-      const VF e1 = vexp(vsub(logits(i + kW, kW), mv));
-      store(buf + i, e0);
-      store(buf + i + kW, e1);
-      acc0 = vadd(acc0, e0);
-      acc1 = vadd(acc1, e1);
-    }
-    for (; i < valid; i += kW) {
-      // exp(-inf - m) is 0, so padded lanes add nothing.
-      const std::int64_t n = width(i);
-      const VF e = vexp(vsub(logits(i, n), mv));
-      if (n == kW) {
-        store(buf + i, e);
-      } else {
-        store_partial(buf + i, n, e);
+    // The logits less the maximum. Without a mask, and while |m| < 2^20, the FMA
+    // subtracts it, so x * scale - m rounds once: the maximum's own lane then gets
+    // the product's rounding error instead of 0, at most 2^-24 |m| < 1/16, and no
+    // lane's exponential can overflow. A larger |m| (or an infinite or NaN one)
+    // subtracts it from the rounded logit, where the maximum's lane gets 0. The
+    // choice depends on the row's values only.
+    const bool fused = mask == nullptr && m > -0x1p20f && m < 0x1p20f;
+    // The exponentials and their sum, for one way of computing the shifted logits
+    // (a loop per way, so the choice is not made per vector).
+    auto exp_sweep = [&](auto shifted) {
+      VF acc0 = vset(0.0f), acc1 = vset(0.0f);
+      std::int64_t i = 0;
+      for (; i + 2 * kW <= valid; i += 2 * kW) {
+        // This sweep writes out (from memory) and the next runs from cache: they
+        // fetch the next row's two halves meanwhile (rows of a contiguous tensor
+        // follow each other), so the first sweep of the next row runs from cache.
+        // Here i / 2 advances one vector per step, at most a cache line.
+        prefetch(x + cols + i / 2);
+        const VF e0 = vexp(shifted(i, kW));
+        const VF e1 = vexp(shifted(i + kW, kW));
+        store(buf + i, e0);
+        store(buf + i + kW, e1);
+        acc0 = vadd(acc0, e0);
+        acc1 = vadd(acc1, e1);
       }
-      acc0 = vadd(acc0, e);
-    }
-    const float sum = hsum_lanes(vadd(acc0, acc1), tmp);
+      for (; i < valid; i += kW) {
+        // exp(-inf - m) is 0, so padded lanes add nothing.
+        const std::int64_t n = width(i);
+        const VF e = vexp(shifted(i, n));
+        if (n == kW) {
+          store(buf + i, e);
+        } else {
+          store_partial(buf + i, n, e);
+        }
+        acc0 = vadd(acc0, e);
+      }
+      return hsum_lanes(vadd(acc0, acc1), tmp);
+    };
+    const VF neg_m = vset(-m);
+    const float sum =
+        fused ? exp_sweep([&](std::int64_t i, std::int64_t n) { return scaled(i, n, neg_m); })
+              : exp_sweep([&](std::int64_t i, std::int64_t n) {
+                  return vsub(scaled(i, n, vset(-0.0f)), mv);
+                });
     const VF inv = vdiv(vset(1.0f), vset(sum));
-    for (i = 0; i + kW <= valid; i += kW) {
-      prefetch(x + cols + valid / 2 + i / 2);
-      store(out + i, vmul(load(buf + i), inv));
+    constexpr std::int64_t kStep = kLineStep<S>;
+    std::int64_t i = 0;
+    for (; i + kStep <= valid; i += kStep) {
+      prefetch_elems(x + cols + valid / 2 + i / 2, kStep / 2);
+      for (std::int64_t j = i; j < i + kStep; j += kW) store(out + j, vmul(load(buf + j), inv));
     }
+    for (; i + kW <= valid; i += kW) store(out + i, vmul(load(buf + i), inv));
     if (i < valid) {
       store_partial(out + i, valid - i, vmul(load_partial(buf + i, valid - i, 0.0f), inv));
     }

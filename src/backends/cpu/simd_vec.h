@@ -19,12 +19,16 @@
 //          through) and an exact two-step scaling by 2^n, so subnormal results are
 //          rounded once. Both paths compute n, r and the polynomial with the same
 //          instructions, so a lane gets the same bits whichever path its vector
-//          takes (row results never depend on their neighbours).
+//          takes (row results never depend on their neighbours). Rows that store
+//          f16 use a shorter polynomial (Note [Exponentials for f16 results]).
 //   vtanh  expm1(2|x|) / (expm1(2|x|) + 2) with expm1 rebuilt from the same
 //          polynomial, accurate near zero; |x| is clamped at 9, where tanh rounds
 //          to 1 in f32.
 //   vrecip 1/d for normal d from the hardware estimate and one Newton step
 //          (within 1.5 ulp for the AVX-512 estimate, 3 ulp for the AVX2 one).
+//   vdiv_one_plus_exp  x / (1 + e^w), the sigmoid family: one exponential, one
+//          rounded sum and one quotient (a division on AVX2, x times vrecip on
+//          AVX-512).
 #pragma once
 
 #include <immintrin.h>
@@ -266,24 +270,49 @@ constexpr float kLn2Lo = 1.42860682030941723212e-6f;
 // which then sits in the low mantissa bits.
 constexpr float kRoundShifter = 12582912.0f;
 
+// How accurately the exponential of a row is evaluated. See Note [Exponentials
+// for f16 results].
+enum class ExpAccuracy : std::uint8_t { kF32, kF16 };
+
+// Note [Exponentials for f16 results]
+// kF32 is the exponential described in the banner: within about 1 f32 ulp. A
+// result stored in f16 keeps 11 significant bits, so the rows that store f16
+// (exp, sigmoid, silu, gelu) use kF16: ln 2 as one f32 constant in the reduction
+// (its error, under 2e-9 per unit of |n| <= 150, moves r by at most 3e-7) and
+// e^r = 1 + r (c1 + r (c2 + r (c3 + r c4))) interpolated at the Chebyshev nodes of
+// [-ln2/2, ln2/2], within 7.1e-6 of e^r in f32 arithmetic. That is 1.5-3% of the
+// half ulp the f16 rounding adds, for three fewer FMAs per vector; the
+// registration states the f16 rows' bound with 1e-5 more relative error (see
+// simd_unary_rel), and cpu_elementwise_test checks it on every f16 input.
+
 // n = round(x / ln2) (in the shifted form t and as a float) and e^r for the
 // reduced argument, as both exp paths compute them.
 struct ExpParts {
   VF t;
   VF p;
 };
+template <ExpAccuracy kAcc>
 inline ExpParts exp_parts(VF x) {
   const VF t = vfma(x, vset(kLog2e), vset(kRoundShifter));
   const VF nf = vsub(t, vset(kRoundShifter));
-  VF r = vfnma(nf, vset(kLn2Hi), x);
-  r = vfnma(nf, vset(kLn2Lo), r);
-  return {t, vfma(vfma(exp_q(r), r, vset(1.0f)), r, vset(1.0f))};
+  if constexpr (kAcc == ExpAccuracy::kF16) {
+    const VF r = vfnma(nf, vset(0.693147182f), x);
+    VF q = vfma(vset(0.0418339707f), r, vset(0.167671129f));
+    q = vfma(q, r, vset(0.499997497f));
+    q = vfma(q, r, vset(0.99998492f));
+    return {t, vfma(q, r, vset(1.0f))};
+  } else {
+    VF r = vfnma(nf, vset(kLn2Hi), x);
+    r = vfnma(nf, vset(kLn2Lo), r);
+    return {t, vfma(vfma(exp_q(r), r, vset(1.0f)), r, vset(1.0f))};
+  }
 }
 
 // The whole f32 range: results that overflow, underflow or are subnormal.
+template <ExpAccuracy kAcc = ExpAccuracy::kF32>
 inline VF vexp_wide(VF x) {
   x = vmin(vset(88.8f), vmax(vset(-104.0f), x));
-  const ExpParts e = exp_parts(x);
+  const ExpParts e = exp_parts<kAcc>(x);
   // n in [-150, 128]: scale in two exact steps, each factor a normal power of two.
   const VI n = isub(as_i(e.t), as_i(vset(kRoundShifter)));
   const VI k1 = israi1(n);
@@ -291,13 +320,19 @@ inline VF vexp_wide(VF x) {
   return vmul(vmul(e.p, pow2i(k1)), pow2i(k2));
 }
 
-inline VF vexp(VF x) {
-  if (any_outside(x, 86.0f)) return vexp_wide(x);
-  // |n| <= 125 and p in [0.70, 1.42]: p * 2^n is normal, so adding n to the
-  // exponent field is exact. The low bits of t hold n (mod 2^9), and the shift
-  // drops everything above them.
-  const ExpParts e = exp_parts(x);
+// e^x for lanes with |x| <= 86 only: |n| <= 125 and p in [0.70, 1.42], so p * 2^n
+// is normal and adding n to the exponent field is exact. The low bits of t hold n
+// (mod 2^9), and the shift drops everything above them.
+template <ExpAccuracy kAcc = ExpAccuracy::kF32>
+inline VF vexp_fast(VF x) {
+  const ExpParts e = exp_parts<kAcc>(x);
   return as_f(iadd(as_i(e.p), ishl23(as_i(e.t))));
+}
+
+template <ExpAccuracy kAcc = ExpAccuracy::kF32>
+inline VF vexp(VF x) {
+  if (any_outside(x, 86.0f)) return vexp_wide<kAcc>(x);
+  return vexp_fast<kAcc>(x);
 }
 
 // 1 / d for normal, finite d: the estimate refined by one Newton step.
@@ -305,6 +340,25 @@ inline VF vrecip(VF d) {
   const VF r0 = vrcp_estimate(d);
   return vfma(r0, vfnma(d, r0, vset(1.0f)), r0);
 }
+
+// x / d for normal, finite d. See Note [Quotients per instruction set].
+inline VF vquot(VF x, VF d) {
+#if defined(SWITCHYARD_SIMD_AVX512)
+  return vmul(x, vrecip(d));
+#else
+  return vdiv(x, d);
+#endif
+}
+
+// Note [Quotients per instruction set]
+// The sigmoid family divides once per element. A 256-bit division issues as one
+// uop and occupies the divider for about five cycles, which runs beside the two
+// FMA ports; the rows spend more than that on the exponential per vector, so on
+// AVX2 the division costs one uop and rounds once. The reciprocal estimate and
+// its Newton step would cost three uops on the FMA ports, the ports the AVX2 rows
+// are bound by. A 512-bit division occupies the divider about twice as long for
+// two uops more and would bound the AVX-512 rows, so they multiply by the refined
+// reciprocal (within 1.5 ulp, see vrecip) instead.
 
 inline VF vtanh(VF x) {
   const VF sign_bit = vset(-0.0f);
@@ -323,12 +377,30 @@ inline VF vtanh(VF x) {
   return vor(vmul(em1, vrecip(vadd(em1, vset(2.0f)))), sign);
 }
 
-// sigmoid(x) = 1 / (1 + e^-|x|) for x >= 0 and e^-|x| / (1 + e^-|x|) below: the
-// exponential never overflows, and tiny results keep their relative accuracy.
-inline VF vsigmoid(VF x) {
-  const VF e = vexp(vor(x, vset(-0.0f)));
-  const VF r = vrecip(vadd(vset(1.0f), e));
-  return vblend_sign(r, vmul(e, r), x);
+// x / (1 + e^w) on the wide path of vdiv_one_plus_exp: lanes with w > 86, where
+// e^w would overflow, compute x e^-w / (1 + e^-w); every other lane computes the
+// fast path's instructions on the same bits (vexp_wide agrees with vexp_fast where
+// both apply), so a lane's result never depends on its neighbours. Kept out of
+// line: inlined into the rows, its code made GCC call the whole function per
+// vector.
+template <ExpAccuracy kAcc>
+[[gnu::noinline]] VF vdiv_one_plus_exp_wide(VF x, VF w) {
+  const VF one = vset(1.0f);
+  const VF q = vquot(x, vadd(one, vexp_wide<kAcc>(w)));
+  const VF e = vexp_wide<kAcc>(vxor(w, vset(-0.0f)));
+  // The sign of 86 - w selects the lanes with w > 86 (and w = +inf).
+  return vblend_sign(q, vquot(vmul(x, e), vadd(one, e)), vsub(vset(86.0f), w));
+}
+
+// x / (1 + e^w), which is x sigmoid(-w): silu (w = -x), sigmoid (x = 1, w = -x)
+// and gelu (w = -2y). Where every lane has |w| <= 86, e^w takes the fast path and
+// 1 + e^w is finite, so relative accuracy holds on both sides of zero; otherwise
+// the vector takes the wide path.
+template <ExpAccuracy kAcc>
+[[gnu::always_inline]] inline VF vdiv_one_plus_exp(VF x, VF w) {
+  if (any_outside(w, 86.0f)) [[unlikely]]
+    return vdiv_one_plus_exp_wide<kAcc>(x, w);
+  return vquot(x, vadd(vset(1.0f), vexp_fast<kAcc>(w)));
 }
 
 }  // namespace
