@@ -164,16 +164,17 @@ Status transpose_kernel_impl(const KernelCall& call) {
 // each visit to an output row may cost a page walk. Two paths:
 //
 // * Outputs of kStreamBytes or more (far past L2 and most of a core's share of
-//   L3, so a consumer would not find them in cache anyway) whose lines can be
+//   L3, so a consumer would mostly miss them in cache anyway) whose lines can be
 //   written whole (output 64-byte aligned, row pitch a multiple of 64 bytes) are
 //   streamed (Note [Streamed transposes]): non-temporal stores of whole lines, so
 //   memory sees one read and one write per line, as for a copy. A task is a block
 //   of kStreamRows input rows by 1 KiB of each (stream_run_bytes), walked down its
-//   rows: the block's output rows are written front to back, a page each for
-//   4 KiB, while the input is read in 1 KiB runs prefetched in software. On a
-//   4096 x 4096 transpose at two threads this took f32 from about 0.65 of a copy
-//   loop's bandwidth to about 1.2, and f16 from about 0.5 to about 0.9
-//   (Switchyard's benchmark; the copy loop uses ordinary stores).
+//   rows (kStreamRows also spreads matrices of few columns over the threads):
+//   each of the block's output rows is written front to back, staying on a page
+//   for 4 KiB, while the input is read in 1 KiB runs prefetched in software. On a
+//   4096 x 4096 transpose (the benchmark's BM_CpuOp, whose copy peer uses
+//   ordinary stores) this took f32 from about 0.6 of the copy's bandwidth to
+//   1.2-1.4 and f16 from about 0.55 to 1.2-1.4, on one thread and on two.
 // * Smaller (or misaligned) outputs keep ordinary stores, so that a consumer
 //   finds the result in cache. Tasks are panels of whole input rows (128 rows of
 //   4-byte elements, 256 of 2-byte ones; LayoutSimd) whose column steps write

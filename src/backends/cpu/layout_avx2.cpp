@@ -17,6 +17,10 @@
 // register is one whole output row of 16 elements: 24 shuffles per 128 elements.
 // Rows left over (fewer than 16) take an 8x8 tile in 128-bit registers, then a
 // scalar loop, as do columns left over.
+//
+// The tile functions hand their output rows back in registers, for the two ways
+// of storing them (ordinary stores, streamed lines); they are forced inline and
+// their register loops unrolled so that those rows never go through memory.
 #include <immintrin.h>
 
 #include <cstring>
@@ -49,9 +53,15 @@ inline __m256 load_rows(const float* lo, const float* hi) {
   return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
 }
 
-// The 4x4 transposes of the two lanes of r0..r3: output rows 0..3 of both lanes
-// into o[0..3].
-inline void transpose4x4_lanes(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256* o) {
+// 4-byte elements travel as float bit patterns: loads, shuffles and stores of
+// floats never change bits. o[k] is output row k: column k of the 8 rows by 4
+// columns at s (the 4x4 transposes of both lanes, rows k and k + 4 loaded into
+// one register).
+[[gnu::always_inline]] inline void tile8x4_4(const float* s, std::int64_t sp, __m256* o) {
+  const __m256 r0 = load_rows(s, s + 4 * sp);
+  const __m256 r1 = load_rows(s + sp, s + 5 * sp);
+  const __m256 r2 = load_rows(s + 2 * sp, s + 6 * sp);
+  const __m256 r3 = load_rows(s + 3 * sp, s + 7 * sp);
   const __m256 t0 = _mm256_unpacklo_ps(r0, r1);
   const __m256 t1 = _mm256_unpackhi_ps(r0, r1);
   const __m256 t2 = _mm256_unpacklo_ps(r2, r3);
@@ -60,16 +70,6 @@ inline void transpose4x4_lanes(__m256 r0, __m256 r1, __m256 r2, __m256 r3, __m25
   o[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
   o[2] = _mm256_shuffle_ps(t1, t3, 0x44);
   o[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
-}
-
-// 4-byte elements travel as float bit patterns: loads, shuffles and stores of
-// floats never change bits. o[k] is output row k: column k of the 8x8 tile at s.
-inline void tile8x8_4(const float* s, std::int64_t sp, __m256* o) {
-  transpose4x4_lanes(load_rows(s, s + 4 * sp), load_rows(s + sp, s + 5 * sp),
-                     load_rows(s + 2 * sp, s + 6 * sp), load_rows(s + 3 * sp, s + 7 * sp), o);
-  transpose4x4_lanes(load_rows(s + 4, s + 4 * sp + 4), load_rows(s + sp + 4, s + 5 * sp + 4),
-                     load_rows(s + 2 * sp + 4, s + 6 * sp + 4),
-                     load_rows(s + 3 * sp + 4, s + 7 * sp + 4), o + 4);
 }
 
 void transpose4(const void* src, std::int64_t sp, void* dst, std::int64_t dp, std::int64_t rows,
@@ -92,9 +92,13 @@ void transpose4(const void* src, std::int64_t sp, void* dst, std::int64_t dp, st
     if (j + kAheadColumns + 8 <= cols)
       prefetch_rows8(d + (j + kAheadColumns) * dp, dp * 4, rows * 4);
     for (std::int64_t i = 0; i < rows8; i += 8) {
-      __m256 o[8];
-      tile8x8_4(s + i * sp + j, sp, o);
-      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(d + (j + k) * dp + i, o[k]);
+#pragma GCC unroll 8
+      for (std::int64_t h = 0; h < 8; h += 4) {
+        __m256 o[4];
+        tile8x4_4(s + i * sp + j + h, sp, o);
+#pragma GCC unroll 8
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(d + (j + h + k) * dp + i, o[k]);
+      }
     }
     for (std::int64_t i = rows8; i < rows; ++i) {
       for (std::int64_t k = j; k < j + 8; ++k) du[k * dp + i] = su[i * sp + k];
@@ -122,8 +126,9 @@ inline __m128i load8(const std::uint16_t* s) {
 }
 
 // o[k] is output row k: column k of the 16x8 tile at s, 16 elements.
-inline void tile16x8_2(const std::uint16_t* s, std::int64_t sp, __m256i* o) {
+[[gnu::always_inline]] inline void tile16x8_2(const std::uint16_t* s, std::int64_t sp, __m256i* o) {
   __m256i r[8];
+#pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) r[k] = load_rows16(s + k * sp, s + (k + 8) * sp);
   const __m256i t0 = _mm256_unpacklo_epi16(r[0], r[1]);
   const __m256i t1 = _mm256_unpackhi_epi16(r[0], r[1]);
@@ -200,6 +205,7 @@ void transpose2(const void* src, std::int64_t sp, void* dst, std::int64_t dp, st
     for (std::int64_t i = 0; i < rows16; i += 16) {
       __m256i o[8];
       tile16x8_2(s + i * sp + j, sp, o);
+#pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) store16(d + (j + k) * dp + i, o[k]);
     }
     if (rows8 > rows16) tile8x8_2(s + rows16 * sp + j, sp, d + j * dp + rows16, dp);
@@ -234,24 +240,29 @@ void transpose2(const void* src, std::int64_t sp, void* dst, std::int64_t dp, st
 //
 // Each stream_lines transposes the tile one line deep and eight columns wide at s
 // into eight whole output lines at d.
-inline void stream_lines(const std::uint32_t* s, std::int64_t sp, std::uint32_t* d,
-                         std::int64_t dp) {
+[[gnu::always_inline]] inline void stream_lines(const std::uint32_t* s, std::int64_t sp,
+                                                std::uint32_t* d, std::int64_t dp) {
   const auto* sf = reinterpret_cast<const float*>(s);
   auto* df = reinterpret_cast<float*>(d);
-  __m256 lo[8], hi[8];
-  tile8x8_4(sf, sp, lo);
-  tile8x8_4(sf + 8 * sp, sp, hi);
-  for (int k = 0; k < 8; ++k) {
-    _mm256_stream_ps(df + k * dp, lo[k]);
-    _mm256_stream_ps(df + k * dp + 8, hi[k]);
+#pragma GCC unroll 8
+  for (std::int64_t h = 0; h < 8; h += 4) {
+    __m256 lo[4], hi[4];
+    tile8x4_4(sf + h, sp, lo);
+    tile8x4_4(sf + 8 * sp + h, sp, hi);
+#pragma GCC unroll 8
+    for (int k = 0; k < 4; ++k) {
+      _mm256_stream_ps(df + (h + k) * dp, lo[k]);
+      _mm256_stream_ps(df + (h + k) * dp + 8, hi[k]);
+    }
   }
 }
 
-inline void stream_lines(const std::uint16_t* s, std::int64_t sp, std::uint16_t* d,
-                         std::int64_t dp) {
+[[gnu::always_inline]] inline void stream_lines(const std::uint16_t* s, std::int64_t sp,
+                                                std::uint16_t* d, std::int64_t dp) {
   __m256i lo[8], hi[8];
   tile16x8_2(s, sp, lo);
   tile16x8_2(s + 16 * sp, sp, hi);
+#pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
     auto* line = reinterpret_cast<__m256i*>(d + k * dp);
     _mm256_stream_si256(line, lo[k]);
@@ -332,8 +343,9 @@ void copy_bytes(void* dst, const void* src, std::size_t n) {
 // output row per column step. Measured on a 4096 x 4096 transpose (one thread),
 // 16 / 32 / 64 / 128-row panels of f32 took 1.7 / 1.35 / 1.1 / 1.0 times the
 // time of 128 rows; 256 rows gained nothing more. Streamed blocks: 1 KiB of
-// each input row (256 or 512 columns); on the same transpose, at two threads,
-// 512-byte runs took about 1.1 times as long in f16.
+// each input row (256 or 512 columns); on the same transpose, 512-byte runs took
+// about 1.1 times as long. Wider registers did not pay there: 16x16 AVX-512
+// tiles with 64-byte streamed stores were slower than these.
 constexpr LayoutSimd kLayoutTable{.transpose_panel4 = 128,
                                   .transpose_panel2 = 256,
                                   .transpose4 = &transpose4,
