@@ -5,11 +5,12 @@
 //
 // Note [Transpose tiles]
 // ~~~~~~~~~~~~~~~~~~~~~~
-// 4-byte elements go through 8x8 tiles. Each register is loaded from two rows,
-// four columns each (rows k and k + 4, through a 128-bit insert from memory), so
-// the lane-crossing step of the transpose is done by the loads and two 4x4
-// in-lane transposes (unpack, then shuffle) finish it: 16 shuffles per 64
-// elements instead of the 24 of a transpose that permutes lanes.
+// 4-byte elements go through 8x8 tiles, as two 8x4 halves (four output rows
+// each). Each register is loaded from two rows, four columns each (rows k and
+// k + 4, through a 128-bit insert from memory), so the lane-crossing step of the
+// transpose is done by the loads and two 4x4 in-lane transposes (unpack, then
+// shuffle) finish it: 16 shuffles per 64 elements instead of the 24 of a
+// transpose that permutes lanes.
 //
 // 2-byte elements go through 16x8 tiles (16 rows of 8 columns): register k holds
 // row k in its low lane and row k + 8 in its high lane, three in-lane unpack
@@ -224,10 +225,11 @@ void transpose2(const void* src, std::int64_t sp, void* dst, std::int64_t dp, st
 // A call covers a block of whole output rows (the caller's `cols`, 1 KiB of each
 // input row) and walks its input rows in tiles one output line deep: 16 rows of
 // 4-byte elements, 32 of 2-byte ones. Each column step of eight writes one whole
-// 64-byte line of each of eight output rows (two 8x8 or two 16x8 register
-// tiles, Note [Transpose tiles]) with non-temporal stores issued back to back: a
-// line is complete in the write-combining buffer and goes to memory without the
-// read for ownership that an ordinary store of a missing line costs. The output
+// 64-byte line of each of eight output rows (Note [Transpose tiles]: the 8x4
+// halves of two 8x8 tiles, or two 16x8 tiles) with non-temporal stores, a line's
+// two halves back to back: the line is complete in the write-combining buffer
+// and goes to memory without the read for ownership that an ordinary store of a
+// missing line costs. The output
 // rows of a block are written front to back, so each stays on one page for 4 KiB
 // of writes; the input is read in runs of 1 KiB per row, too short for the
 // hardware prefetchers, so the next tile's runs are requested in software while
