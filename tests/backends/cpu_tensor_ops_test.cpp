@@ -332,6 +332,64 @@ TEST(CpuLayoutTest, TransposeReadsStridedAndBroadcastInputs) {
   }
 }
 
+// Raw bits of element i of a 4- or 2-byte buffer.
+std::uint32_t bits_in(const void* p, DType t, std::int64_t i) {
+  if (dense_bytes(t) == 4) return static_cast<const std::uint32_t*>(p)[i];
+  return static_cast<const std::uint16_t*>(p)[i];
+}
+
+TEST(CpuLayoutTest, TransposeLargeOutputsAtOddSizes) {
+  // Outputs of 8 MiB and more: the SIMD sibling streams them where whole output
+  // lines can be written (Note [Transpose panels] in layout.cpp) and keeps
+  // ordinary stores where not. Rows past one block (1024) and not a multiple of
+  // it, columns past the 1 KiB blocks and short of a register tile, a broadcast
+  // batch with padded input rows, a row count that is not a whole line (output
+  // pitch off 64 bytes) and an output that does not start on a line; one thread
+  // and three.
+  for (DType t : kLayoutDTypes) {
+    const std::int64_t line = 64 / dense_bytes(t);  // elements per cache line
+    const std::int64_t b = 1029;
+    struct Case {
+      std::int64_t a;
+      std::int64_t pad;  // extra elements per input row
+      bool broadcast;    // both matrices are the first
+      std::int64_t out_shift;
+    };
+    for (const Case& c : {Case{65 * line, 0, false, 0}, Case{65 * line, 3, true, 0},
+                          Case{65 * line + 1, 0, false, 0}, Case{65 * line, 0, false, 1}}) {
+      const std::int64_t pitch = b + c.pad;
+      const Tensor base = bit_pattern(t, {2, c.a, pitch}, static_cast<std::uint32_t>(c.a));
+      const std::int64_t strides[] = {c.broadcast ? 0 : c.a * pitch, pitch, 1};
+      const TensorView x = TensorView::strided(const_cast<Tensor&>(base).data(), t, {2, c.a, b},
+                                               std::span<const std::int64_t>(strides, 3));
+      for (const BindingEntry& e : cpu_entries(OpKind::kTranspose, {t, t})) {
+        if (e.source == "portable") continue;  // no path of its own at this size
+        for (int threads : {0, 3}) {
+          // The output starts c.out_shift elements past a 64-byte boundary.
+          Tensor storage(t, {2 * b * c.a + 64});
+          const auto start = reinterpret_cast<std::uintptr_t>(storage.data());
+          auto* first =
+              reinterpret_cast<std::byte*>((start + 63) / 64 * 64) + c.out_shift * dense_bytes(t);
+          const TensorView out = TensorView::contiguous(first, t, {2, b, c.a});
+          ASSERT_TRUE(call_entry(e, {x}, {out}, {}, threads).is_ok()) << e.name;
+          std::int64_t wrong = 0;
+          for (std::int64_t m = 0; m < 2; ++m) {
+            for (std::int64_t i = 0; i < c.a; ++i) {
+              for (std::int64_t j = 0; j < b; ++j) {
+                wrong += bits_in(first, t, (m * b + j) * c.a + i) !=
+                         bits_at(base, m * strides[0] + i * pitch + j);
+              }
+            }
+          }
+          EXPECT_EQ(wrong, 0) << e.name << " [2, " << c.a << ", " << b << "] pad " << c.pad
+                              << " broadcast " << c.broadcast << " output shift " << c.out_shift
+                              << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuLayoutTest, ConcatJoinsAlongAnyAxis) {
   const DType t = DType::kF32;
   Tensor a = Tensor::of(t, {2, 2}, {1, 2, 3, 4});

@@ -24,6 +24,14 @@ struct LayoutSimd {
   std::int64_t transpose_panel2;
   TransposeBlockFn transpose4;  // 4-byte elements
   TransposeBlockFn transpose2;  // 2-byte elements
+  // The same with non-temporal stores of whole output lines, for outputs larger
+  // than the caches (layout_avx2.cpp, Note [Streamed transposes]): `dst` and the
+  // destination pitch in bytes are multiples of 64 and `rows` is a multiple of
+  // 64 bytes' worth of elements (16 or 32). A task's block is `stream_run_bytes`
+  // of each input row wide.
+  std::int64_t stream_run_bytes;
+  TransposeBlockFn transpose4_stream;
+  TransposeBlockFn transpose2_stream;
   // Copies `bytes` bytes between buffers that do not overlap.
   void (*copy)(void* dst, const void* src, std::size_t bytes);
 };
