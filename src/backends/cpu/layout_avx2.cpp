@@ -229,11 +229,10 @@ void transpose2(const void* src, std::int64_t sp, void* dst, std::int64_t dp, st
 // halves of two 8x8 tiles, or two 16x8 tiles) with non-temporal stores, a line's
 // two halves back to back: the line is complete in the write-combining buffer
 // and goes to memory without the read for ownership that an ordinary store of a
-// missing line costs. The output
-// rows of a block are written front to back, so each stays on one page for 4 KiB
-// of writes; the input is read in runs of 1 KiB per row, too short for the
-// hardware prefetchers, so the next tile's runs are requested in software while
-// this tile is transposed.
+// missing line costs. The output rows of a block are written front to back, so
+// each stays on one page for 4 KiB of writes; the input is read in runs of 1 KiB
+// per row, too short for the hardware prefetchers, so the next tile's runs are
+// requested in software while this tile is transposed.
 //
 // The caller guarantees whole lines: `dst` and the output pitch are multiples of
 // 64 bytes and `rows` a multiple of the tile depth. Columns left over (fewer than
