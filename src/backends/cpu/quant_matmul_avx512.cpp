@@ -735,13 +735,20 @@ constexpr std::array<std::int16_t, 32> kQ2Multipliers = [] {
 // one vpmullw build the table where two of each did. The scaled levels meeting
 // the activations are the same bytes as without GFNI, so the results are
 // identical (a test compares the two paths; the suite also runs with GFNI
-// hidden). With one thread in cache (QuantDotInCache, CPU time, Ice Lake) q2_k
-// went from 22.7 to 21.0 us (15.1 to 16.4 GB/s).
+// hidden). With one thread in cache (QuantDotInCache, CPU time, Ice Lake, base
+// and GFNI binaries alternated on a shared machine) q2_k took 3-12% less time,
+// 8% in the median of six comparisons (22.7 -> 21.0 us, 15.2 -> 16.4 GB/s, in
+// the quietest). Moving more of the table work to port 5 (vpermb from a table
+// of products instead of vpmullw, vpermb for vector 2's indices) gained
+// nothing: the tile is bound by its total vector uops on ports 0 and 5, and the
+// exact per-lane f32 steps (two conversions and two FMAs per row) and the
+// per-vector vpshufb and vpdpbusd leave little else to remove.
 // q3_k did not gain: an affine form per vector putting hmask's bit above the
-// level (one vpternlog then merges it with the level bits, the mask and shifts
-// of hmask gone) left half the vector instructions on the decode path and was
-// still 5% slower, the affine forms taking port 0 where the masks they replaced
-// ran on port 0 or 5.
+// level, then one vpternlog merging it with the level bits of qs (34 instead of
+// 50 instructions per four rows to form the levels: the masks, the rotation and
+// the shifts gone), was 5% slower. Its port-0 work (vpmaddubsw, vpdpwssd, and
+// now the affine forms in place of the shifts) stayed the same while the masks
+// it dropped could run on port 5.
 
 // The affine matrix taking a 2-bit level from bits `at`, `at` + 1 of each byte to
 // the 4-bit index whose bit i is set for level 1 by bit i of `one`, for level 2 by
