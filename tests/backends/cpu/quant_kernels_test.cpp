@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -371,6 +372,37 @@ TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
                 << s.name << " " << name(t) << " blocks " << blocks << " row " << r << " col " << j;
           }
         }
+      }
+    }
+  }
+}
+
+// The GFNI form of the q2_k tiles (Note [GFNI level bits]) gives the same bytes
+// as the tiles without it, in every tile path: decode tiles of four and one
+// weight rows, the prefill tiles and their leftovers. (q3_k has one form; it
+// rides along as a check that the choice leaves other formats alone.)
+TEST(QuantMatmulAvx512, GfniLevelBitsGiveTheSameBytes) {
+  if (!has_avx512_vnni() || !cpu_features().gfni) GTEST_SKIP() << "CPU lacks AVX-512 GFNI";
+  for (DType t : {DType::kQ2_K, DType::kQ3_K}) {
+    for (std::int64_t m : {1, 6}) {
+      Problem p = make_problem(t, 1, m, 11, 3 * block_elems(t), 41);
+      const auto run = [&](bool gfni, std::vector<float>& out) {
+        out.assign(static_cast<std::size_t>(p.m * p.n), -1.0f);
+        const TensorView views[] = {TensorView::contiguous(p.a.data(), DType::kF32, {p.m, p.k}),
+                                    TensorView::contiguous(p.w.data(), t, {p.n, p.k}),
+                                    TensorView::contiguous(out.data(), DType::kF32, {p.m, p.n})};
+        OpParams params;
+        ExecContext ctx;
+        return matmul_quant_avx512({std::span(views, 2), std::span(views + 2, 1), params, ctx}, t,
+                                   gfni);
+      };
+      std::vector<float> with;
+      std::vector<float> without;
+      ASSERT_TRUE(run(true, with).is_ok()) << name(t);
+      ASSERT_TRUE(run(false, without).is_ok()) << name(t);
+      for (std::size_t i = 0; i < with.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(with[i]), std::bit_cast<std::uint32_t>(without[i]))
+            << name(t) << " rows " << m << " element " << i;
       }
     }
   }
