@@ -414,12 +414,13 @@ inline void decode_fifth_group(const std::uint8_t* p, GroupW<W>& g) {
     const std::uint8_t* pc = p + c * kChunkBytes<W>;
     __m512i a = load512(pc + kFifthLoads<W>[0]);
     __m512i b = load512(pc + kFifthLoads<W>[1]);
-    asm("" : "+v"(a), "+v"(b));
+    asm("" : "+v"(a), "+v"(b));  // in registers, not re-read per permute
     const __m512i sidx = load_table(kScaleIdx[static_cast<std::size_t>(c)]);
     if constexpr (W == DType::kQ5_1) {
       scales = _mm512_mask_mov_epi32(scales, static_cast<__mmask16>(0xf << (4 * c)),
                                      _mm512_permutex2var_epi32(a, sidx, b));
     } else {
+      // Block 0's d (byte 0) is in neither load of the pair.
       scales = _mm512_mask_mov_epi16(scales, static_cast<__mmask32>(0xf << (4 * c)),
                                      _mm512_permutex2var_epi16(load512(pc), sidx, b));
     }
@@ -428,6 +429,7 @@ inline void decode_fifth_group(const std::uint8_t* p, GroupW<W>& g) {
     __m512i lo = _mm512_and_si512(q, low4);
     __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
     if constexpr (kVbmi) {
+      // vpternlog 0xd8: bit 4 from the multishift, the other bits from the nibble.
       const __m512i bit4 = _mm512_set1_epi8(0x10);
       lo =
           _mm512_ternarylogic_epi32(lo, multishift_bytes(load_table(kQhShifts<0>), qh), bit4, 0xd8);
