@@ -28,14 +28,18 @@ CpuFeatures detect() {
   f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
   f.gfni = f.avx512 && __builtin_cpu_supports("gfni");
+  f.avx512_vbmi = f.avx512 && __builtin_cpu_supports("avx512vbmi");
 #endif
   if (const char* env = std::getenv("SWITCHYARD_CPU_DISABLE")) {
     const std::string_view list(env);
     if (disabled(list, "avx2")) f = CpuFeatures{};
     if (disabled(list, "f16c")) f.f16c = false;
-    if (disabled(list, "avx512")) f.avx512 = f.avx512_vnni = f.avx512_bf16 = f.gfni = false;
+    if (disabled(list, "avx512")) {
+      f.avx512 = f.avx512_vnni = f.avx512_bf16 = f.avx512_vbmi = f.gfni = false;
+    }
     if (disabled(list, "avx512_vnni")) f.avx512_vnni = false;
     if (disabled(list, "avx512_bf16")) f.avx512_bf16 = false;
+    if (disabled(list, "avx512_vbmi")) f.avx512_vbmi = false;
     if (disabled(list, "gfni")) f.gfni = false;
   }
   return f;
@@ -55,6 +59,7 @@ std::string CpuFeatures::to_string() const {
   add(avx512, "avx512");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");
+  add(avx512_vbmi, "avx512_vbmi");
   add(gfni, "gfni");
   return text.empty() ? "baseline" : text;
 }

@@ -4,7 +4,8 @@
 //
 // SWITCHYARD_CPU_DISABLE (read once) turns features off for testing the narrower
 // siblings on a wide machine: a comma list of `avx512`, `avx512_vnni`,
-// `avx512_bf16`, `gfni`, `avx2`, `f16c` ("avx2" also disables everything wider).
+// `avx512_bf16`, `avx512_vbmi`, `gfni`, `avx2`, `f16c` ("avx2" also disables
+// everything wider).
 #pragma once
 
 #include <string>
@@ -17,9 +18,10 @@ struct CpuFeatures {
   bool avx512 = false;  // F, BW, VL and DQ together
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
+  bool avx512_vbmi = false;
   bool gfni = false;  // with AVX-512: the 512-bit Galois-field instructions
 
-  // "avx2 f16c avx512 avx512_vnni gfni".
+  // "avx2 f16c avx512 avx512_vnni avx512_vbmi gfni".
   [[nodiscard]] std::string to_string() const;
 };
 

@@ -63,11 +63,15 @@ Status get_rows_quant_ref(const KernelCall& call, DType table, DType out);
 Status cast_quant_ref(const KernelCall& call, DType from, DType to);
 // Requires AVX2, FMA and F16C (the caller registers it only when the CPU has them).
 Status matmul_quant_avx2(const KernelCall& call, DType w);
-// Requires AVX-512 F/BW/VL/DQ, AVX-512 VNNI and F16C; uses GFNI where
-// cpu_features() has it. The second form chooses (`gfni` requires it), for tests
-// that compare the two paths.
+// Requires AVX-512 F/BW/VL/DQ, AVX-512 VNNI and F16C; uses GFNI and AVX512_VBMI
+// where cpu_features() has them. The second form chooses (each extra requires
+// the CPU to have it), for tests that compare the paths.
+struct Avx512QuantExtras {
+  bool gfni = false;         // q2_k tiles
+  bool avx512_vbmi = false;  // q5_0 / q5_1 tiles
+};
 Status matmul_quant_avx512(const KernelCall& call, DType w);
-Status matmul_quant_avx512(const KernelCall& call, DType w, bool gfni);
+Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras extras);
 
 // The activation format the integer dot product of `w` pairs with: q8_k for the
 // 256-element formats, q8_0 for the 32-element ones. (q4_1 and q5_1 pair with q8_0

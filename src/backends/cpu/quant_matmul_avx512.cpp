@@ -124,7 +124,8 @@ constexpr std::array<std::uint8_t, 64> biased_table() {
 // at a time:
 //   - A chunk is the 64 level bytes of four nibble blocks (two q8_0 blocks) as
 //     stored, block b in bytes 16b .. 16b + 15: one dword permute of two loads
-//     (see kSecondLoad), four 16-byte loads for mxfp4 (blocks at odd offsets),
+//     (see kSecondLoad; q5_0 / q5_1: Note [Fifth bits]), four 16-byte loads
+//     for mxfp4 (blocks at odd offsets),
 //     two 32-byte loads for q8_0. Its low nibbles (elements 0-15) and high
 //     nibbles (16-31) meet activations laid out to match (decode_layout), both
 //     chained into one vpdpbusd accumulator: no byte is spread twice, and a
@@ -133,8 +134,7 @@ constexpr std::array<std::uint8_t, 64> biased_table() {
 //     per chunk into one vector, converted by one vcvtph2ps and multiplied by
 //     the 16 activation scales at once; a vpermps spreads them over each
 //     chunk's lanes. q4_1 / q5_1 mins meet dx * sum(x) once per group, one lane
-//     per block. q5_0 / q5_1 fifth bits come out of one word permute per chunk
-//     as two 64-bit masks.
+//     per block.
 // Per 16 q4_0 blocks that is 8 vpdpbusd, 4 shifts, 4 conversions, 4 FMAs and 1
 // multiply where the pair tiles took 8 of each, and 13 permutes / shuffles on
 // port 5 where they took 24 (counted on Ice Lake, where vpermt2w takes two
@@ -171,20 +171,54 @@ constexpr int scale_slot(int m) {
 // Permutes on Ice Lake: vpermw / vpermd / vpermt2d take one cycle of port 5,
 // vpermt2w two (measured). The levels are therefore gathered with dword permutes, from
 // two loads that put each block's 16 level bytes on a dword boundary (q4_0 /
-// iq4_nl / q5_0: blocks 0 and 2 from the first, 1 and 3 from the second;
-// q4_1 / q5_1: blocks 0-2, then block 3), and the scales with one-table word
-// permutes of the chunk's first 64 bytes where they reach all four blocks.
-template <DType W>
-constexpr bool kScaleOneLoad = (kChunkBlocks<W> - 1) * block_bytes(W) + (kHasMin<W> ? 4 : 2) <= 64;
-// Words of a chunk past its first 64 bytes.
-template <DType W>
-constexpr int kTailWords = (kChunkBytes<W> - 64) / 2;
+// iq4_nl: blocks 0 and 2 from the first, 1 and 3 from the second; q4_1: blocks
+// 0-2, then block 3), and the scales with one-table word permutes of the
+// chunk's first 64 bytes, which reach all four blocks' scales (and mins).
 // The second level load: at block 1's levels, or at block 3's when the block
 // size keeps every level run dword-aligned.
 template <DType W>
 constexpr int kSecondLoad = kQsOffset<W> + (block_bytes(W) % 4 == 0 ? 3 : 1) * block_bytes(W);
 template <DType W>
 constexpr int kSecondDwords = (kChunkBytes<W> - kSecondLoad<W>) / 4;
+
+// Note [Fifth bits]
+// q5_0 / q5_1 blocks add a 32-bit qh (bit e: element e's fifth bit) to the
+// nibbles, and four blocks take 88 / 96 bytes, so no one 64-byte load holds a
+// chunk. Two do (kFifthLoads: q5_0 at bytes 2 and 24, q5_1 at 0 and 32), with
+// every block's level run and qh (and q5_1's (d, m) pair) on a dword of one of
+// them. Per chunk, dword permutes of that pair give the levels (block b in
+// lane b, as chunk_dwords) and a vector holding qh_b in every dword of lane b;
+// q5_1's (d, m) dwords go into the group's 16 by a third (split into d and m
+// words by one vpermw per group), q5_0's d words by a word permute of the
+// chunk's first 64 bytes and the second load. The fifth bits then join the
+// nibbles as bit 4 (+16): with AVX512_VBMI one vpmultishiftqb per half, each
+// byte taking the eight bits of its qword (qh_b twice) that put its element's
+// bit at bit 4, merged by a vpternlog; without it a vpshufb spreading the qh
+// bytes, a vptestmb against each byte's bit and a masked add, per half.
+// The pair is pinned in registers (an empty asm): vpermt2d overwrites a table
+// operand, and GCC, counting a reload as free, read the (cache-line-splitting)
+// 64-byte loads again for every permute; those loads, more than the permutes,
+// held q5_0 / q5_1 at about 15 GB/s of weights per core. Measured on one Ice
+// Lake server core, in L2 (QuantDotInCache, CPU time): q5_0 15 -> 18.6 (without
+// VBMI) / 20.0 GB/s, q5_1 15 -> 20.4 / 22.4 GB/s.
+// q5_0 / q5_1 (Note [Fifth bits]): the two 64-byte loads a chunk's levels,
+// fifth bits and (q5_1) scales come from, at kFifthLoads<W>[0] and [1], and the
+// dword of those two loads (0-15 the first, 16-31 the second) where the byte at
+// chunk offset `byte` starts.
+template <DType W>
+constexpr std::array<int, 2> kFifthLoads =
+    W == DType::kQ5_0 ? std::array<int, 2>{2, 24} : std::array<int, 2>{0, 32};
+template <DType W>
+constexpr int fifth_dword(int byte) {
+  for (int l = 0; l < 2; ++l) {
+    const int o = byte - kFifthLoads<W>[static_cast<std::size_t>(l)];
+    if (o >= 0 && o < 64 && o % 4 == 0) return 16 * l + o / 4;
+  }
+  throw "not on a dword of the two loads";
+}
+// The byte offset of a block's 32-bit qh.
+template <DType W>
+constexpr int kQhOffset = W == DType::kQ5_0 ? 2 : 4;
 
 // vpermt2d indices: a chunk's level bytes, block b in dwords 4b .. 4b + 3, from
 // the loads at kQsOffset<W> and kSecondLoad<W>.
@@ -201,8 +235,7 @@ constexpr std::array<std::int32_t, 16> chunk_dwords() {
   return a;
 }
 // Word permute indices: chunk c's f16 scales to words scale_slot(m), their
-// mins to 16 + scale_slot(m); from the chunk's first 64 bytes, and for q5_0 /
-// q5_1 the rest (kTailWords<W> words from byte 64).
+// mins to 16 + scale_slot(m), from the chunk's first 64 bytes.
 template <DType W>
 constexpr std::array<std::int16_t, 32> scale_words(int c) {
   std::array<std::int16_t, 32> a{};
@@ -223,20 +256,6 @@ constexpr __mmask32 scale_word_mask(int c) {
   }
   return k;
 }
-// Word permute indices (q5_0 / q5_1): words 0-3 the low halves of the chunk's
-// four 32-bit qh, words 4-7 the high halves: the fifth bits of the levels in
-// the low and in the high nibbles, as two 64-bit masks.
-template <DType W>
-constexpr std::array<std::int16_t, 32> qh_words() {
-  constexpr int kQh = W == DType::kQ5_0 ? 2 : 4;
-  std::array<std::int16_t, 32> a{};
-  for (int b = 0; b < 4; ++b) {
-    a[static_cast<std::size_t>(b)] = static_cast<std::int16_t>((b * block_bytes(W) + kQh) / 2);
-    a[static_cast<std::size_t>(4 + b)] =
-        static_cast<std::int16_t>((b * block_bytes(W) + kQh) / 2 + 1);
-  }
-  return a;
-}
 // vpermps indices: chunk c's lanes (four or eight per block) to their block's
 // scale slot.
 template <DType W>
@@ -247,6 +266,93 @@ constexpr std::array<std::int32_t, 16> chunk_lanes(int c) {
         scale_slot<W>(c * kChunkBlocks<W> + l / (16 / kChunkBlocks<W>));
   }
   return a;
+}
+
+// q5_0 / q5_1 index tables (Note [Fifth bits]). Levels: block b in dwords
+// 4b .. 4b + 3, as chunk_dwords. qh: block b's in all four dwords of 128-bit lane
+// b. Scales of chunk c: q5_1's (d, m) dword of block b to dword 4c + b; q5_0's d
+// word to word 4c + b, from the chunk's first 64 bytes and the second load.
+template <DType W>
+constexpr std::array<std::int32_t, 16> fifth_level_dwords() {
+  std::array<std::int32_t, 16> a{};
+  for (int d = 0; d < 16; ++d)
+    a[static_cast<std::size_t>(d)] =
+        fifth_dword<W>(d / 4 * block_bytes(W) + kQsOffset<W> + 4 * (d % 4));
+  return a;
+}
+template <DType W>
+constexpr std::array<std::int32_t, 16> fifth_qh_dwords() {
+  std::array<std::int32_t, 16> a{};
+  for (int d = 0; d < 16; ++d)
+    a[static_cast<std::size_t>(d)] = fifth_dword<W>(d / 4 * block_bytes(W) + kQhOffset<W>);
+  return a;
+}
+template <DType W>
+constexpr std::array<std::array<std::int16_t, 32>, 4> fifth_scale_words() {
+  std::array<std::array<std::int16_t, 32>, 4> a{};
+  for (int c = 0; c < 4; ++c) {
+    for (int b = 0; b < 4; ++b) {
+      const int byte = b * block_bytes(W);
+      // q5_1: dword indices, as the low words of the dwords.
+      if constexpr (W == DType::kQ5_1) {
+        a[static_cast<std::size_t>(c)][static_cast<std::size_t>(2 * (4 * c + b))] =
+            static_cast<std::int16_t>(fifth_dword<W>(byte));
+      } else {
+        a[static_cast<std::size_t>(c)][static_cast<std::size_t>(4 * c + b)] =
+            static_cast<std::int16_t>(byte + 2 <= 64 ? byte / 2
+                                                     : 32 + (byte - kFifthLoads<W>[1]) / 2);
+      }
+    }
+  }
+  return a;
+}
+// Word permute (q5_1): the (d, m) dwords of the 16 blocks to d in words 0-15, m
+// in words 16-31.
+constexpr std::array<std::int16_t, 32> kSplitScaleMin = [] {
+  std::array<std::int16_t, 32> a{};
+  for (int w = 0; w < 32; ++w)
+    a[static_cast<std::size_t>(w)] = static_cast<std::int16_t>(2 * (w % 16) + w / 16);
+  return a;
+}();
+// vpshufb / vptestmb (no VBMI): byte j of 128-bit lane b gets qh_b's byte j / 8
+// (low nibbles) or 2 + j / 8 (high nibbles), tested against bit j % 8.
+template <int kFrom>
+constexpr std::array<std::uint8_t, 64> kQhBytes = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int i = 0; i < 64; ++i)
+    a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(kFrom + i % 16 / 8);
+  return a;
+}();
+constexpr std::array<std::uint8_t, 64> kBitOfByte = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int i = 0; i < 64; ++i)
+    a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(1 << (i % 8));
+  return a;
+}();
+// vpmultishiftqb controls: byte j of 128-bit lane b takes the eight bits of its
+// qword (qh_b twice) from bit kFirst + j - 4 on, so that bit 4 is qh_b's bit kFirst + j.
+template <int kFirst>
+constexpr std::array<std::uint8_t, 64> kQhShifts = [] {
+  std::array<std::uint8_t, 64> a{};
+  for (int i = 0; i < 64; ++i)
+    a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>((kFirst + i % 16 - 4) & 63);
+  return a;
+}();
+
+// vpmultishiftqb (AVX512_VBMI) and vgf2p8affineqb (GFNI) as inline assembly: the
+// file is compiled for the AVX-512 subset every registered CPU has, and the tiles
+// using these are chosen at run time (kExtVbmi, kExtGfni). Compiling the file
+// for the extensions instead would let the compiler use them anywhere in it.
+inline __m512i multishift_bytes(__m512i control, __m512i data) {
+  __m512i r;
+  asm("vpmultishiftqb %2, %1, %0" : "=v"(r) : "v"(control), "v"(data));
+  return r;
+}
+// Each byte of x through the 8 x 8 bit matrix of its 64-bit lane of `matrix`.
+inline __m512i affine_bytes(__m512i x, __m512i matrix) {
+  __m512i r;
+  asm("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(matrix));
+  return r;
 }
 
 // One group of 16 blocks of one weight row, decoded: per chunk the unsigned
@@ -260,10 +366,10 @@ struct GroupW {
   __m512 m;
 };
 
-// The group's block scales (and q4_1 / q5_1 mins) per slot; head[c] holds the
-// first 64 bytes of chunk c.
+// The group's block scales (and q4_1 mins) per slot; head[c] holds the first 64
+// bytes of chunk c.
 template <DType W>
-inline void group_scales(const __m512i* head, const __m512i* tail, GroupW<W>& g) {
+inline void group_scales(const __m512i* head, GroupW<W>& g) {
   if constexpr (W == DType::kMXFP4) {
     // Block b of a chunk has its exponent at byte 17b: byte b of 128-bit lane b,
     // moved to byte 0 of dword c of that lane for chunk c.
@@ -293,37 +399,80 @@ inline void group_scales(const __m512i* head, const __m512i* tail, GroupW<W>& g)
     __m512i words = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int c = 0; c < kChunks<W>; ++c) {
-      const __m512i idx = load_table(kIdx[static_cast<std::size_t>(c)]);
-      if constexpr (kScaleOneLoad<W>) {
-        words = _mm512_mask_permutexvar_epi16(words, scale_word_mask<W>(c), idx, head[c]);
-      } else {
-        words = _mm512_mask_mov_epi16(words, scale_word_mask<W>(c),
-                                      _mm512_permutex2var_epi16(head[c], idx, tail[c]));
-      }
+      words = _mm512_mask_permutexvar_epi16(words, scale_word_mask<W>(c),
+                                            load_table(kIdx[static_cast<std::size_t>(c)]), head[c]);
     }
     g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(words));
     g.m = kHasMin<W> ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(words, 1)) : _mm512_setzero_ps();
   }
 }
 
+// Decodes the q5_0 / q5_1 group of 16 blocks at p (Note [Fifth bits]).
+template <DType W, bool kVbmi>
+inline void decode_fifth_group(const std::uint8_t* p, GroupW<W>& g) {
+  constexpr int kC = kChunks<W>;
+  static constexpr auto kLevelIdx = fifth_level_dwords<W>();
+  static constexpr auto kQhIdx = fifth_qh_dwords<W>();
+  static constexpr auto kScaleIdx = fifth_scale_words<W>();
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512i scales = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < kC; ++c) {
+    const std::uint8_t* pc = p + c * kChunkBytes<W>;
+    __m512i a = load512(pc + kFifthLoads<W>[0]);
+    __m512i b = load512(pc + kFifthLoads<W>[1]);
+    asm("" : "+v"(a), "+v"(b));  // in registers, not re-read per permute
+    const __m512i sidx = load_table(kScaleIdx[static_cast<std::size_t>(c)]);
+    if constexpr (W == DType::kQ5_1) {
+      scales = _mm512_mask_mov_epi32(scales, static_cast<__mmask16>(0xf << (4 * c)),
+                                     _mm512_permutex2var_epi32(a, sidx, b));
+    } else {
+      // Block 0's d (byte 0) is in neither load of the pair.
+      scales = _mm512_mask_mov_epi16(scales, static_cast<__mmask32>(0xf << (4 * c)),
+                                     _mm512_permutex2var_epi16(load512(pc), sidx, b));
+    }
+    const __m512i q = _mm512_permutex2var_epi32(a, load_table(kLevelIdx), b);
+    const __m512i qh = _mm512_permutex2var_epi32(a, load_table(kQhIdx), b);
+    __m512i lo = _mm512_and_si512(q, low4);
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    if constexpr (kVbmi) {
+      // vpternlog 0xd8: bit 4 from the multishift, the other bits from the nibble.
+      const __m512i bit4 = _mm512_set1_epi8(0x10);
+      lo =
+          _mm512_ternarylogic_epi32(lo, multishift_bytes(load_table(kQhShifts<0>), qh), bit4, 0xd8);
+      hi = _mm512_ternarylogic_epi32(hi, multishift_bytes(load_table(kQhShifts<16>), qh), bit4,
+                                     0xd8);
+    } else {
+      const __m512i sixteen = _mm512_set1_epi8(16);
+      const __mmask64 mlo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, load_table(kQhBytes<0>)),
+                                                  load_table(kBitOfByte));
+      const __mmask64 mhi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, load_table(kQhBytes<2>)),
+                                                  load_table(kBitOfByte));
+      lo = _mm512_mask_add_epi8(lo, mlo, lo, sixteen);
+      hi = _mm512_mask_add_epi8(hi, mhi, hi, sixteen);
+    }
+    g.lo[c] = lo;
+    g.hi[c] = hi;
+  }
+  if constexpr (W == DType::kQ5_1) {
+    const __m512i words = _mm512_permutexvar_epi16(load_table(kSplitScaleMin), scales);
+    g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(words));
+    g.m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(words, 1));
+  } else {
+    g.d = _mm512_cvtph_ps(_mm512_castsi512_si256(scales));
+    g.m = _mm512_setzero_ps();
+  }
+}
+
 // Decodes the group of 16 blocks at p (kChunkBytes<W> * kChunks<W> bytes, all
-// read, none past them).
+// read, none past them) of a format other than q5_0 / q5_1.
 template <DType W>
-inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
+inline void decode_plain_group(const std::uint8_t* p, GroupW<W>& g) {
   constexpr int kC = kChunks<W>;
   __m512i head[kC];
 #pragma GCC unroll 8
   for (int c = 0; c < kC; ++c) head[c] = load512(p + c * kChunkBytes<W>);
-  // The rest of each chunk, where the first 64 bytes miss scales (q5_0 / q5_1).
-  __m512i tail[kScaleOneLoad<W> ? 1 : kC];
-  if constexpr (!kScaleOneLoad<W>) {
-#pragma GCC unroll 8
-    for (int c = 0; c < kC; ++c) {
-      tail[c] =
-          _mm512_maskz_loadu_epi16((__mmask32{1} << kTailWords<W>)-1, p + c * kChunkBytes<W> + 64);
-    }
-  }
-  group_scales<W>(head, tail, g);
+  group_scales<W>(head, g);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 8
   for (int c = 0; c < kC; ++c) {
@@ -350,18 +499,6 @@ inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
     } else {
       __m512i lo = _mm512_and_si512(q, low4);
       __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-      if constexpr (W == DType::kQ5_0 || W == DType::kQ5_1) {
-        // Fifth bits: element e of block b is bit e of its 32-bit qh, and byte
-        // 16b + j of the chunk holds elements j (low) and 16 + j (high).
-        static constexpr auto kQhIdx = qh_words<W>();
-        const __m128i qh =
-            _mm512_castsi512_si128(_mm512_permutex2var_epi16(head[c], load_table(kQhIdx), tail[c]));
-        const auto mlo = static_cast<std::uint64_t>(_mm_cvtsi128_si64(qh));
-        const auto mhi = static_cast<std::uint64_t>(_mm_extract_epi64(qh, 1));
-        const __m512i sixteen = _mm512_set1_epi8(16);
-        lo = _mm512_mask_add_epi8(lo, static_cast<__mmask64>(mlo), lo, sixteen);
-        hi = _mm512_mask_add_epi8(hi, static_cast<__mmask64>(mhi), hi, sixteen);
-      }
       if constexpr (W == DType::kIQ4_NL || W == DType::kMXFP4) {
         static constexpr auto kTable = biased_table<W>();
         lo = _mm512_shuffle_epi8(load_table(kTable), lo);
@@ -370,6 +507,16 @@ inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
       g.lo[c] = lo;
       g.hi[c] = hi;
     }
+  }
+}
+
+// kVbmi: the CPU has AVX512_VBMI (q5_0 / q5_1 only; Note [Fifth bits]).
+template <DType W, bool kVbmi>
+inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
+  if constexpr (W == DType::kQ5_0 || W == DType::kQ5_1) {
+    decode_fifth_group<W, kVbmi>(p, g);
+  } else {
+    decode_plain_group<W>(p, g);
   }
 }
 
@@ -404,7 +551,7 @@ inline void group_dot(const GroupW<W>& g, const std::uint8_t* x, __m512& acc) {
 // row r starts at w + r * w_stride, activation row c (laid out by
 // decode_layout) at x + c * x_stride bytes. Every output goes through the same
 // group_dot sequence whatever R and C, so any tile gives the same bytes.
-template <DType W, int R, int C, bool kAhead>
+template <DType W, int R, int C, bool kAhead, bool kVbmi>
 void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
                 std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
   constexpr std::int64_t kGW = kGroupBlocks * block_bytes(W);
@@ -420,7 +567,7 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
     for (int r = 0; r < R; ++r) {
       prefetch_ahead<kAhead>(w + (r + R) * w_stride + i * kGW, kGW);
       GroupW<W> g;
-      decode_group<W>(w + r * w_stride + i * kGW, g);
+      decode_group<W, kVbmi>(w + r * w_stride + i * kGW, g);
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c)
         group_dot<W>(g, x + c * x_stride + i * kGroupXBytes<W>, acc[r][c]);
@@ -435,7 +582,7 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
       std::memcpy(pad, w + r * w_stride + full * kGW,
                   static_cast<std::size_t>(blocks % kGroupBlocks * block_bytes(W)));
       GroupW<W> g;
-      decode_group<W>(pad, g);
+      decode_group<W, kVbmi>(pad, g);
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c)
         group_dot<W>(g, x + c * x_stride + full * kGroupXBytes<W>, acc[r][c]);
@@ -1034,8 +1181,7 @@ inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
       if constexpr (kVec < 2) {
         return _mm512_shuffle_epi8(h.t[0], _mm512_and_si512(qs, level_bits));
       } else {
-        return _mm512_shuffle_epi8(
-            h.t[0], _mm512_gf2p8affine_epi64_epi8(qs, load_table(kQ2LevelMatrix<kVec>), 0));
+        return _mm512_shuffle_epi8(h.t[0], affine_bytes(qs, load_table(kQ2LevelMatrix<kVec>)));
       }
     }
     __m512i v = _mm512_and_si512(kVec < 2 ? qs : _mm512_srli_epi16(qs, 4), level_bits);
@@ -1214,20 +1360,25 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 
 // A tile: R weight rows (w_stride bytes apart) against C prepared activation rows
 // (x_stride bytes apart), `blocks` weight blocks per row.
+// Extensions beyond the file's AVX-512 baseline that some tiles use, chosen once
+// per call from cpu_features() (bits of the tiles' kExt).
+constexpr unsigned kExtGfni = 1;  // q2_k level indices (Note [GFNI level bits])
+constexpr unsigned kExtVbmi = 2;  // q5_0 / q5_1 fifth bits (Note [Fifth bits])
+
 using TileFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
                         std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n);
 
 // kAhead: prefetch the next tile's weights (decode tiles; Note [Decode prefetch]).
-// kGfni: q2_k's level indices by affine forms (Note [GFNI level bits]).
-template <DType W, int R, int C, bool kAhead, bool kGfni>
+// kExt: the extensions the tile may use (kExtGfni, kExtVbmi).
+template <DType W, int R, int C, bool kAhead, unsigned kExt>
 void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
           std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n) {
   if constexpr (block_elems(W) == 32) {
-    group_tile<W, R, C, kAhead>(w, w_stride, x, x_stride, blocks, out, n);
+    group_tile<W, R, C, kAhead, (kExt & kExtVbmi) != 0>(w, w_stride, x, x_stride, blocks, out, n);
   } else {
-    k_tile<W, R, C, kAhead, kGfni>(w, w_stride, reinterpret_cast<const KAct*>(x),
-                                   x_stride / static_cast<std::int64_t>(sizeof(KAct)), blocks, out,
-                                   n);
+    k_tile<W, R, C, kAhead, (kExt & kExtGfni) != 0>(
+        w, w_stride, reinterpret_cast<const KAct*>(x),
+        x_stride / static_cast<std::int64_t>(sizeof(KAct)), blocks, out, n);
   }
 }
 
@@ -1245,24 +1396,25 @@ struct Tiles {
   std::int64_t prefill_rows = 0;
 };
 
-template <DType W, bool kGfni = false>
+template <DType W, unsigned kExt = 0>
 Tiles tiles() {
   constexpr int kRows = block_elems(W) == 32 ? 4 : 3;
-  return {&tile<W, 4, 1, true, kGfni>, &tile<W, 1, 1, true, kGfni>,
-          &tile<W, kRows, 4, false, kGfni>, &tile<W, 1, 4, false, kGfni>, kRows};
+  return {&tile<W, 4, 1, true, kExt>, &tile<W, 1, 1, true, kExt>, &tile<W, kRows, 4, false, kExt>,
+          &tile<W, 1, 4, false, kExt>, kRows};
 }
 
-Tiles tiles_for(DType w, bool gfni) {
-  if (gfni && w == DType::kQ2_K) return tiles<DType::kQ2_K, true>();
+Tiles tiles_for(DType w, Avx512QuantExtras extras) {
   switch (w) {
     case DType::kQ4_0: return tiles<DType::kQ4_0>();
     case DType::kQ4_1: return tiles<DType::kQ4_1>();
-    case DType::kQ5_0: return tiles<DType::kQ5_0>();
-    case DType::kQ5_1: return tiles<DType::kQ5_1>();
+    case DType::kQ5_0:
+      return extras.avx512_vbmi ? tiles<DType::kQ5_0, kExtVbmi>() : tiles<DType::kQ5_0>();
+    case DType::kQ5_1:
+      return extras.avx512_vbmi ? tiles<DType::kQ5_1, kExtVbmi>() : tiles<DType::kQ5_1>();
     case DType::kQ8_0: return tiles<DType::kQ8_0>();
     case DType::kIQ4_NL: return tiles<DType::kIQ4_NL>();
     case DType::kMXFP4: return tiles<DType::kMXFP4>();
-    case DType::kQ2_K: return tiles<DType::kQ2_K>();
+    case DType::kQ2_K: return extras.gfni ? tiles<DType::kQ2_K, kExtGfni>() : tiles<DType::kQ2_K>();
     case DType::kQ3_K: return tiles<DType::kQ3_K>();
     case DType::kQ4_K: return tiles<DType::kQ4_K>();
     case DType::kQ5_K: return tiles<DType::kQ5_K>();
@@ -1309,11 +1461,12 @@ constexpr std::int64_t kTileRows = 64;
 }  // namespace
 
 Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
-  return matmul_quant_avx512(call, w_dtype, cpu_features().gfni);
+  return matmul_quant_avx512(
+      call, w_dtype, {.gfni = cpu_features().gfni, .avx512_vbmi = cpu_features().avx512_vbmi});
 }
 
-Status matmul_quant_avx512(const KernelCall& call, DType w_dtype, bool gfni) {
-  const Tiles fns = tiles_for(w_dtype, gfni);
+Status matmul_quant_avx512(const KernelCall& call, DType w_dtype, Avx512QuantExtras extras) {
+  const Tiles fns = tiles_for(w_dtype, extras);
   if (fns.rows1 == nullptr) {
     return invalid_argument_error(
         fmt::format("matmul_f32_{}_f32__cpu_avx512: no AVX-512 dot product for {}", name(w_dtype),

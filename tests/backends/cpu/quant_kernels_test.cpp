@@ -377,32 +377,44 @@ TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
   }
 }
 
-// The GFNI form of the q2_k tiles (Note [GFNI level bits]) gives the same bytes
-// as the tiles without it, in every tile path: decode tiles of four and one
-// weight rows, the prefill tiles and their leftovers. (q3_k has one form; it
-// rides along as a check that the choice leaves other formats alone.)
-TEST(QuantMatmulAvx512, GfniLevelBitsGiveTheSameBytes) {
-  if (!has_avx512_vnni() || !cpu_features().gfni) GTEST_SKIP() << "CPU lacks AVX-512 GFNI";
-  for (DType t : {DType::kQ2_K, DType::kQ3_K}) {
+// The tiles using an instruction-set extension give the same bytes as those
+// without it, in every tile path: decode tiles of four and one weight rows, the
+// prefill tiles and their leftovers, whole 16-block groups and the padded rest.
+// GFNI: the q2_k level indices (Note [GFNI level bits]); AVX512_VBMI: the q5_0 /
+// q5_1 fifth bits (Note [Fifth bits]). q3_k and q4_0 have one form each; they
+// ride along as checks that the choice leaves other formats alone.
+TEST(QuantMatmulAvx512, ExtensionTilesGiveTheSameBytes) {
+  if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
+  struct Case {
+    DType t;
+    bool gfni;
+    bool vbmi;
+  };
+  for (const Case& c : {Case{DType::kQ2_K, true, false}, Case{DType::kQ3_K, true, false},
+                        Case{DType::kQ5_0, false, true}, Case{DType::kQ5_1, false, true},
+                        Case{DType::kQ4_0, true, true}}) {
+    if ((c.gfni && !cpu_features().gfni) || (c.vbmi && !cpu_features().avx512_vbmi)) continue;
+    // 32-element formats: one whole group of 16 blocks and one block more.
+    const std::int64_t k = block_elems(c.t) == 32 ? 17 * 32 : 3 * block_elems(c.t);
     for (std::int64_t m : {1, 6}) {
-      Problem p = make_problem(t, 1, m, 11, 3 * block_elems(t), 41);
-      const auto run = [&](bool gfni, std::vector<float>& out) {
+      Problem p = make_problem(c.t, 1, m, 11, k, 41);
+      const auto run = [&](bool extras, std::vector<float>& out) {
         out.assign(static_cast<std::size_t>(p.m * p.n), -1.0f);
         const TensorView views[] = {TensorView::contiguous(p.a.data(), DType::kF32, {p.m, p.k}),
-                                    TensorView::contiguous(p.w.data(), t, {p.n, p.k}),
+                                    TensorView::contiguous(p.w.data(), c.t, {p.n, p.k}),
                                     TensorView::contiguous(out.data(), DType::kF32, {p.m, p.n})};
         OpParams params;
         ExecContext ctx;
-        return matmul_quant_avx512({std::span(views, 2), std::span(views + 2, 1), params, ctx}, t,
-                                   gfni);
+        return matmul_quant_avx512({std::span(views, 2), std::span(views + 2, 1), params, ctx}, c.t,
+                                   {.gfni = extras && c.gfni, .avx512_vbmi = extras && c.vbmi});
       };
       std::vector<float> with;
       std::vector<float> without;
-      ASSERT_TRUE(run(true, with).is_ok()) << name(t);
-      ASSERT_TRUE(run(false, without).is_ok()) << name(t);
+      ASSERT_TRUE(run(true, with).is_ok()) << name(c.t);
+      ASSERT_TRUE(run(false, without).is_ok()) << name(c.t);
       for (std::size_t i = 0; i < with.size(); ++i) {
         ASSERT_EQ(std::bit_cast<std::uint32_t>(with[i]), std::bit_cast<std::uint32_t>(without[i]))
-            << name(t) << " rows " << m << " element " << i;
+            << name(c.t) << " rows " << m << " element " << i;
       }
     }
   }
