@@ -399,7 +399,9 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
 // chunks of unsigned levels (q8_k element order, except iq4_xs: see
 // Note [iq4_xs group pairs]), each meeting its 32 activation bytes in vpmaddubsw
 // and then vpmaddwd against the chunk's i16 group scales (q2_k: see below):
-//   dot = d * d_x * sum_chunks(...) + corr * d_x * sum_g coef_g * bsum_g.
+//   dot = d * d_x * sum_chunks(...) - dmin * d_x * sum_g m_g * bsum_g
+// with the i32 sums and the f32 steps per super-block as in Note [AVX2 k-quant
+// tail].
 //
 // Note [AVX2 k-quant chunks]
 // The decode step spends nothing but unpacking per weight byte, so every chunk
@@ -420,21 +422,66 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
 //     in i16 (at most 2 * 2 * 45 * 127) and one vpmaddwd by ones widens them.
 //   - The level offsets of q3_k (q - 4) and q6_k (q - 32) join the same i32 sum
 //     through q8_k's group sums (coef = -offset * scale); the mins of q2_k /
-//     q4_k / q5_k, with their own f16 scale, are a second f32 term (corr).
+//     q4_k / q5_k, with their own f16 scale, meet the group sums in a second
+//     i32 vector (Note [AVX2 k-quant tail]).
 // Every i32 sum is exact (|x| <= 127), so decode and prefill tiles, which run
 // this same sequence per output element, give identical bytes.
+//
+// Note [AVX2 k-quant tail]
+// Per super-block and output, the i32 sums meet the f16 scale(s) and the
+// activation scale once. That tail took about a third of q2_k's decode
+// instructions: two scalar f16 conversions (each a word insert and a
+// conversion), scalar products, two broadcasts, and two conversions and two
+// multiply-adds for the sums and the mins. Now:
+//   - The weight scales are converted as vectors: q2_k / q4_k / q5_k broadcast
+//     the 32 bits holding d and dmin, so one vcvtph2ps puts d in the even lanes
+//     and dmin in the odd ones; the others broadcast d's 16 bits. One multiply
+//     by the activation scale (broadcast from memory) gives the lane factors.
+//   - With mins, the two i32 vectors (sums, mins against the group sums) fold
+//     into one by two in-lane unpacks and an add (fold_pairs): the sums' pairs
+//     in the even lanes, the mins' in the odd ones, so one conversion and one
+//     multiply-add serve both. The mins' minus sign is in the group sums,
+//     negated once per call (negate_bsums).
+//   - q3_k's 1 / 4 (levels or scales times 4) multiplies each output once at
+//     the end (kRowFactor), exact as a power of two.
+// A folded lane sums the products of 64 elements, below 2^24 in magnitude for
+// every format (the largest, q5_k: 64 * 31 * 63 * 127), so the conversions stay
+// exact.
 
 struct KHeader {
-  __m256i coef;  // 16 x i16, against q8_k's group sums
-  float d;
-  float corr;  // the mins' factor (q2_k / q4_k / q5_k), zero otherwise
+  __m256i coef;  // 16 x i16, against q8_k's group sums (negated for the mins)
+  // The f16 scale in every lane; q2_k / q4_k / q5_k: the scale in the even lanes,
+  // the mins' scale in the odd ones.
+  __m256 scale;
 };
+
+// The two f16 values of the 32 bits at p in alternating f32 lanes.
+inline __m256 f16_pair_lanes(const std::uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_castps_si128(_mm_broadcast_ss(reinterpret_cast<const float*>(p))));
+}
+// The f16 value at p in every f32 lane.
+inline __m256 f16_splat(const std::uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(detail::load_i16(p)));
+}
 
 // Formats whose level offset goes through the group sums into the integer sum.
 template <DType W>
 constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
 template <DType W>
 constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
+// A factor applied to each output once: q3_k's 1 / 4 against levels or scales
+// times 4.
+template <DType W>
+constexpr float kRowFactor = W == DType::kQ3_K ? 0.25f : 1.0f;
+
+// The group sums of `blocks` q8_k blocks negated, for the formats whose mins
+// enter negated (kMinTerm). |sum| <= 16 * 127, so none overflows.
+void negate_bsums(BlockQ8_K* x, std::int64_t blocks) {
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    auto* p = reinterpret_cast<__m256i*>(x[i].bsums);
+    _mm256_storeu_si256(p, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256(p)));
+  }
+}
 
 // Eight bytes, each twice: the eight 32-element groups' values as 16 x i16, one
 // per 16-element group of q8_k's sums.
@@ -497,8 +544,7 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
     // Same leading fields in both layouts: d, dmin, 12 scale bytes.
     const std::uint8_t* scales = wb + 4;
     const std::uint8_t* qs = W == DType::kQ4_K ? wb + 16 : wb + 48;
-    k.d = f16_at(wb);
-    k.corr = -f16_at(wb + 2);
+    k.scale = f16_pair_lanes(wb);
     // Groups 0-3 keep their 6-bit scale / min in bytes 0-3 / 4-7; groups 4-7 take
     // a nibble of bytes 8-11 and the top two bits of bytes 0-3 / 4-7. Decoded four
     // groups at a time in 32-bit words (bytes stay in their lanes).
@@ -531,8 +577,7 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
   } else if constexpr (W == DType::kQ6_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ6_K*>(wb);
     const __m256i low2 = _mm256_set1_epi8(0x03);
-    k.d = f16_at(b.d);
-    k.corr = 0.0f;
+    k.scale = f16_splat(b.d);
     const __m256i s =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     k.coef = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s, 5));
@@ -557,9 +602,9 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
     }
   } else if constexpr (W == DType::kQ3_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ3_K*>(wb);
-    // Levels times 4 in chunks 4h + 1 and 4h + 3, scales times 4 in the others.
-    k.d = 0.25f * f16_at(b.d);
-    k.corr = 0.0f;
+    // Levels times 4 in chunks 4h + 1 and 4h + 3, scales times 4 in the others
+    // (kRowFactor takes the 1 / 4).
+    k.scale = f16_splat(b.d);
     // The 6-bit scales (stored + 32) of the 12 bytes at b.scales, loaded from two
     // bytes before them so as to stay in the block: low nibbles from bytes 0-7
     // (groups 0-7 the low, 8-15 the high nibble), top two bits from bytes 8-11
@@ -598,8 +643,7 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
     }
   } else if constexpr (W == DType::kQ2_K) {
     const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
-    k.d = f16_at(b.d);
-    k.corr = -f16_at(b.dmin);
+    k.scale = f16_pair_lanes(b.d);
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     k.coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f)));
     const __m256i scales = _mm256_and_si256(_mm256_broadcastsi128_si256(raw), low4);
@@ -619,8 +663,7 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
   } else {
     static_assert(W == DType::kIQ4_XS);
     const auto& b = *reinterpret_cast<const detail::BlockIQ4_XS*>(wb);
-    k.d = f16_at(b.d);
-    k.corr = 0.0f;
+    k.scale = f16_splat(b.d);
     k.coef = _mm256_setzero_si256();
     // Group g's scale in i32 lane g: low four bits from scales_l, top two from
     // scales_h, minus 32; as i16 its value is word 2g.
@@ -723,24 +766,22 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
           });
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
-        const float dx = detail::load_f32(xb[c]->d);
+        const __m256 f =
+            _mm256_mul_ps(k.scale, _mm256_broadcast_ss(reinterpret_cast<const float*>(xb[c]->d)));
+        const __m256i bsum_dot = _mm256_madd_epi16(load256(xb[c]->bsums), k.coef);
         if constexpr (kFoldedOffset<W>) {
-          sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(load256(xb[c]->bsums), k.coef));
+          sumi[c] = _mm256_add_epi32(sumi[c], bsum_dot);
+        } else if constexpr (kMinTerm<W>) {
+          sumi[c] = fold_pairs(sumi[c], bsum_dot);
         }
-        acc[r][c] =
-            _mm256_fmadd_ps(_mm256_set1_ps(k.d * dx), _mm256_cvtepi32_ps(sumi[c]), acc[r][c]);
-        if constexpr (kMinTerm<W>) {
-          const __m256i corr = _mm256_madd_epi16(load256(xb[c]->bsums), k.coef);
-          acc[r][c] =
-              _mm256_fmadd_ps(_mm256_set1_ps(k.corr * dx), _mm256_cvtepi32_ps(corr), acc[r][c]);
-        }
+        acc[r][c] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(sumi[c]), acc[r][c]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) out[c * n + r] = hsum(acc[r][c]);
+    for (int c = 0; c < C; ++c) out[c * n + r] = kRowFactor<W> * hsum(acc[r][c]);
   }
 }
 
@@ -871,6 +912,9 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
         quantize_row_q8_k_avx2(row, dst, args.k);
         if (w_dtype == DType::kIQ4_XS) {
           iq4xs_pair_order(reinterpret_cast<BlockQ8_K*>(dst), args.k / detail::kQKK);
+        }
+        if (w_dtype == DType::kQ2_K || w_dtype == DType::kQ4_K || w_dtype == DType::kQ5_K) {
+          negate_bsums(reinterpret_cast<BlockQ8_K*>(dst), args.k / detail::kQKK);
         }
       }
     }
