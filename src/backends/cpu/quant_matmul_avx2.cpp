@@ -409,12 +409,13 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
 // the cross-lane shuffle port:
 //   - Group scales are decoded once per super-block into an i16 vector; a chunk's
 //     scale vector (first 16 bytes' group, last 16 bytes' group) is one vpshufb
-//     of that vector with both 128-bit lanes made equal once per super-block.
+//     of that vector with both 128-bit lanes made equal once per super-block
+//     (q3_k: with its lanes holding the even and the odd groups, no copies).
 //   - q2_k / q3_k: the levels of bits 2-3 of a qs byte stay in place (levels
-//     times 4), so one shift of a 32-byte load serves four chunks. q3_k scales the
-//     other chunks by 4 instead and carries the 1 / 4 in d; q2_k's vpshufb tables
-//     (below) are indexed by either position. q3_k / q5_k move their high level
-//     bit to its place with one shift and one mask.
+//     times 4), so one shift of a 32-byte load serves four chunks. q3_k scales
+//     the other chunks by 4 instead and takes the 1 / 4 at the end (kRowFactor);
+//     q2_k's vpshufb tables (below) are indexed by either position. q3_k / q5_k
+//     move their high level bit to its place with one shift and one mask.
 //   - q2_k: levels (0-3) times scales (0-15) fit a byte, so per pair of chunks a
 //     vpshufb table per super-block (entries 0-3: levels times the scale of the
 //     chunk with levels in bits 0-1; entries 4, 8, 12: levels times the other
@@ -480,6 +481,24 @@ void negate_bsums(BlockQ8_K* x, std::int64_t blocks) {
   for (std::int64_t i = 0; i < blocks; ++i) {
     auto* p = reinterpret_cast<__m256i*>(x[i].bsums);
     _mm256_storeu_si256(p, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256(p)));
+  }
+}
+
+// The group sums of `blocks` q8_k blocks in the order of q3_k's coefficients
+// (its scale vector in unpack_k): slot 8l + k holds group 2k + l's sum times -4
+// where the scale is times 4 (even k), else times -16, so each product is -16
+// (the offset 4 against levels times 4) times scale times sum. |16 * sum| <=
+// 16 * 16 * 127 fits an i16.
+void q3k_bsums(BlockQ8_K* x, std::int64_t blocks) {
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    std::int16_t sums[16];
+    for (int g = 0; g < 16; ++g) sums[g] = detail::load_i16(x[i].bsums + 2 * g);
+    for (int slot = 0; slot < 16; ++slot) {
+      const int k = slot % 8;
+      const int g = 2 * k + slot / 8;
+      detail::store_i16(x[i].bsums + 2 * slot,
+                        static_cast<std::int16_t>((k % 2 == 0 ? -4 : -16) * sums[g]));
+    }
   }
 }
 
@@ -620,10 +639,17 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
                                      _mm_srlv_epi32(t, _mm_setr_epi32(32, 32, 32, 2)));
     const __m128i g = _mm_or_si128(_mm_and_si128(nib, _mm_set1_epi8(0x0f)),
                                    _mm_and_si128(top, _mm_set1_epi8(0x30)));
-    const __m256i s = _mm256_cvtepi8_epi16(_mm_sub_epi8(g, _mm_set1_epi8(32)));
-    // Offset 4 against levels times 4: -16 per unit of scale.
-    k.coef = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s, 4));
-    const __m256i halves[2] = {lane_twice<0>(s), lane_twice<1>(s)};
+    // Chunk 4h + r meets group 8h + 2r in its first 16 bytes, 8h + 2r + 1 in the
+    // rest. So word k of the scales' first lane holds group 2k, of the second
+    // group 2k + 1, times 4 for even k (even r), and chunk 4h + r's scale vector
+    // is word 4h + r of both lanes: one vpshufb, no lane copies. The same vector
+    // is the coefficients against the group sums, which q3k_bsums lays out to
+    // match once per call.
+    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i s = _mm256_mullo_epi16(
+        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_sub_epi8(g, _mm_set1_epi8(32)), order)),
+        _mm256_setr_epi16(4, 1, 4, 1, 4, 1, 4, 1, 4, 1, 4, 1, 4, 1, 4, 1));
+    k.coef = s;
     const __m256i hm = load256(b.hmask);
     const __m256i low2 = _mm256_set1_epi8(0x03);
     const __m256i high2 = _mm256_set1_epi8(0x0c);
@@ -631,14 +657,13 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b.qs + 32 * h);
       const __m256i qs4 = _mm256_srli_epi16(qs, 4);
-      const __m256i four = _mm256_slli_epi16(halves[h], 2);
       const __m256i lows[4] = {_mm256_and_si256(qs, low2), _mm256_and_si256(qs, high2),
                                _mm256_and_si256(qs4, low2), _mm256_and_si256(qs4, high2)};
 #pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
         const __m256i levels =
             _mm256_or_si256(lows[r], move_bit(hm, 4 * h + r, r % 2 == 0 ? 2 : 4));
-        chunk(4 * h + r, levels, none, pick_words(r % 2 == 0 ? four : halves[h], 2 * r, 2 * r + 1));
+        chunk(4 * h + r, levels, none, pick_words(s, 4 * h + r, 4 * h + r));
       }
     }
   } else if constexpr (W == DType::kQ2_K) {
@@ -916,6 +941,8 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
         if (w_dtype == DType::kQ2_K || w_dtype == DType::kQ4_K || w_dtype == DType::kQ5_K) {
           negate_bsums(reinterpret_cast<BlockQ8_K*>(dst), args.k / detail::kQKK);
         }
+        if (w_dtype == DType::kQ3_K)
+          q3k_bsums(reinterpret_cast<BlockQ8_K*>(dst), args.k / detail::kQKK);
       }
     }
   });
