@@ -31,6 +31,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -551,6 +552,21 @@ inline __m256i q2_table(__m256i scales, int h, int t) {
   return _mm256_mullo_epi16(_mm256_shuffle_epi8(scales, spread), mult);
 }
 
+// q3_k's high level bits through vpshufb: chunk 4h + r takes bit 4h + r of
+// hmask, which is bit r of nibble h; entry n of table r is bit r of n moved to
+// bit 2 (even r: levels in bits 0-1) or 4 (odd r: levels in bits 2-3). One
+// vpshufb per chunk replaces a shift and a mask.
+constexpr std::array<std::array<std::uint8_t, 32>, 4> kQ3HighBit = [] {
+  std::array<std::array<std::uint8_t, 32>, 4> t{};
+  for (int r = 0; r < 4; ++r) {
+    for (int i = 0; i < 32; ++i) {
+      t[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] =
+          static_cast<std::uint8_t>((i % 16 >> r & 1) << (r % 2 == 0 ? 2 : 4));
+    }
+  }
+  return t;
+}();
+
 // Unpacks one super-block: fills the header and hands each 32-byte chunk to
 // chunk(index, levels, signs, i16 scales) as soon as it is decoded, so the levels
 // stay in registers (signs matter only for iq4_xs, whose levels are signed);
@@ -651,6 +667,8 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
         _mm256_setr_epi16(4, 1, 4, 1, 4, 1, 4, 1, 4, 1, 4, 1, 4, 1, 4, 1));
     k.coef = s;
     const __m256i hm = load256(b.hmask);
+    const __m256i hm_nibbles[2] = {_mm256_and_si256(hm, low4),
+                                   _mm256_and_si256(_mm256_srli_epi16(hm, 4), low4)};
     const __m256i low2 = _mm256_set1_epi8(0x03);
     const __m256i high2 = _mm256_set1_epi8(0x0c);
 #pragma GCC unroll 8
@@ -661,8 +679,8 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
                                _mm256_and_si256(qs4, low2), _mm256_and_si256(qs4, high2)};
 #pragma GCC unroll 8
       for (int r = 0; r < 4; ++r) {
-        const __m256i levels =
-            _mm256_or_si256(lows[r], move_bit(hm, 4 * h + r, r % 2 == 0 ? 2 : 4));
+        const __m256i levels = _mm256_or_si256(
+            lows[r], _mm256_shuffle_epi8(load256(kQ3HighBit[r].data()), hm_nibbles[h]));
         chunk(4 * h + r, levels, none, pick_words(s, 4 * h + r, 4 * h + r));
       }
     }
