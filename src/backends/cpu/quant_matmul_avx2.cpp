@@ -908,6 +908,20 @@ Tiles tiles_for(DType w) {
   }
 }
 
+// row_is_finite with eight values per step: a value is not finite when its
+// exponent bits are all set. (The portable loop took about 5% of a 4096-wide
+// decode step against 256 weight rows.)
+bool row_is_finite_avx2(const float* row, std::int64_t k) {
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  __m256i non_finite = _mm256_setzero_si256();
+  std::int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    non_finite = _mm256_or_si256(
+        non_finite, _mm256_cmpeq_epi32(_mm256_and_si256(load256(row + i), exponent), exponent));
+  }
+  return _mm256_testz_si256(non_finite, non_finite) != 0 && row_is_finite(row + i, k - i);
+}
+
 // Weight rows per parallel task, and per tile inside a task: a tile's rows stay
 // in L2 while every group of activation rows passes over them.
 constexpr std::int64_t kRowGrain = 8;
@@ -943,7 +957,7 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
     std::vector<BlockQ8_0> tmp;
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
-      non_finite[static_cast<std::size_t>(r)] = row_is_finite(row, args.k) ? 0 : 1;
+      non_finite[static_cast<std::size_t>(r)] = row_is_finite_avx2(row, args.k) ? 0 : 1;
       std::uint8_t* dst = reinterpret_cast<std::uint8_t*>(xq.data()) + r * act_row_bytes;
       if (grouped) {
         tmp.resize(static_cast<std::size_t>(args.k / detail::kQK));
