@@ -688,7 +688,8 @@ inline void unpack_k(const std::uint8_t* wb, KHeader& k, Chunk&& chunk, Pair&& p
     const auto& b = *reinterpret_cast<const detail::BlockQ2_K*>(wb);
     k.scale = f16_pair_lanes(b.d);
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    k.coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f)));
+    // The mins: each byte's high nibble, shifted down once widened to i16.
+    k.coef = _mm256_srli_epi16(_mm256_cvtepu8_epi16(raw), 4);
     const __m256i scales = _mm256_and_si256(_mm256_broadcastsi128_si256(raw), low4);
     const __m256i low2 = _mm256_set1_epi8(0x03);
     const __m256i high2 = _mm256_set1_epi8(0x0c);
