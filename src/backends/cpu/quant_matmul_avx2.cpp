@@ -463,7 +463,8 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
 // vpshufb and vpmullw per table) is now most of its about 56 vector
 // instructions per super-block, which keep ports 0, 1 and 5 busy. Prefill
 // (QuantMatmul, one thread) did not slow: q2_k 112 -> 122 GFLOP/s, q3_k 90 ->
-// 90.
+// 90. Four weight rows per decode tile instead of one measured the same in
+// cache (within the noise of the shared machine), so the decode tile keeps one.
 
 struct KHeader {
   __m256i coef;  // 16 x i16, against q8_k's group sums (negated for the mins)
