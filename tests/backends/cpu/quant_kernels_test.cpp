@@ -493,13 +493,20 @@ TEST(QuantMatmulAvx512, NonFiniteActivationRowGivesNaN) {
 
 TEST(QuantMatmulAvx2, NonFiniteActivationRowGivesNaN) {
   if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/F16C";
-  Problem p = make_problem(DType::kQ4_K, 1, 5, 3, 256, 2);
-  p.a[static_cast<std::size_t>(2 * p.k + 17)] = std::numeric_limits<float>::infinity();
-  std::vector<float> out;
-  ASSERT_TRUE(run_matmul(avx2_fn(DType::kQ4_K), DType::kQ4_K, p, out).is_ok());
-  for (std::int64_t r = 0; r < 5; ++r) {
-    for (std::int64_t j = 0; j < 3; ++j) {
-      EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == 2) << r << "," << j;
+  for (DType t : {DType::kQ4_K, DType::kQ2_K, DType::kQ3_K, DType::kQ4_0}) {
+    for (float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()}) {
+      Problem p = make_problem(t, 1, 5, 3, 256, 2);
+      p.a[static_cast<std::size_t>(2 * p.k + 17)] = bad;
+      std::vector<float> out;
+      ASSERT_TRUE(run_matmul(avx2_fn(t), t, p, out).is_ok());
+      for (std::int64_t r = 0; r < 5; ++r) {
+        for (std::int64_t j = 0; j < 3; ++j) {
+          EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == 2)
+              << name(t) << " " << bad << " " << r << "," << j;
+        }
+      }
     }
   }
 }
