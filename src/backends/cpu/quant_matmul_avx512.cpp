@@ -702,6 +702,18 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 // second f32 term. The f16 scales of a tile's rows are converted together (Note
 // [k-quant scale products]). Every i32 sum is exact (bounds per format checked against
 // |x| <= 127), and decode and prefill tiles share the layout and the f32 steps.
+// q3_k as q2_k did not gain: its scaled levels (l - 4) s + 124 (l 0-7, s -32..31)
+// fit a byte, so two vpshufb tables per row and super-block (one vpmullw of the
+// widened scales against both levels of a word, plus the bias, per table) and an
+// accumulator starting at -124 times the lane's activations (prepared per row)
+// make each vector a vpternlog-merged index, one vpshufb and one vpdpbusd, with
+// no scale shuffles or offset term. The decode loop dropped from 207 to 197
+// instructions, but with one thread in cache (QuantDotInCache, CPU time, base
+// and table binaries alternated on a shared machine) the best of eight runs
+// moved 33.0 -> 32.5 us, within the noise, and prefill (QuantMatmul) stayed
+// level: building the tables (8 instructions per row) and the eight live tables
+// (16 register copies and reloads per loop against 11) took back what the
+// vectors saved.
 
 // A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
 // and the group sums scaled as the format's correction needs (kSumScale).
