@@ -238,6 +238,17 @@ void BM_FfnSwiglu(benchmark::State& state, DType wt, std::string kernel) {
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(gate.size() + up.size() + down.size()) * it, benchmark::Counter::kIsRate);
 }
+BENCHMARK_CAPTURE(BM_FfnSwiglu, f32_avx512, DType::kF32, std::string("ffn_swiglu_f32__cpu_avx512"))
+    ->Arg(1)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_FfnSwiglu, f16_avx512, DType::kF16,
+                  std::string("ffn_swiglu_f32_f16__cpu_avx512"))
+    ->Arg(1)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_FfnSwiglu, f32_avx2, DType::kF32, std::string("ffn_swiglu_f32__cpu_avx2"))
     ->Arg(1)
     ->Arg(128)

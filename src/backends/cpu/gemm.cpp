@@ -19,7 +19,7 @@ namespace {
 // written directly (f16/bf16 outputs, ffn_swiglu): rows x 1024 floats per thread.
 constexpr std::int64_t kScratchCols = 1024;
 // The largest micro-kernel tile, for the partial-tile buffer.
-constexpr int kMaxTile = 8 * 32;
+constexpr int kMaxTile = 14 * 32;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

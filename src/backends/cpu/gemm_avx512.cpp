@@ -1,8 +1,8 @@
-// The AVX-512 GEMM micro-kernel: an 8 x 32 f32 tile held in 16 zmm accumulators,
-// fed by one broadcast per row (folded into the FMA as an embedded broadcast) and
-// two 16-wide weight loads per k. Sixteen independent FMA chains cover the FMA
-// latency on two 512-bit ports; the packers are the shared AVX2 ones (the panels are
-// the same layout, only wider).
+// The AVX-512 GEMM micro-kernel: a 14 x 32 f32 tile held in 28 zmm accumulators,
+// fed by one broadcast per row and two 16-wide weight loads per k (31 of the 32
+// registers). Twenty-eight independent FMA chains cover the FMA latency on two
+// 512-bit ports, and each k step issues 16 loads for 28 FMAs; the packers are the
+// shared AVX2 ones (the panels are the same layout, only wider).
 // GCC 12's AVX-512 intrinsic headers build some results from a deliberately
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
 // reports once the intrinsics are inlined. The warning is about the header, not
@@ -18,18 +18,18 @@
 namespace switchyard::cpu {
 namespace {
 
-constexpr int kMr = 8;
+constexpr int kMr = 14;
 constexpr int kNr = 32;
 
-void micro_8x32(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-                bool accumulate) {
+void micro_14x32(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+                 bool accumulate) {
   __m512 acc[kMr][2];
-#pragma GCC unroll 8
+#pragma GCC unroll 14
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (std::int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(b);
     const __m512 b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 8
+#pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
@@ -38,7 +38,7 @@ void micro_8x32(std::int64_t kc, const float* a, const float* b, float* c, std::
     a += kMr;
     b += kNr;
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 14
   for (int i = 0; i < kMr; ++i) {
     float* row = c + i * ldc;
     if (accumulate) {
@@ -50,16 +50,23 @@ void micro_8x32(std::int64_t kc, const float* a, const float* b, float* c, std::
   }
 }
 
-// 96 x 384 packed activations (144 KiB) stay in a 1-2 MiB L2; 384 x 2048 packed
-// weights (3 MiB) stream from L3.
+// Note [AVX-512 GEMM blocking]
+// A weight panel (kc x 32 floats) is reused by every activation panel of a row
+// block, so it has to stay in L1 while they stream past it: at kc = 256 it is
+// 32 KiB, which leaves room in a 48 KiB L1 for the 14-row activation panel in
+// flight (14 KiB). At kc = 384 the panel alone was 48 KiB and the tile ran at 0.82
+// of OpenBLAS on one Ice Lake core; 256 gives 0.97-1.02. The row block is small
+// (56 rows, 56 KiB packed) and the column block's packed weights (256 x 1024, 1 MiB)
+// fit a 1.25 MiB L2, so a weight panel comes from L2 for each row block. The
+// sweep that chose these figures is in docs/benchmarks.md.
 constexpr GemmKernels kAvx512Kernels = {
     .isa = "avx512",
     .mr = kMr,
     .nr = kNr,
-    .mc = 96,
-    .kc = 384,
-    .nc = 2048,
-    .micro = &micro_8x32,
+    .mc = 56,
+    .kc = 256,
+    .nc = 1024,
+    .micro = &micro_14x32,
     .pack_a = {&pack_panels<kMr, LoadF32>, &pack_panels<kMr, LoadF16>, &pack_panels<kMr, LoadBF16>},
     .pack_b = {&pack_panels<kNr, LoadF32>, &pack_panels<kNr, LoadF16>, &pack_panels<kNr, LoadBF16>},
 };
