@@ -2,7 +2,9 @@
 # Quick start, second command: builds everything and runs every test.
 #   1. the GoogleTest suite (dev preset: optimised, warnings as errors);
 #   2. the concurrency tests again under ThreadSanitizer (tsan preset);
-#   3. the tool's own checks on the built-in table (coverage, conformance).
+#   3. the SIMD objects hold no code for instruction sets their callers do not
+#      check (scripts/check_isa.sh);
+#   4. the tool's own checks on the built-in table (coverage, conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,6 +15,9 @@ echo "== build and test (dev)"
 cmake --preset dev >/dev/null
 cmake --build --preset dev
 ctest --preset dev
+
+echo "== instruction sets of the SIMD objects"
+bash scripts/check_isa.sh build/dev
 
 echo "== concurrency tests under ThreadSanitizer (tsan)"
 cmake --preset tsan >/dev/null

@@ -24,9 +24,12 @@
 //   Code compiled with -mavx512f must not end up running on a CPU without it. Inline
 //   functions and template instantiations that two translation units share are
 //   merged by the linker, which may keep the copy compiled for the wider ISA. So the
-//   *_avx2.cpp / *_avx512.cpp files define only their own functions (in anonymous
+//   *_avx2.cpp / *_avx512*.cpp files define only their own functions (in anonymous
 //   namespaces, reached through the tables below) and use no standard-library
 //   templates; allocation, threading and std containers live in portable files.
+//   (The quantized matmul files do keep their drivers, std::vector included;
+//   scripts/check_isa.sh fails the build's tests if any such shared code in a
+//   SIMD object uses an instruction beyond the x86-64 baseline.)
 //
 // Example
 //   const GemmKernels* kernels = gemm_kernels_avx2();
@@ -140,5 +143,9 @@ struct MatvecKernels {
 [[nodiscard]] const MatvecKernels* matvec_kernels_avx512();
 // AVX-512 without AVX512_BF16: bf16_bf16 is null.
 [[nodiscard]] const MatvecKernels* matvec_kernels_avx512_no_bf16();
+// The bf16 x bf16 matvec of matvec_kernels_avx512() (matvec_avx512bf16.cpp); needs
+// AVX512_BF16.
+void matvec_bf16_bf16_avx512bf16(const std::uint16_t* x, const std::uint16_t* w, std::int64_t ldw,
+                                 std::int64_t k, std::int64_t n0, std::int64_t n1, float* y);
 
 }  // namespace switchyard::cpu

@@ -1,8 +1,7 @@
 // AVX-512 matvec kernels for M = 1 (see matvec_avx2.cpp for the scheme): 16-lane
-// steps, f16 weights widened with vcvtph2ps, bf16 weights by a shift. With bf16
-// activations and bf16 weights, vdpbf16ps multiplies bf16 pairs exactly and sums in
-// f32, 32 elements per instruction; f32 activations are never rounded to bf16 for it
-// (that would lose the f32 arithmetic the op contract promises).
+// steps, f16 weights widened with vcvtph2ps, bf16 weights by a shift. The bf16 x
+// bf16 dot product with vdpbf16ps lives in matvec_avx512bf16.cpp, the one file
+// compiled for AVX512_BF16, which this table points to only on CPUs that have it.
 // GCC 12's AVX-512 intrinsic headers build some results from a deliberately
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
 // reports once the intrinsics are inlined. The warning is about the header, not
@@ -88,48 +87,10 @@ void matvec(const float* x, const void* w_v, std::int64_t ldw, std::int64_t k, s
   }
 }
 
-__m512bh load_bf16x32(const std::uint16_t* p) {
-  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
-}
-
-template <int R>
-void dot_rows_bf16(const std::uint16_t* x, const std::uint16_t* const* w, std::int64_t k,
-                   float* y) {
-  __m512 acc[R];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + 32 <= k; i += 32) {
-    const __m512bh xv = load_bf16x32(x + i);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_dpbf16_ps(acc[r], xv, load_bf16x32(w[r] + i));
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    float tail = 0.0f;
-    for (std::int64_t j = i; j < k; ++j) tail += bf16_to_f32(x[j]) * bf16_to_f32(w[r][j]);
-    y[r] = _mm512_reduce_add_ps(acc[r]) + tail;
-  }
-}
-
-void matvec_bf16_bf16(const std::uint16_t* x, const std::uint16_t* w, std::int64_t ldw,
-                      std::int64_t k, std::int64_t n0, std::int64_t n1, float* y) {
-  std::int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) {
-    const std::uint16_t* rows[4] = {w + n * ldw, w + (n + 1) * ldw, w + (n + 2) * ldw,
-                                    w + (n + 3) * ldw};
-    dot_rows_bf16<4>(x, rows, k, y + n);
-  }
-  for (; n < n1; ++n) {
-    const std::uint16_t* rows[1] = {w + n * ldw};
-    dot_rows_bf16<1>(x, rows, k, y + n);
-  }
-}
-
 constexpr MatvecKernels kAvx512Matvec = {
     .isa = "avx512",
     .by_weight = {&matvec<Load16F32>, &matvec<Load16F16>, &matvec<Load16BF16>},
-    .bf16_bf16 = &matvec_bf16_bf16,
+    .bf16_bf16 = &matvec_bf16_bf16_avx512bf16,
 };
 // Without AVX512_BF16 the bf16 x bf16 case widens both operands instead.
 constexpr MatvecKernels kAvx512MatvecNoBf16 = {

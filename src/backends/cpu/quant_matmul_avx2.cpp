@@ -69,7 +69,7 @@ inline float hsum(__m256 v) {
 
 // Decode tiles (kAhead) ask for the bytes that the tile R rows further on will
 // read, at the offset they read now: Note [Decode prefetch] in
-// quant_matmul_avx512.cpp. Each instruction-set file keeps its own copy of this
+// quant_matmul_avx512vnni.cpp. Each instruction-set file keeps its own copy of this
 // helper: of an inline function shared through a header the linker keeps one
 // copy, compiled with whichever file's instruction set it came from.
 template <bool kAhead>
@@ -971,15 +971,19 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
   // set to NaN afterwards, as a float dot product would propagate them.
   std::vector<char> non_finite(static_cast<std::size_t>(args.rows), 0);
   call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<BlockQ8_0> tmp;
+    // Bytes, not BlockQ8_0: a std::vector<BlockQ8_0> would instantiate its growth
+    // code here, compiled for AVX2, as a weak symbol portable code may share
+    // (scripts/check_isa.sh).
+    std::vector<std::uint8_t> tmp;
     for (std::int64_t r = begin; r < end; ++r) {
       const float* row = args.a + r * args.k;
       non_finite[static_cast<std::size_t>(r)] = row_is_finite_avx2(row, args.k) ? 0 : 1;
       std::uint8_t* dst = reinterpret_cast<std::uint8_t*>(xq.data()) + r * act_row_bytes;
       if (grouped) {
-        tmp.resize(static_cast<std::size_t>(args.k / detail::kQK));
-        quantize_row_q8_0_avx2(row, tmp.data(), args.k);
-        layout_groups(tmp.data(), args.k / detail::kQK, offset, reinterpret_cast<XGroup*>(dst));
+        tmp.resize(static_cast<std::size_t>(args.k / detail::kQK) * sizeof(BlockQ8_0));
+        auto* blocks_q8 = reinterpret_cast<BlockQ8_0*>(tmp.data());
+        quantize_row_q8_0_avx2(row, blocks_q8, args.k);
+        layout_groups(blocks_q8, args.k / detail::kQK, offset, reinterpret_cast<XGroup*>(dst));
       } else if (act == DType::kQ8_0) {
         quantize_row_q8_0_avx2(row, dst, args.k);
       } else {
