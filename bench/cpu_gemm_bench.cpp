@@ -1,5 +1,6 @@
 // The CPU backend's dense matmul family against peers measured in the same run:
-//   - f32 GEMM 1024^3 (each registered sibling) with GFLOP/s and its ratio to
+//   - f32 GEMM 1024^3 (each registered sibling; also 8 x 4096 x 4096, a few rows
+//     against large weights, for the AVX-512 sibling) with GFLOP/s and its ratio to
 //     OpenBLAS's cblas_sgemm, timed alternately with it (`vs_openblas`, and
 //     `vs_openblas_cpu` in process CPU time);
 //   - f16 / bf16 matvec 4096 -> 14336 (weights [14336, 4096]) with GB/s of weights
@@ -95,21 +96,21 @@ BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
 // --- f32 GEMM vs OpenBLAS -------------------------------------------------------------
 
 void BM_GemmF32(benchmark::State& state, std::string kernel) {
-  const std::int64_t n = state.range(0);
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const DTypeList key{DType::kF32, DType::kF32, DType::kF32};
   const BindingEntry* entry = find_entry(OpKind::kMatmul, key, kernel);
   if (entry == nullptr) {
     state.SkipWithError(("not registered on this CPU: " + kernel).c_str());
     return;
   }
-  auto a = random_bytes(DType::kF32, n * n, 1);
-  auto w = random_bytes(DType::kF32, n * n, 2);
-  std::vector<float> out(static_cast<std::size_t>(n * n));
-  Call call{.inputs = {TensorView::contiguous(a.data(), DType::kF32, {n, n}),
-                       TensorView::contiguous(w.data(), DType::kF32, {n, n})},
-            .output = TensorView::contiguous(out.data(), DType::kF32, {n, n})};
+  auto a = random_bytes(DType::kF32, m * k, 1);
+  auto w = random_bytes(DType::kF32, n * k, 2);
+  std::vector<float> out(static_cast<std::size_t>(m * n));
+  Call call{.inputs = {TensorView::contiguous(a.data(), DType::kF32, {m, k}),
+                       TensorView::contiguous(w.data(), DType::kF32, {n, k})},
+            .output = TensorView::contiguous(out.data(), DType::kF32, {m, n})};
   const double flops =
-      2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   for (auto _ : state) {
     if (!call.run(*entry).is_ok()) state.SkipWithError("kernel failed");
     benchmark::ClobberMemory();
@@ -130,15 +131,17 @@ void BM_GemmF32(benchmark::State& state, std::string kernel) {
   }
 }
 BENCHMARK_CAPTURE(BM_GemmF32, avx512, std::string("matmul_f32__cpu_avx512"))
-    ->Arg(1024)
+    ->Args({1024, 1024, 1024})
+    ->Args({8, 4096, 4096})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemmF32, avx2, std::string("matmul_f32__cpu_avx2"))
-    ->Arg(1024)
+    ->Args({1024, 1024, 1024})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemmF32, openblas, std::string("matmul_f32__cpu_openblas"))
-    ->Arg(1024)
+    ->Args({1024, 1024, 1024})
+    ->Args({8, 4096, 4096})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

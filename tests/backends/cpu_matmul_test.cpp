@@ -228,6 +228,32 @@ TEST_P(CpuMatmulTest, DeterministicAcrossThreadsConcurrent) {
   }
 }
 
+// A row's result does not depend on how many other rows share the call: the
+// AVX-512 GEMM takes a narrower tile for products of at most 8 rows, and both
+// tiles must sum every output in the same order (K spans several K blocks here).
+TEST_P(CpuMatmulTest, RowsDoNotDependOnTheRowCount) {
+  const MatmulKey key = GetParam();
+  const std::int64_t n = 70, k = 611;
+  Buffer a(key.a, {20, k});
+  Buffer w(key.w, {n, k});
+  a.fill(31);
+  w.fill(32);
+  for (const BindingEntry& entry : siblings(OpKind::kMatmul, {key.a, key.w, key.out})) {
+    // Matvec siblings take one row; OpenBLAS picks its kernels by shape and makes
+    // no such promise.
+    if (entry.admits != nullptr || entry.source == "openblas") continue;
+    Buffer all(key.out, {20, n});
+    ASSERT_TRUE(call_kernel(entry, {a.view(), w.view()}, all.view(), &pool2()).is_ok());
+    for (std::int64_t m : {2, 8, 9, 14}) {
+      const TensorView prefix = TensorView::contiguous(a.bytes.data(), key.a, {m, k});
+      Buffer out(key.out, {m, n});
+      ASSERT_TRUE(call_kernel(entry, {prefix, w.view()}, out.view(), &pool2()).is_ok());
+      EXPECT_TRUE(std::equal(out.bytes.begin(), out.bytes.end(), all.bytes.begin()))
+          << entry.name << " M=" << m;
+    }
+  }
+}
+
 TEST_P(CpuMatmulTest, RefusesMalformedCalls) {
   const MatmulKey key = GetParam();
   const DType other = key.w == kF32 ? kF16 : kF32;

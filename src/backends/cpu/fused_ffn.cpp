@@ -66,8 +66,8 @@ Result<FfnDims> check_ffn(const KernelCall& call, std::string_view kernel, DType
   return FfnDims{x.shape().outer(), d, f};
 }
 
-const GemmKernels& gemm_kernels_for(Isa isa) {
-  return *(isa == Isa::kAvx512 ? gemm_kernels_avx512() : gemm_kernels_avx2());
+const GemmKernels& gemm_kernels_for(Isa isa, std::int64_t rows) {
+  return *(isa == Isa::kAvx512 ? gemm_kernels_avx512(rows) : gemm_kernels_avx2());
 }
 const MatvecKernels& matvec_kernels_for(Isa isa) {
   if (isa == Isa::kAvx2) return *matvec_kernels_avx2();
@@ -94,7 +94,7 @@ void ffn_single_row(const KernelCall& call, Isa isa, DType wt, const FfnDims& di
 }
 
 void ffn_blocked(const KernelCall& call, Isa isa, DType wt, const FfnDims& dims) {
-  const GemmKernels& kn = gemm_kernels_for(isa);
+  const GemmKernels& kn = gemm_kernels_for(isa, dims.rows);
   const std::int64_t nr = kn.nr;
   const std::int64_t f_panels = (dims.f + nr - 1) / nr;
   const auto* x = call.inputs[0].first_as<const float>();

@@ -250,8 +250,8 @@ bool admits_single_row(std::span<const Shape> shapes) {
 
 namespace {
 
-const GemmKernels& gemm_kernels(Isa isa) {
-  return *(isa == Isa::kAvx512 ? gemm_kernels_avx512() : gemm_kernels_avx2());
+const GemmKernels& gemm_kernels(Isa isa, std::int64_t rows) {
+  return *(isa == Isa::kAvx512 ? gemm_kernels_avx512(rows) : gemm_kernels_avx2());
 }
 
 const MatvecKernels& matvec_kernels(Isa isa) {
@@ -295,7 +295,7 @@ struct DenseCall {
 
 Status run_dense_gemm(const KernelCall& call, Isa isa, DType at, DType wt, DType ot,
                       const DenseCall& d) {
-  const GemmKernels& kn = gemm_kernels(isa);
+  const GemmKernels& kn = gemm_kernels(isa, d.rows);
   const std::int64_t a_stride = d.rows * d.k * float_bytes(at);
   const std::int64_t w_stride = d.n * d.k * float_bytes(wt);
   const std::int64_t o_stride = d.rows * d.n * float_bytes(ot);

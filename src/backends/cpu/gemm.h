@@ -121,7 +121,9 @@ void run_gemm(const GemmKernels& kernels, const GemmProblem& problem, const Exec
 // The kernel sets of the ISA files. Only call into one after cpu_features() says
 // the CPU has its instruction set.
 [[nodiscard]] const GemmKernels* gemm_kernels_avx2();
-[[nodiscard]] const GemmKernels* gemm_kernels_avx512();
+// The AVX-512 set for a product with `rows` activation rows (per weight matrix):
+// a narrower tile for a few rows. Outputs are bit-identical whichever is chosen.
+[[nodiscard]] const GemmKernels* gemm_kernels_avx512(std::int64_t rows);
 
 // Matvec: y[n] = Σ_k x[k] · w[n, k] for n in [n0, n1), x in f32, w rows of k
 // elements with row stride ldw in the weight dtype. Each y[n] is summed in one fixed

@@ -19,27 +19,30 @@ namespace switchyard::cpu {
 namespace {
 
 constexpr int kMr = 14;
+constexpr int kNarrowMr = 8;
 constexpr int kNr = 32;
 
-void micro_14x32(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
-                 bool accumulate) {
-  __m512 acc[kMr][2];
+// An R x 32 tile (R = 14, or 8 for products of at most 8 rows).
+template <int R>
+void micro(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc,
+           bool accumulate) {
+  __m512 acc[R][2];
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (std::int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(b);
     const __m512 b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 14
-    for (int i = 0; i < kMr; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
-    a += kMr;
+    a += R;
     b += kNr;
   }
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) {
+  for (int i = 0; i < R; ++i) {
     float* row = c + i * ldc;
     if (accumulate) {
       acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]);
@@ -66,13 +69,32 @@ constexpr GemmKernels kAvx512Kernels = {
     .mc = 56,
     .kc = 256,
     .nc = 1024,
-    .micro = &micro_14x32,
+    .micro = &micro<kMr>,
     .pack_a = {&pack_panels<kMr, LoadF32>, &pack_panels<kMr, LoadF16>, &pack_panels<kMr, LoadBF16>},
+    .pack_b = {&pack_panels<kNr, LoadF32>, &pack_panels<kNr, LoadF16>, &pack_panels<kNr, LoadBF16>},
+};
+
+// A product of at most 8 rows would spend most of a 14-row tile on zero padding
+// (1.75x the FMAs at 8 rows); an 8-row tile with the same kc gives every output
+// the same bytes, since an output's sum runs over k in the same order whatever the
+// tile's height.
+constexpr GemmKernels kAvx512NarrowKernels = {
+    .isa = "avx512",
+    .mr = kNarrowMr,
+    .nr = kNr,
+    .mc = kNarrowMr,
+    .kc = kAvx512Kernels.kc,
+    .nc = kAvx512Kernels.nc,
+    .micro = &micro<kNarrowMr>,
+    .pack_a = {&pack_panels<kNarrowMr, LoadF32>, &pack_panels<kNarrowMr, LoadF16>,
+               &pack_panels<kNarrowMr, LoadBF16>},
     .pack_b = {&pack_panels<kNr, LoadF32>, &pack_panels<kNr, LoadF16>, &pack_panels<kNr, LoadBF16>},
 };
 
 }  // namespace
 
-const GemmKernels* gemm_kernels_avx512() { return &kAvx512Kernels; }
+const GemmKernels* gemm_kernels_avx512(std::int64_t rows) {
+  return rows <= kNarrowMr ? &kAvx512NarrowKernels : &kAvx512Kernels;
+}
 
 }  // namespace switchyard::cpu
