@@ -154,13 +154,19 @@ template <DType W>
 constexpr int kChunks = kGroupBlocks / kChunkBlocks<W>;
 template <DType W>
 constexpr int kChunkBytes = kChunkBlocks<W>* block_bytes(W);
+// q8_0 gives each i32 lane one block for the whole group (Note [q8_0 block
+// lanes]); the nibble formats give a chunk's lanes to its four blocks.
+template <DType W>
+constexpr bool kBlockLanes = W == DType::kQ8_0;
 // Prepared activation bytes per chunk: the levels meeting the low (and high)
-// nibbles, then the 16 i32 starting values; per group the chunks, then dx and
-// dx * sum(x) per scale slot.
+// nibbles, then (except q8_0) the 16 i32 starting values; per group the chunks,
+// then q8_0's starting values, then dx and dx * sum(x) per scale slot.
 template <DType W>
-constexpr std::int64_t kChunkXBytes = (kNibbleFormat<W> ? 128 : 64) + 64;
+constexpr std::int64_t kChunkXBytes = kBlockLanes<W> ? 64 : (kNibbleFormat<W> ? 128 : 64) + 64;
 template <DType W>
-constexpr std::int64_t kGroupXBytes = kChunks<W>* kChunkXBytes<W> + 128;
+constexpr std::int64_t kScaleXOffset = kChunks<W>* kChunkXBytes<W> + (kBlockLanes<W> ? 64 : 0);
+template <DType W>
+constexpr std::int64_t kGroupXBytes = kScaleXOffset<W> + 128;
 // The lane of block m's scale in a group's scale vector: block order, except
 // for mxfp4, whose exponent bytes are collected inside 128-bit lanes (block
 // 4k + b of chunk k to slot 4b + k).
@@ -468,6 +474,7 @@ inline void decode_fifth_group(const std::uint8_t* p, GroupW<W>& g) {
 // read, none past them) of a format other than q5_0 / q5_1.
 template <DType W>
 inline void decode_plain_group(const std::uint8_t* p, GroupW<W>& g) {
+  static_assert(kNibbleFormat<W>, "q8_0 decodes through decode_q8_0_lanes");
   constexpr int kC = kChunks<W>;
   __m512i head[kC];
 #pragma GCC unroll 8
@@ -486,35 +493,82 @@ inline void decode_plain_group(const std::uint8_t* p, GroupW<W>& g) {
       q = _mm512_inserti32x4(_mm512_castsi128_si512(block(0)), block(1), 1);
       q = _mm512_inserti32x4(q, block(2), 2);
       q = _mm512_inserti32x4(q, block(3), 3);
-    } else if constexpr (W == DType::kQ8_0) {
-      q = _mm512_inserti64x4(_mm512_castsi256_si512(load256(pc + 2)), load256(pc + 36), 1);
     } else {
       static constexpr auto kIdx = chunk_dwords<W>();
       q = _mm512_permutex2var_epi32(
           load512(pc + kQsOffset<W>), load_table(kIdx),
           _mm512_maskz_loadu_epi32((__mmask16{1} << kSecondDwords<W>)-1, pc + kSecondLoad<W>));
     }
-    if constexpr (W == DType::kQ8_0) {
-      g.lo[c] = _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
-    } else {
-      __m512i lo = _mm512_and_si512(q, low4);
-      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-      if constexpr (W == DType::kIQ4_NL || W == DType::kMXFP4) {
-        static constexpr auto kTable = biased_table<W>();
-        lo = _mm512_shuffle_epi8(load_table(kTable), lo);
-        hi = _mm512_shuffle_epi8(load_table(kTable), hi);
-      }
-      g.lo[c] = lo;
-      g.hi[c] = hi;
+    __m512i lo = _mm512_and_si512(q, low4);
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    if constexpr (W == DType::kIQ4_NL || W == DType::kMXFP4) {
+      static constexpr auto kTable = biased_table<W>();
+      lo = _mm512_shuffle_epi8(load_table(kTable), lo);
+      hi = _mm512_shuffle_epi8(load_table(kTable), hi);
     }
+    g.lo[c] = lo;
+    g.hi[c] = hi;
+  }
+}
+
+// Note [q8_0 block lanes]
+// A q8_0 chunk held two blocks, so each chunk's i32 lanes had their own scales:
+// per chunk and output a permute to spread d_w * d_x over the lanes, a
+// conversion and an FMA, against one vpdpbusd. Prefill, where a decoded group
+// meets four activation rows, ran at 0.58 of q4_0's rate. Instead, chunk c takes
+// dword c (levels 4c .. 4c + 3) of each of the 16 blocks, block m in lane m: a
+// transpose of the group's 16 x 8 level dwords, done once per weight row and
+// group. Every chunk's lane m then belongs to block m, the eight vpdpbusd of a
+// group chain into one exact i32 block sum per lane, and one conversion and one
+// FMA per group and output apply the scales. The activation row is laid out to
+// match (decode_layout), with the -128 * sum(x) starting values once per group.
+[[gnu::always_inline]] inline void decode_q8_0_lanes(const std::uint8_t* p, __m512i (&lo)[8]) {
+  // z[j]: block j's 32 levels in dwords 0-7, block j + 8's in dwords 8-15. Then
+  // the 8 x 8 dword transpose of each 256-bit half.
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    z[j] = _mm512_inserti64x4(_mm512_castsi256_si512(load256(p + 34 * j + 2)),
+                              load256(p + 34 * (j + 8) + 2), 1);
+  }
+  __m512i t[8];
+#pragma GCC unroll 4
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm512_unpacklo_epi32(z[j], z[j + 1]);
+    t[j + 1] = _mm512_unpackhi_epi32(z[j], z[j + 1]);
+  }
+  // u[4h + i]: rows 4h .. 4h + 3, dword i of each 128-bit lane (dwords i and
+  // i + 4 of the rows, by 128-bit lane).
+  __m512i u[8];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  // Chunk i: the even 128-bit lanes of rows 0-3 and 4-7; chunk i + 4 the odd.
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    lo[i] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[i], even, u[4 + i]), flip);
+    lo[i + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(u[i], odd, u[4 + i]), flip);
   }
 }
 
 // kVbmi: the CPU has AVX512_VBMI (q5_0 / q5_1 only; Note [Fifth bits]).
 template <DType W, bool kVbmi>
-inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
+[[gnu::always_inline]] inline void decode_group(const std::uint8_t* p, GroupW<W>& g) {
   if constexpr (W == DType::kQ5_0 || W == DType::kQ5_1) {
     decode_fifth_group<W, kVbmi>(p, g);
+  } else if constexpr (kBlockLanes<W>) {
+    __m512i head[kChunks<W>];
+#pragma GCC unroll 8
+    for (int c = 0; c < kChunks<W>; ++c) head[c] = load512(p + c * kChunkBytes<W>);
+    group_scales<W>(head, g);
+    decode_q8_0_lanes(p, g.lo);
   } else {
     decode_plain_group<W>(p, g);
   }
@@ -531,8 +585,21 @@ inline void group_dot(const GroupW<W>& g, const std::uint8_t* x, __m512& acc) {
     for (int i = 0; i < kC; ++i) a[static_cast<std::size_t>(i)] = chunk_lanes<W>(i);
     return a;
   }();
-  const float* dx = reinterpret_cast<const float*>(x + kC * kChunkXBytes<W>);
+  const float* dx = reinterpret_cast<const float*>(x + kScaleXOffset<W>);
   const __m512 s = _mm512_mul_ps(g.d, _mm512_load_ps(dx));
+  if constexpr (kBlockLanes<W>) {
+    // Two chains of vpdpbusd (its latency, not its throughput, bounds one chain);
+    // the i32 sum is exact, so this equals group_dots' order bit for bit.
+    __m512i even = _mm512_load_si512(x + kC * kChunkXBytes<W>);
+    __m512i odd = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < kC; c += 2) {
+      even = _mm512_dpbusd_epi32(even, g.lo[c], _mm512_load_si512(x + c * kChunkXBytes<W>));
+      odd = _mm512_dpbusd_epi32(odd, g.lo[c + 1], _mm512_load_si512(x + (c + 1) * kChunkXBytes<W>));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), s, acc);
+    return;
+  }
 #pragma GCC unroll 8
   for (int c = 0; c < kC; ++c) {
     const std::uint8_t* xc = x + c * kChunkXBytes<W>;
@@ -545,6 +612,34 @@ inline void group_dot(const GroupW<W>& g, const std::uint8_t* x, __m512& acc) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, acc);
   }
   if constexpr (kHasMin<W>) acc = _mm512_fmadd_ps(g.m, _mm512_load_ps(dx + 16), acc);
+}
+
+// group_dot for C activation rows at once (x_stride bytes apart), block-lane
+// formats: the C chains of vpdpbusd interleave, one decoded chunk meeting every
+// row before the next. Same i32 sums and f32 steps as group_dot, so the same
+// bytes.
+template <DType W, int C>
+inline void group_dots(const GroupW<W>& g, const std::uint8_t* x, std::int64_t x_stride,
+                       __m512 (&acc)[C]) {
+  static_assert(kBlockLanes<W>);
+  constexpr int kC = kChunks<W>;
+  __m512i dot[C];
+#pragma GCC unroll 8
+  for (int a = 0; a < C; ++a) dot[a] = _mm512_load_si512(x + a * x_stride + kC * kChunkXBytes<W>);
+#pragma GCC unroll 8
+  for (int c = 0; c < kC; ++c) {
+#pragma GCC unroll 8
+    for (int a = 0; a < C; ++a) {
+      dot[a] = _mm512_dpbusd_epi32(dot[a], g.lo[c],
+                                   _mm512_load_si512(x + a * x_stride + c * kChunkXBytes<W>));
+    }
+  }
+#pragma GCC unroll 8
+  for (int a = 0; a < C; ++a) {
+    const float* dx = reinterpret_cast<const float*>(x + a * x_stride + kScaleXOffset<W>);
+    acc[a] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[a]), _mm512_mul_ps(g.d, _mm512_load_ps(dx)), acc[a]);
+  }
 }
 
 // out[c * n + r] = dot(weight row r, activation row c) for r < R, c < C. Weight
@@ -568,6 +663,10 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
       prefetch_ahead<kAhead>(w + (r + R) * w_stride + i * kGW, kGW);
       GroupW<W> g;
       decode_group<W, kVbmi>(w + r * w_stride + i * kGW, g);
+      if constexpr (kBlockLanes<W> && C > 1) {
+        group_dots<W, C>(g, x + i * kGroupXBytes<W>, x_stride, acc[r]);
+        continue;
+      }
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c)
         group_dot<W>(g, x + c * x_stride + i * kGroupXBytes<W>, acc[r][c]);
@@ -583,6 +682,10 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
                   static_cast<std::size_t>(blocks % kGroupBlocks * block_bytes(W)));
       GroupW<W> g;
       decode_group<W, kVbmi>(pad, g);
+      if constexpr (kBlockLanes<W> && C > 1) {
+        group_dots<W, C>(g, x + full * kGroupXBytes<W>, x_stride, acc[r]);
+        continue;
+      }
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c)
         group_dot<W>(g, x + c * x_stride + full * kGroupXBytes<W>, acc[r][c]);
@@ -636,6 +739,9 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
     // Sums of four consecutive levels: the vpdpbusd lanes' activation sums.
     const __m128i sum_lo = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, lo);
     const __m128i sum_hi = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, hi);
+    const __m128i s4 = _mm_add_epi32(sum_lo, sum_hi);
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    const int sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
     const int m = static_cast<int>(b % kGroupBlocks);
     std::uint8_t* group = out + b / kGroupBlocks * kGroupXBytes<W>;
     std::uint8_t* chunk = group + m / kChunkBlocks<W> * kChunkXBytes<W>;
@@ -644,7 +750,15 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
     const auto store = [](std::uint8_t* p, __m128i v) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
     };
-    if constexpr (kNibbleFormat<W>) {
+    if constexpr (kBlockLanes<W>) {
+      // Levels 4c .. 4c + 3 to lane m of chunk c; the block's starting value.
+      alignas(16) std::uint8_t levels_of[32];
+      store(levels_of, lo);
+      store(levels_of + 16, hi);
+      for (int c = 0; c < 8; ++c) std::memcpy(group + 64 * c + 4 * m, levels_of + 4 * c, 4);
+      const std::int32_t start = -kBias<W> * sum;
+      std::memcpy(group + kChunks<W> * kChunkXBytes<W> + 4 * m, &start, sizeof(start));
+    } else if constexpr (kNibbleFormat<W>) {
       // Lane l of the block: elements 4l .. 4l + 3 and 16 + 4l .. 16 + 4l + 3.
       store(chunk + 16 * pos, lo);
       store(chunk + 64 + 16 * pos, hi);
@@ -655,12 +769,9 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
       store(chunk + 64 + 32 * pos, _mm_mullo_epi32(sum_lo, bias));
       store(chunk + 64 + 32 * pos + 16, _mm_mullo_epi32(sum_hi, bias));
     }
-    const __m128i s4 = _mm_add_epi32(sum_lo, sum_hi);
-    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-    const int sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
     const float scales[2] = {dx, dx * static_cast<float>(sum)};
     for (int i = 0; i < 2; ++i) {
-      std::memcpy(group + kChunks<W> * kChunkXBytes<W> + 64 * i + 4 * scale_slot<W>(m), &scales[i],
+      std::memcpy(group + kScaleXOffset<W> + 64 * i + 4 * scale_slot<W>(m), &scales[i],
                   sizeof(float));
     }
   }
