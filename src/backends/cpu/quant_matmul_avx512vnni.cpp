@@ -4,7 +4,8 @@
 // accumulation), at twice the width and with the VNNI fused multiply-adds:
 //
 //   32-element formats: groups of 16 blocks (Note [Decode groups]). A 64-byte
-//     chunk holds the levels of four nibble blocks (two q8_0 blocks) as stored;
+//     chunk holds the levels of four nibble blocks as stored (q8_0: dword c of
+//     each of the 16 blocks, Note [q8_0 block lanes]);
 //     the activations are laid out once per row to match, low nibbles and high
 //     nibbles each against their own 64 activation bytes. The unsigned levels
 //     u = q + bias (q4_0: 8, q5_0: 16, q8_0 / iq4_nl / mxfp4: 128 through a
@@ -122,14 +123,14 @@ constexpr std::array<std::uint8_t, 64> biased_table() {
 // The 32-element tiles (decode and prefill alike, so that a matmul's rows keep
 // equal to the matvecs of its activation rows) take 16 blocks of a weight row
 // at a time:
-//   - A chunk is the 64 level bytes of four nibble blocks (two q8_0 blocks) as
-//     stored, block b in bytes 16b .. 16b + 15: one dword permute of two loads
-//     (see kSecondLoad; q5_0 / q5_1: Note [Fifth bits]), four 16-byte loads
-//     for mxfp4 (blocks at odd offsets),
-//     two 32-byte loads for q8_0. Its low nibbles (elements 0-15) and high
+//   - A chunk is the 64 level bytes of four nibble blocks as stored, block b
+//     in bytes 16b .. 16b + 15: one dword permute of two loads (see
+//     kSecondLoad; q5_0 / q5_1: Note [Fifth bits]), four 16-byte loads for
+//     mxfp4 (blocks at odd offsets). Its low nibbles (elements 0-15) and high
 //     nibbles (16-31) meet activations laid out to match (decode_layout), both
 //     chained into one vpdpbusd accumulator: no byte is spread twice, and a
-//     lane covers eight elements.
+//     lane covers eight elements. (q8_0 lays a group out differently: Note
+//     [q8_0 block lanes].)
 //   - The group's 16 f16 scales (and mins) are collected by one word permute
 //     per chunk into one vector, converted by one vcvtph2ps and multiplied by
 //     the 16 activation scales at once; a vpermps spreads them over each
@@ -162,7 +163,7 @@ constexpr bool kBlockLanes = W == DType::kQ8_0;
 // nibbles, then (except q8_0) the 16 i32 starting values; per group the chunks,
 // then q8_0's starting values, then dx and dx * sum(x) per scale slot.
 template <DType W>
-constexpr std::int64_t kChunkXBytes = kBlockLanes<W> ? 64 : (kNibbleFormat<W> ? 128 : 64) + 64;
+constexpr std::int64_t kChunkXBytes = kBlockLanes<W> ? 64 : 128 + 64;
 template <DType W>
 constexpr std::int64_t kScaleXOffset = kChunks<W>* kChunkXBytes<W> + (kBlockLanes<W> ? 64 : 0);
 template <DType W>
@@ -758,16 +759,11 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
       for (int c = 0; c < 8; ++c) std::memcpy(group + 64 * c + 4 * m, levels_of + 4 * c, 4);
       const std::int32_t start = -kBias<W> * sum;
       std::memcpy(group + kChunks<W> * kChunkXBytes<W> + 4 * m, &start, sizeof(start));
-    } else if constexpr (kNibbleFormat<W>) {
+    } else {
       // Lane l of the block: elements 4l .. 4l + 3 and 16 + 4l .. 16 + 4l + 3.
       store(chunk + 16 * pos, lo);
       store(chunk + 64 + 16 * pos, hi);
       store(chunk + 128 + 16 * pos, _mm_mullo_epi32(_mm_add_epi32(sum_lo, sum_hi), bias));
-    } else {
-      store(chunk + 32 * pos, lo);
-      store(chunk + 32 * pos + 16, hi);
-      store(chunk + 64 + 32 * pos, _mm_mullo_epi32(sum_lo, bias));
-      store(chunk + 64 + 32 * pos + 16, _mm_mullo_epi32(sum_hi, bias));
     }
     const float scales[2] = {dx, dx * static_cast<float>(sum)};
     for (int i = 0; i < 2; ++i) {
