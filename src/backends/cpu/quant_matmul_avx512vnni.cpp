@@ -17,13 +17,15 @@
 //   k-quants (256-element super-blocks) against q8_k, prepared once per row in
 //     the order the weight bits fall out of full-width loads (Note [k-quant
 //     decode order]), so a super-block is four vectors of 64 levels with no
-//     cross-lane moves. q3_k-q6_k: vpmaddubsw to i16 pairs, then vpdpwssd against
-//     the chunk's i16 group scales. q2_k: levels times scales fit a byte, so a
-//     per-super-block vpshufb table yields scaled levels for vpdpbusd. iq4_xs:
-//     levels + 128 through vpdpbusd from the -128 * lane-sum start as above, one
-//     group per 128-bit lane, lanes times group scales (vpmulld). Level offsets
-//     (q3_k, q6_k) join the i32 sum through the group sums; mins (q2_k, q4_k,
-//     q5_k) are a second f32 term.
+//     cross-lane moves. q4_k-q6_k: vpmaddubsw to i16 pairs, then vpdpwssd
+//     against the chunk's i16 group scales; q3_k: vpdpbusd per vector, two
+//     vectors' dwords packed to words against both groups' scales (vpdpwssd).
+//     q2_k: levels times scales fit a byte, so a per-super-block vpshufb table
+//     yields scaled levels for vpdpbusd. iq4_xs: levels + 128 through vpdpbusd
+//     from the -128 * lane-sum start as above, one group per 128-bit lane, lanes
+//     times group scales (vpmulld). Level offsets (q3_k, q6_k) join the i32 sum
+//     through the group sums; mins (q2_k, q4_k, q5_k) are a second f32 term
+//     (q2_k: all rows of a tile in one vector).
 //
 // Register tiles: matvec runs four weight rows at once (independent accumulator
 // chains); prefill runs 4 (k-quants: 3) weight rows x 4 activation rows, so
@@ -787,14 +789,17 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 // follow the same order (k_order).
 //
 // Per format, the integer dot of a super-block and how the group scales enter:
-//   q3_k, q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
+//   q4_k, q5_k, q6_k: vpmaddubsw (unsigned levels x activations) into i16
 //     pairs, then vpdpwssd (the first chunk: vpmaddwd) against the chunk's group
-//     scales: one vpermw per chunk, or for q3_k one vpshufb (each 128-bit lane of
-//     a chunk is one group) from the per-lane scales q3_heads lays out once per
-//     super-block. q3_k's high bits are rotated and merged by vpternlog, and
-//     q3_k takes the level bits 2-3 in place (levels x 4) and scales the other
-//     chunks by 4 instead, so each 64-byte load needs one shift for four vectors;
-//     the final scale carries the 1 / 4.
+//     scales, one vpermw per chunk.
+//   q3_k: vpdpbusd per vector, and per pair of vectors a pack to words and one
+//     vpdpwssd against both groups' scales (Note [q3_k vector pairs]), one
+//     vpshufb per pair (each 128-bit lane of a vector is one group) from the
+//     per-lane scales q3_heads lays out once per super-block. The high bits are
+//     rotated and merged by vpternlog, and the level bits 2-3 are taken in place
+//     (levels x 4) with the other vectors' scales times 4 instead, so each
+//     64-byte load needs one shift for four vectors; the final scale carries
+//     the 1 / 4.
 //   q2_k: levels (0-3) times scales (0-15) fit a byte, so a vpshufb table per
 //     super-block (four groups' products in each 128-bit lane, selected by the
 //     level's bit position) turns levels into scaled levels, and vpdpbusd takes
@@ -806,8 +811,9 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 //     lane is one group, and the group scales multiply the lanes (vpmulld).
 // The level offsets of q3_k / q6_k go through q8_k's group sums into the same i32
 // sum (vpdpwssd); the mins of q2_k / q4_k / q5_k, with their own f16 scale, are a
-// second f32 term. The f16 scales of a tile's rows are converted together (Note
-// [k-quant scale products]). Every i32 sum is exact (bounds per format checked against
+// second f32 term (q2_k's for all rows of a tile at once: Note [q2_k min lanes]).
+// The f16 scales of a tile's rows are converted together (Note [k-quant scale
+// products]). Every i32 sum is exact (bounds per format checked against
 // |x| <= 127), and decode and prefill tiles share the layout and the f32 steps.
 // q3_k as q2_k did not gain: its scaled levels (l - 4) s + 124 (l 0-7, s -32..31)
 // fit a byte, so two vpshufb tables per row and super-block (one vpmullw of the
@@ -825,8 +831,16 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 // A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
 // and the group sums scaled as the format's correction needs (kSumScale).
 struct alignas(64) KAct {
+  // q2_k's group sums split into bytes, sum = lo + 256 hi (Note [q2_k min lanes]).
+  struct SumBytes {
+    std::uint8_t lo[16];
+    std::int8_t hi[16];
+  };
   std::int8_t q[256];
-  std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight activations), per 64-byte load
+  union {
+    std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight activations), per 64-byte load
+    SumBytes sum_bytes;     // q2_k
+  };
   std::int16_t sums[16];
   float d;
 };
@@ -916,6 +930,13 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
           a.sums[g] = 0;
         }
       }
+      if (w == DType::kQ2_K) {
+        for (int g = 0; g < 16; ++g) {
+          const int sum = detail::load_i16(xb[i].bsums + 2 * g);
+          a.sum_bytes.lo[g] = static_cast<std::uint8_t>(sum & 0xff);
+          a.sum_bytes.hi[g] = static_cast<std::int8_t>(sum >> 8);
+        }
+      }
       if (w == DType::kIQ4_XS) {
         // Lane i of load h: -128 times the sum of bytes 4i .. 4i + 3 of vectors
         // 2h and 2h + 1.
@@ -961,7 +982,7 @@ constexpr int kScaleAt = W == DType::kQ2_K   ? 80
 template <DType W>
 constexpr int kScaleHalf = W == DType::kQ3_K || W == DType::kQ6_K ? 1 : 0;
 template <DType W>
-constexpr bool kMinTerm = W == DType::kQ2_K || W == DType::kQ4_K || W == DType::kQ5_K;
+constexpr bool kMinTerm = W == DType::kQ4_K || W == DType::kQ5_K;
 template <DType W>
 constexpr float kScaleFactor = W == DType::kQ3_K ? 0.25f : 1.0f;
 
@@ -1091,7 +1112,7 @@ inline __m512i load_table(const std::array<std::uint64_t, N>& a) {
 // g(j, k) = 2j + k % 2 + 8 (k / 2) (Note [k-quant decode order]). Each row's 16
 // scales shuffled so that byte 4k + j is g(j, k)'s (kQ3LaneGroups, per 128-bit
 // lane), then spread to word j of lane k (kQ3LaneShift: times 4 for j = 0, 2),
-// and per vector broadcast over its lane (kQ3ChunkScale).
+// and per pair of vectors spread over its lane (kQ3PairScale).
 constexpr std::array<std::uint8_t, 64> kQ3LaneGroups = [] {
   std::array<std::uint8_t, 64> a{};
   for (int i = 0; i < 64; ++i) {
@@ -1106,11 +1127,15 @@ constexpr std::array<std::int16_t, 32> kQ3LaneShift = [] {
   for (int w = 0; w < 32; ++w) a[static_cast<std::size_t>(w)] = w % 8 == 0 || w % 8 == 2 ? 2 : 0;
   return a;
 }();
-template <int kVec>
-constexpr std::array<std::uint8_t, 64> kQ3ChunkScale = [] {
+// Vectors 2p and 2p + 1 (Note [q3_k vector pairs]): in each 128-bit lane, words
+// 0-3 the scale of vector 2p's group there, words 4-7 vector 2p + 1's.
+template <int kPair>
+constexpr std::array<std::uint8_t, 64> kQ3PairScale = [] {
   std::array<std::uint8_t, 64> a{};
-  for (int b = 0; b < 64; ++b)
-    a[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(2 * kVec + b % 2);
+  for (int b = 0; b < 64; ++b) {
+    const int word = 2 * kPair + (b % 16 >= 8 ? 1 : 0);
+    a[static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(2 * word + b % 2);
+  }
   return a;
 }();
 
@@ -1165,8 +1190,6 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
       h.t[0] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<0>)), mul);
       h.t[1] = _mm512_mullo_epi16(_mm512_shuffle_epi8(sc, load_table(kQ2Spread<1>)), mul);
     }
-    h.coef = _mm256_srli_epi16(
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 4);
   } else {
     static_assert(W == DType::kIQ4_XS);
     const __m512i lo = _mm512_set1_epi32(static_cast<int>(detail::load_u32(p + 4)));
@@ -1322,12 +1345,50 @@ inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
   }
 }
 
+// Note [q2_k min lanes]
+// q2_k's min term, -dmin * sum over groups of min_g * bsum_g, was per row and
+// super-block a widening of the mins, a vpmaddwd against the group sums, a
+// conversion and an FMA. Instead the 16 scale bytes of the tile's rows go into
+// one vector, row r in 128-bit lane r, and with the activation's group sums
+// split into bytes (lo unsigned, hi signed: KAct::SumBytes) two vpdpbusd and a
+// shift give every row's dot in its lane's four dwords; one conversion and one
+// FMA against the rows' min scales (a permute of the scale products) serve all
+// rows. The exact i32 sums are the same; each row's lane is summed at the end in
+// a fixed order, so a row's result does not depend on the tile that computed it.
+// The decode loop went from 95 to 86 vector ALU instructions per four rows;
+// with one thread in cache (QuantDotInCache, fastest of 30 runs per binary,
+// alternated) q2_k took 21.7 -> 19.9 us.
+
+// Adds the min terms of the R rows at w[r] against activation super-block x,
+// scaled by the mins' scale products in fc (dword 2r + 1), to lane r of acc.
+template <int R>
+inline void q2_min_terms(const std::uint8_t* const (&w)[R], const KAct& x, __m256 fc, __m512& acc) {
+  __m512i raw = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[0])));
+#pragma GCC unroll 4
+  for (int r = 1; r < R; ++r) {
+    raw = _mm512_inserti32x4(raw, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r])), r);
+  }
+  const __m512i mins = _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f));
+  const auto broadcast16 = [](const void* p) {
+    return _mm512_broadcast_i32x4(_mm_load_si128(static_cast<const __m128i*>(p)));
+  };
+  // Every product fits: mins 0-15, lo 0-255, hi -8..7 (|bsum| <= 16 * 127).
+  const __m512i high = _mm512_slli_epi32(
+      _mm512_dpbusd_epi32(_mm512_setzero_si512(), mins, broadcast16(x.sum_bytes.hi)), 8);
+  const __m512i dot = _mm512_dpbusd_epi32(high, broadcast16(x.sum_bytes.lo), mins);
+  const __m512 scale =
+      _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7),
+                            _mm512_castps256_ps512(fc));
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc);
+}
+
 template <DType W, int R, int C, bool kAhead, bool kGfni>
 void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::int64_t x_stride,
             std::int64_t blocks, float* out, std::int64_t n) {
   constexpr std::int64_t kB = block_bytes(W);
   constexpr bool kTableScaled = W == DType::kQ2_K || W == DType::kIQ4_XS;
   constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
+  constexpr bool kMinLanes = W == DType::kQ2_K;
   static_assert(R <= 4);
   __m512 acc[R][C];
 #pragma GCC unroll 8
@@ -1335,6 +1396,10 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
+  // q2_k: the min terms of activation row c, row r's in 128-bit lane r.
+  __m512 min_acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) min_acc[c] = _mm512_setzero_ps();
   for (std::int64_t i = 0; i < blocks; ++i) {
     const std::uint8_t* wb[R];
     KHead head[R];
@@ -1376,7 +1441,11 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
                                     _mm256_setr_ps(kLo, kHi, kLo, kHi, kLo, kHi, kLo, kHi));
     alignas(32) float f[C][8];
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) _mm256_store_ps(f[c], _mm256_mul_ps(wd, _mm256_set1_ps(xb[c]->d)));
+    for (int c = 0; c < C; ++c) {
+      const __m256 fc = _mm256_mul_ps(wd, _mm256_set1_ps(xb[c]->d));
+      _mm256_store_ps(f[c], fc);
+      if constexpr (kMinLanes) q2_min_terms<R>(wb, *xb[c], fc, min_acc[c]);
+    }
     if constexpr (C == 1) asm("" : "+m"(f));
     __m512i sumi[R][C];
 #pragma GCC unroll 8
@@ -1392,9 +1461,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         levels[r] = k_levels<W, kVec, kGfni>(wb[r], head[r]);
-        if constexpr (W == DType::kQ3_K) {
-          scales[r] = _mm512_shuffle_epi8(head[r].t[0], load_table(kQ3ChunkScale<kVec>));
-        } else if constexpr (!kTableScaled) {
+        if constexpr (!kTableScaled) {
           scales[r] = _mm512_permutexvar_epi16(load_table(kChunkGroups<W, kVec>),
                                                _mm512_zextsi256_si512(head[r].scales));
         }
@@ -1439,6 +1506,46 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
       };
       half(std::integral_constant<int, 0>{});
       half(std::integral_constant<int, 1>{});
+    } else if constexpr (W == DType::kQ3_K) {
+      // Note [q3_k vector pairs]
+      // Each vector's levels meet the activations in vpdpbusd, whose dwords (the
+      // sum over four elements, at most 4 * 28 * 127) fit a word; vpackssdw puts
+      // two vectors' dwords side by side in each 128-bit lane (one group each),
+      // and one vpdpwssd against both groups' scales adds them to the row's sum.
+      // Per pair of vectors that is two vpdpbusd, a pack and a vpdpwssd where
+      // two vpmaddubsw and two vpdpwssd were, and one scale shuffle where two
+      // were; the pack runs on port 5 beside port 0's multiplies. Dword d of a
+      // lane collects different elements than with vpmaddubsw, and every tile
+      // uses the pairs, so rows still do not depend on the tile. With one
+      // thread in cache (QuantDotInCache, fastest of 30 runs per binary,
+      // alternated) q3_k took 34.0 -> 30.7 us; prefill went 178-192 -> 199-201
+      // GFLOP/s.
+      const auto pair = [&](auto pair_index) {
+        constexpr int kPair = decltype(pair_index)::value;
+        __m512i levels[R][2];
+        __m512i scales[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          levels[r][0] = k_levels<W, 2 * kPair, false>(wb[r], head[r]);
+          levels[r][1] = k_levels<W, 2 * kPair + 1, false>(wb[r], head[r]);
+          scales[r] = _mm512_shuffle_epi8(head[r].t[0], load_table(kQ3PairScale<kPair>));
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+          const __m512i xa = _mm512_load_si512(xb[c]->q + 128 * kPair);
+          const __m512i xb1 = _mm512_load_si512(xb[c]->q + 128 * kPair + 64);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const __m512i words =
+                _mm512_packs_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][0], xa),
+                                   _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][1], xb1));
+            sumi[r][c] = kPair == 0 ? _mm512_madd_epi16(words, scales[r])
+                                    : _mm512_dpwssd_epi32(sumi[r][c], words, scales[r]);
+          }
+        }
+      };
+      pair(std::integral_constant<int, 0>{});
+      pair(std::integral_constant<int, 1>{});
     } else {
       vec(std::integral_constant<int, 0>{}, sumi);
       vec(std::integral_constant<int, 1>{}, sumi);
@@ -1468,9 +1575,14 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
+  for (int c = 0; c < C; ++c) {
+    alignas(64) float mins[16] = {};
+    if constexpr (kMinLanes) _mm512_store_ps(mins, min_acc[c]);
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) out[c * n + r] = _mm512_reduce_add_ps(acc[r][c]);
+    for (int r = 0; r < R; ++r) {
+      const float* m = mins + 4 * r;
+      out[c * n + r] = _mm512_reduce_add_ps(acc[r][c]) + ((m[0] + m[1]) + (m[2] + m[3]));
+    }
   }
 }
 
