@@ -837,11 +837,12 @@ struct alignas(64) KAct {
     std::int8_t hi[16];
   };
   std::int8_t q[256];
+  std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight activations), per 64-byte load
+  // In the cache line of d: a prefill tile reads them for every activation row.
   union {
-    std::int32_t init[32];  // iq4_xs: -128 * (sum of lane i's eight activations), per 64-byte load
-    SumBytes sum_bytes;     // q2_k
+    std::int16_t sums[16];
+    SumBytes sum_bytes;  // q2_k
   };
-  std::int16_t sums[16];
   float d;
 };
 
@@ -919,8 +920,16 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
       for (int p = 0; p < 256; p += 16) {
         std::memcpy(a.q + p, xb[i].qs + order[static_cast<std::size_t>(p)], 16);
       }
-      for (int g = 0; g < 16; ++g) {
-        a.sums[g] = static_cast<std::int16_t>(sum_scale * detail::load_i16(xb[i].bsums + 2 * g));
+      if (w == DType::kQ2_K) {
+        for (int g = 0; g < 16; ++g) {
+          const int sum = detail::load_i16(xb[i].bsums + 2 * g);
+          a.sum_bytes.lo[g] = static_cast<std::uint8_t>(sum & 0xff);
+          a.sum_bytes.hi[g] = static_cast<std::int8_t>(sum >> 8);
+        }
+      } else {
+        for (int g = 0; g < 16; ++g) {
+          a.sums[g] = static_cast<std::int16_t>(sum_scale * detail::load_i16(xb[i].bsums + 2 * g));
+        }
       }
       if (w == DType::kQ4_K || w == DType::kQ5_K) {
         // Per 32-element group, in slots 8-15 (KHead::coef holds the mins there).
@@ -928,13 +937,6 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
           a.sums[8 + g] = static_cast<std::int16_t>(detail::load_i16(xb[i].bsums + 4 * g) +
                                                     detail::load_i16(xb[i].bsums + 4 * g + 2));
           a.sums[g] = 0;
-        }
-      }
-      if (w == DType::kQ2_K) {
-        for (int g = 0; g < 16; ++g) {
-          const int sum = detail::load_i16(xb[i].bsums + 2 * g);
-          a.sum_bytes.lo[g] = static_cast<std::uint8_t>(sum & 0xff);
-          a.sum_bytes.hi[g] = static_cast<std::int8_t>(sum >> 8);
         }
       }
       if (w == DType::kIQ4_XS) {
@@ -1613,12 +1615,14 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   }
 }
 
-// Decode: four weight rows per tile. Prefill: (4 or 3) x 4 tiles, with 1 x 4 for
-// leftover weight rows and the decode tiles for leftover activation rows. The
+// Decode: four weight rows per tile. Prefill: (4, 3 or 2) x 4 tiles, with 1 x 4
+// for leftover weight rows and the decode tiles for leftover activation rows. The
 // k-quant tiles hold an i32 and an f32 accumulator per output, so they take three
 // weight rows (24 of the 32 vector registers) where the 32-element ones take four
 // (measured: 4 x 4 was 15-25% faster than 2 x 4 for q4_0 / q8_0, 3 x 4 about 6%
-// faster than 2 x 4 for the k-quants).
+// faster than 2 x 4 for the k-quants). q2_k adds a min-term accumulator per
+// activation row (Note [q2_k min lanes]) and takes two: its 3 x 4 tile spilled,
+// and 2 x 4 was 15-20% faster (two threads, five alternated runs).
 struct Tiles {
   TileFn rows4 = nullptr;
   TileFn rows1 = nullptr;
@@ -1629,7 +1633,7 @@ struct Tiles {
 
 template <DType W, unsigned kExt = 0>
 Tiles tiles() {
-  constexpr int kRows = block_elems(W) == 32 ? 4 : 3;
+  constexpr int kRows = block_elems(W) == 32 ? 4 : W == DType::kQ2_K ? 2 : 3;
   return {&tile<W, 4, 1, true, kExt>, &tile<W, 1, 1, true, kExt>, &tile<W, kRows, 4, false, kExt>,
           &tile<W, 1, 4, false, kExt>, kRows};
 }
