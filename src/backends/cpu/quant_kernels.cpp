@@ -112,6 +112,40 @@ void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non
   }
 }
 
+void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
+                     const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
+                     std::int64_t row_grain, std::int64_t tile_rows) {
+  SWITCHYARD_CHECK(tiles.prefill != nullptr && tiles.cols != nullptr && tiles.rows1 != nullptr);
+  SWITCHYARD_CHECK(tiles.prefill_rows > 0 && tiles.prefill_cols > 0);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
+  const std::int64_t wb = args.row_bytes;
+  const std::int64_t n = args.n;
+  const std::int64_t cols = tiles.prefill_cols;
+  ctx.parallel_for(n, row_grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t t0 = begin; t0 < end; t0 += tile_rows) {
+      const std::int64_t t1 = std::min(end, t0 + tile_rows);
+      // Runs fn on weight rows [j, t1) of activation rows from r, `step` weight
+      // rows at a time, from j; returns where it stopped.
+      const auto run = [&](QuantTileFn fn, std::int64_t step, std::int64_t r, std::int64_t j) {
+        const std::uint8_t* xr = x + r * x_stride;
+        for (; j + step <= t1; j += step)
+          fn(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
+        return j;
+      };
+      std::int64_t r = 0;
+      for (; r + cols <= args.rows; r += cols)
+        run(tiles.cols, 1, r, run(tiles.prefill, tiles.prefill_rows, r, t0));
+      if (tiles.cols4 != nullptr && r + 4 <= args.rows) {
+        run(tiles.cols4, 1, r, t0);
+        r += 4;
+      }
+      for (; r < args.rows; ++r) {
+        run(tiles.rows1, 1, r, tiles.rows4 != nullptr ? run(tiles.rows4, 4, r, t0) : t0);
+      }
+    }
+  });
+}
+
 Status matmul_quant_ref(const KernelCall& call, DType w_dtype) {
   const std::string kernel = kernel_name("matmul", {DType::kF32, w_dtype, DType::kF32});
   SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));

@@ -848,11 +848,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 // ---------------------------------------------------------------------------
 // Dispatch.
 
-// A tile: R weight rows (w_stride bytes apart) against C quantized activation rows
-// (x_stride bytes apart), `blocks` weight blocks per row; out as q8_0_tile.
-using TileFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-                        std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n);
-
+// A tile (QuantTileFn) of R weight rows against C quantized activation rows.
 // kAhead: prefetch the next tile's weights (decode tiles; Note [Decode prefetch]).
 template <DType W, int R, int C, bool kAhead = false>
 void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
@@ -883,18 +879,8 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 // against other shapes: 2 x 4 beat 3 x 4, 4 x 2, 2 x 6, 3 x 3 and 1 x 8 for q8_0
 // (the larger ones spill); for the k-quants 1 x 8 and 1 x 6 were 10-25% faster
 // than 1 x 4 and 2 x 4. 64 weight rows per L2 block were faster than 16.
-struct Tiles {
-  TileFn rows4 = nullptr;  // decode, 4 x 1 (32-element formats only)
-  TileFn rows1 = nullptr;  // decode, 1 x 1
-  TileFn prefill = nullptr;
-  TileFn cols = nullptr;   // 1 x prefill_cols
-  TileFn cols4 = nullptr;  // 1 x 4 where prefill_cols is larger
-  std::int64_t prefill_rows = 0;
-  std::int64_t prefill_cols = 0;
-};
-
 template <DType W>
-Tiles tiles() {
+QuantTiles tiles() {
   if constexpr (W == DType::kQ8_0) {
     return {
         &tile<W, 4, 1, true>, &tile<W, 1, 1, true>, &tile<W, 2, 4>, &tile<W, 1, 4>, nullptr, 2, 4};
@@ -906,7 +892,7 @@ Tiles tiles() {
   }
 }
 
-Tiles tiles_for(DType w) {
+QuantTiles tiles_for(DType w) {
   switch (w) {
     case DType::kQ4_0: return tiles<DType::kQ4_0>();
     case DType::kQ4_1: return tiles<DType::kQ4_1>();
@@ -947,7 +933,7 @@ constexpr std::int64_t kTileRows = 64;
 }  // namespace
 
 Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
-  const Tiles fns = tiles_for(w_dtype);
+  const QuantTiles fns = tiles_for(w_dtype);
   if (fns.rows1 == nullptr) {
     return invalid_argument_error(fmt::format(
         "matmul_f32_{}_f32__cpu_avx2: no AVX2 dot product for {}", name(w_dtype), name(w_dtype)));
@@ -999,45 +985,8 @@ Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
       }
     }
   });
-  const std::int64_t blocks = args.k / block_elems(w_dtype);
-  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
-  const auto* x = reinterpret_cast<const std::uint8_t*>(xq.data());
-  const std::int64_t wb = args.row_bytes;
-  const std::int64_t n = args.n;
-  const std::int64_t cols = fns.prefill_cols;
-  call.ctx.parallel_for(n, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t t0 = begin; t0 < end; t0 += kTileRows) {
-      const std::int64_t t1 = std::min(end, t0 + kTileRows);
-      std::int64_t r = 0;
-      for (; r + cols <= args.rows; r += cols) {
-        const std::uint8_t* xr = x + r * act_row_bytes;
-        std::int64_t j = t0;
-        for (; j + fns.prefill_rows <= t1; j += fns.prefill_rows) {
-          fns.prefill(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
-        }
-        for (; j < t1; ++j)
-          fns.cols(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
-      }
-      if (fns.cols4 != nullptr && r + 4 <= args.rows) {
-        const std::uint8_t* xr = x + r * act_row_bytes;
-        for (std::int64_t j = t0; j < t1; ++j) {
-          fns.cols4(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
-        }
-        r += 4;
-      }
-      for (; r < args.rows; ++r) {
-        const std::uint8_t* xr = x + r * act_row_bytes;
-        std::int64_t j = t0;
-        if (fns.rows4 != nullptr) {
-          for (; j + 4 <= t1; j += 4) {
-            fns.rows4(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
-          }
-        }
-        for (; j < t1; ++j)
-          fns.rows1(w + j * wb, wb, xr, act_row_bytes, blocks, args.out + r * n + j, n);
-      }
-    }
-  });
+  run_quant_tiles(fns, args, call.ctx, reinterpret_cast<const std::uint8_t*>(xq.data()),
+                  act_row_bytes, args.k / block_elems(w_dtype), kRowGrain, kTileRows);
   fill_non_finite_rows(args, non_finite);
   return Status::ok();
 }

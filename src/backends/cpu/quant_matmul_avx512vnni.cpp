@@ -1591,16 +1591,12 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 // ---------------------------------------------------------------------------
 // Dispatch.
 
-// A tile: R weight rows (w_stride bytes apart) against C prepared activation rows
-// (x_stride bytes apart), `blocks` weight blocks per row.
 // Extensions beyond the file's AVX-512 baseline that some tiles use, chosen once
 // per call from cpu_features() (bits of the tiles' kExt).
 constexpr unsigned kExtGfni = 1;  // q2_k level indices (Note [GFNI level bits])
 constexpr unsigned kExtVbmi = 2;  // q5_0 / q5_1 fifth bits (Note [Fifth bits])
 
-using TileFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-                        std::int64_t x_stride, std::int64_t blocks, float* out, std::int64_t n);
-
+// A tile (QuantTileFn) of R weight rows against C prepared activation rows.
 // kAhead: prefetch the next tile's weights (decode tiles; Note [Decode prefetch]).
 // kExt: the extensions the tile may use (kExtGfni, kExtVbmi).
 template <DType W, int R, int C, bool kAhead, unsigned kExt>
@@ -1623,22 +1619,18 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 // faster than 2 x 4 for the k-quants). q2_k adds a min-term accumulator per
 // activation row (Note [q2_k min lanes]) and takes two: its 3 x 4 tile spilled,
 // and 2 x 4 was 15-20% faster (two threads, five alternated runs).
-struct Tiles {
-  TileFn rows4 = nullptr;
-  TileFn rows1 = nullptr;
-  TileFn prefill = nullptr;  // prefill_rows x 4
-  TileFn block14 = nullptr;
-  std::int64_t prefill_rows = 0;
-};
-
 template <DType W, unsigned kExt = 0>
-Tiles tiles() {
+QuantTiles tiles() {
   constexpr int kRows = block_elems(W) == 32 ? 4 : W == DType::kQ2_K ? 2 : 3;
-  return {&tile<W, 4, 1, true, kExt>, &tile<W, 1, 1, true, kExt>, &tile<W, kRows, 4, false, kExt>,
-          &tile<W, 1, 4, false, kExt>, kRows};
+  return {.rows4 = &tile<W, 4, 1, true, kExt>,
+          .rows1 = &tile<W, 1, 1, true, kExt>,
+          .prefill = &tile<W, kRows, 4, false, kExt>,
+          .cols = &tile<W, 1, 4, false, kExt>,
+          .prefill_rows = kRows,
+          .prefill_cols = 4};
 }
 
-Tiles tiles_for(DType w, Avx512QuantExtras extras) {
+QuantTiles tiles_for(DType w, Avx512QuantExtras extras) {
   switch (w) {
     case DType::kQ4_0: return tiles<DType::kQ4_0>();
     case DType::kQ4_1: return tiles<DType::kQ4_1>();
@@ -1701,7 +1693,7 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype) {
 }
 
 Status matmul_quant_avx512(const KernelCall& call, DType w_dtype, Avx512QuantExtras extras) {
-  const Tiles fns = tiles_for(w_dtype, extras);
+  const QuantTiles fns = tiles_for(w_dtype, extras);
   if (fns.rows1 == nullptr) {
     return invalid_argument_error(
         fmt::format("matmul_f32_{}_f32__cpu_avx512: no AVX-512 dot product for {}", name(w_dtype),
@@ -1742,33 +1734,7 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype, Avx512QuantExt
       }
     }
   });
-  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
-  const std::int64_t wb = args.row_bytes;
-  const std::int64_t n = args.n;
-  call.ctx.parallel_for(n, kRowGrain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t t0 = begin; t0 < end; t0 += kTileRows) {
-      const std::int64_t t1 = std::min(end, t0 + kTileRows);
-      std::int64_t r = 0;
-      for (; r + 4 <= args.rows; r += 4) {
-        const std::uint8_t* xr = x + r * x_stride;
-        std::int64_t j = t0;
-        for (; j + fns.prefill_rows <= t1; j += fns.prefill_rows) {
-          fns.prefill(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
-        }
-        for (; j < t1; ++j)
-          fns.block14(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
-      }
-      for (; r < args.rows; ++r) {
-        const std::uint8_t* xr = x + r * x_stride;
-        std::int64_t j = t0;
-        for (; j + 4 <= t1; j += 4) {
-          fns.rows4(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
-        }
-        for (; j < t1; ++j)
-          fns.rows1(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
-      }
-    }
-  });
+  run_quant_tiles(fns, args, call.ctx, x, x_stride, blocks, kRowGrain, kTileRows);
   fill_non_finite_rows(args, non_finite);
   return Status::ok();
 }
