@@ -15,7 +15,7 @@
 //                      activation rows for prefill).
 //   matmul_quant_avx512 AVX-512 F/BW/VL + VNNI: the same activation quantization
 //                      and precision, 64 levels per vpdpbusd / vpdpwssd, and
-//                      register tiles (4 weight rows for decode, 4 or 3 weight
+//                      register tiles (4 weight rows for decode, 4, 3 or 2 weight
 //                      rows x 4 activation rows for prefill).
 //
 // All are deterministic at any thread count: work is split by weight (output) row
