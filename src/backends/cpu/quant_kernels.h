@@ -79,7 +79,8 @@ struct QuantTiles {
 // x_stride bytes apart. Weight rows go to parallel tasks of at least row_grain
 // rows; a task takes tile_rows of them at a time (they stay in L2) past every
 // activation row: prefill tiles while prefill_cols activation rows are left,
-// then cols4, then the decode tiles one activation row at a time.
+// then at most one cols4 step, then the decode tiles one activation row at a
+// time.
 void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
                      const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
                      std::int64_t row_grain, std::int64_t tile_rows);

@@ -8,7 +8,7 @@
 // No i16 sum can saturate: |w| <= 128 and |a| <= 127 give at most 2 * 128 * 127.
 //
 // Register tiles: decode runs four weight rows per tile (one for the k-quants);
-// prefill runs several activation rows per decoded weight block (see Tiles).
+// prefill runs several activation rows per decoded weight block (see tiles()).
 // Every output element is computed by the same sequence of operations whichever
 // tile computes it, so results are identical at any thread count and a matmul's
 // rows equal the matvecs of its activation rows.

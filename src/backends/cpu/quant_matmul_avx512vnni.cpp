@@ -28,11 +28,11 @@
 //     (q2_k: all rows of a tile in one vector).
 //
 // Register tiles: matvec runs four weight rows at once (independent accumulator
-// chains); prefill runs 4 (k-quants: 3) weight rows x 4 activation rows, so
-// each decoded weight group (k-quant vector) serves four activation rows. Every
-// output element is computed by the same sequence of operations whichever tile
-// computes it, so results are identical at any thread count and a matmul's rows
-// equal the matvecs of its activation rows.
+// chains); prefill runs 4 (k-quants: 3, q2_k: 2) weight rows x 4 activation
+// rows, so each decoded weight group (k-quant vector) serves four activation
+// rows. Every output element is computed by the same sequence of operations
+// whichever tile computes it, so results are identical at any thread count and
+// a matmul's rows equal the matvecs of its activation rows.
 //
 // GCC 12's AVX-512 intrinsic headers build some results from a deliberately
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
@@ -815,21 +815,22 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
 // The f16 scales of a tile's rows are converted together (Note [k-quant scale
 // products]). Every i32 sum is exact (bounds per format checked against
 // |x| <= 127), and decode and prefill tiles share the layout and the f32 steps.
-// q3_k as q2_k did not gain: its scaled levels (l - 4) s + 124 (l 0-7, s -32..31)
-// fit a byte, so two vpshufb tables per row and super-block (one vpmullw of the
-// widened scales against both levels of a word, plus the bias, per table) and an
-// accumulator starting at -124 times the lane's activations (prepared per row)
-// make each vector a vpternlog-merged index, one vpshufb and one vpdpbusd, with
-// no scale shuffles or offset term. The decode loop dropped from 207 to 197
-// instructions, but with one thread in cache (QuantDotInCache, CPU time, base
-// and table binaries alternated on a shared machine) the best of eight runs
-// moved 33.0 -> 32.5 us, within the noise, and prefill (QuantMatmul) stayed
-// level: building the tables (8 instructions per row) and the eight live tables
-// (16 register copies and reloads per loop against 11) took back what the
-// vectors saved.
+// q3_k as q2_k did not gain (before Note [q3_k vector pairs]): its scaled levels
+// (l - 4) s + 124 (l 0-7, s -32..31) fit a byte, so two vpshufb tables per row
+// and super-block (one vpmullw of the widened scales against both levels of a
+// word, plus the bias, per table) and an accumulator starting at -124 times the
+// lane's activations (prepared per row) make each vector a vpternlog-merged
+// index, one vpshufb and one vpdpbusd, with no scale shuffles or offset term.
+// The decode loop dropped from 207 to 197 instructions, but with one thread in
+// cache (QuantDotInCache, CPU time, base and table binaries alternated on a
+// shared machine) the best of eight runs moved 33.0 -> 32.5 us, within the
+// noise, and prefill (QuantMatmul) stayed level: building the tables (8
+// instructions per row) and the eight live tables (16 register copies and
+// reloads per loop against 11) took back what the vectors saved.
 
 // A q8_k super-block prepared for format W (prepare_k): the levels in k_order<W>,
-// and the group sums scaled as the format's correction needs (kSumScale).
+// and the group sums scaled as the format's correction needs (kSumScale; q2_k:
+// split into bytes instead).
 struct alignas(64) KAct {
   // q2_k's group sums split into bytes, sum = lo + 256 hi (Note [q2_k min lanes]).
   struct SumBytes {
@@ -983,6 +984,7 @@ constexpr int kScaleAt = W == DType::kQ2_K   ? 80
                                              : 0;
 template <DType W>
 constexpr int kScaleHalf = W == DType::kQ3_K || W == DType::kQ6_K ? 1 : 0;
+// A min term per row (q2_k's are per tile: Note [q2_k min lanes]).
 template <DType W>
 constexpr bool kMinTerm = W == DType::kQ4_K || W == DType::kQ5_K;
 template <DType W>
@@ -1030,9 +1032,11 @@ constexpr std::array<std::int16_t, 32> kQ2Multipliers = [] {
 // the quietest). Moving more of the table work to port 5 (vpermb from a table
 // of products instead of vpmullw, vpermb for vector 2's indices) gained
 // nothing: the tile is bound by its total vector uops on ports 0 and 5, and the
-// exact per-lane f32 steps (two conversions and two FMAs per row) and the
-// per-vector vpshufb and vpdpbusd leave little else to remove.
-// q3_k did not gain: an affine form per vector putting hmask's bit above the
+// exact per-lane f32 steps (then two conversions and two FMAs per row; since
+// Note [q2_k min lanes] one per row and one per tile) and the per-vector vpshufb
+// and vpdpbusd leave little else to remove.
+// q3_k did not gain (before Note [q3_k vector pairs], and again after it: the
+// same time in cache): an affine form per vector putting hmask's bit above the
 // level, then one vpternlog merging it with the level bits of qs (34 instead of
 // 50 instructions per four rows to form the levels: the masks, the rotation and
 // the shifts gone), was 5% slower. Its port-0 work (vpmaddubsw, vpdpwssd, and
@@ -1218,8 +1222,9 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
 // 0-7 low, 8-15 high nibble), top two bits from bytes 8-11, byte g % 4, bits
 // 2 (g / 4) .. + 1. Per row then the group scales as i16 in group order (coef,
 // against KAct::sums) and the chunk scales per 128-bit lane (t[0]: in lane k,
-// word j the scale of vector j's group there, times 4 for vectors 0 and 2, whose
-// levels are not).
+// word j (0-3) the scale of vector j's group there, times 4 for vectors 0 and 2,
+// whose levels are not; words 4-7 repeat them without the factor and are not
+// read).
 template <int R>
 inline void q3_heads(const std::uint8_t* const (&p)[R], KHead (&h)[R]) {
   static_assert(R >= 1 && R <= 4);
@@ -1355,22 +1360,30 @@ inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
 // split into bytes (lo unsigned, hi signed: KAct::SumBytes) two vpdpbusd and a
 // shift give every row's dot in its lane's four dwords; one conversion and one
 // FMA against the rows' min scales (a permute of the scale products) serve all
-// rows. The exact i32 sums are the same; each row's lane is summed at the end in
-// a fixed order, so a row's result does not depend on the tile that computed it.
+// rows. Each dword is an exact integer as before, but it now holds four groups'
+// terms where the per-row form held two, and is added after the row's reduction,
+// so q2_k results moved in their last bits (within the declared bound). Each
+// row's lane is summed at the end in a fixed order, so a row's result does not
+// depend on the tile that computed it.
 // The decode loop went from 95 to 86 vector ALU instructions per four rows;
 // with one thread in cache (QuantDotInCache, fastest of 30 runs per binary,
 // alternated) q2_k took 21.7 -> 19.9 us.
 
-// Adds the min terms of the R rows at w[r] against activation super-block x,
-// scaled by the mins' scale products in fc (dword 2r + 1), to lane r of acc.
+// The mins of the R rows at w[r], row r's 16 in 128-bit lane r (past R: row 0's).
 template <int R>
-inline void q2_min_terms(const std::uint8_t* const (&w)[R], const KAct& x, __m256 fc, __m512& acc) {
+inline __m512i q2_tile_mins(const std::uint8_t* const (&w)[R]) {
   __m512i raw = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[0])));
 #pragma GCC unroll 4
   for (int r = 1; r < R; ++r) {
     raw = _mm512_inserti32x4(raw, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r])), r);
   }
-  const __m512i mins = _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f));
+  return _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f));
+}
+
+// Adds the min terms of a tile's rows (mins: q2_tile_mins) against activation
+// super-block x, scaled by the mins' scale products in fc (dword 2r + 1), to
+// lane r of acc.
+inline void q2_add_min_terms(__m512i mins, const KAct& x, __m256 fc, __m512& acc) {
   const auto broadcast16 = [](const void* p) {
     return _mm512_broadcast_i32x4(_mm_load_si128(static_cast<const __m128i*>(p)));
   };
@@ -1400,8 +1413,10 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
   }
   // q2_k: the min terms of activation row c, row r's in 128-bit lane r.
   __m512 min_acc[C];
+  if constexpr (kMinLanes) {
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) min_acc[c] = _mm512_setzero_ps();
+    for (int c = 0; c < C; ++c) min_acc[c] = _mm512_setzero_ps();
+  }
   for (std::int64_t i = 0; i < blocks; ++i) {
     const std::uint8_t* wb[R];
     KHead head[R];
@@ -1442,11 +1457,13 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
     const __m256 wd = _mm256_mul_ps(_mm256_cvtph_ps(pairs),
                                     _mm256_setr_ps(kLo, kHi, kLo, kHi, kLo, kHi, kLo, kHi));
     alignas(32) float f[C][8];
+    __m512i mins;
+    if constexpr (kMinLanes) mins = q2_tile_mins<R>(wb);
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       const __m256 fc = _mm256_mul_ps(wd, _mm256_set1_ps(xb[c]->d));
       _mm256_store_ps(f[c], fc);
-      if constexpr (kMinLanes) q2_min_terms<R>(wb, *xb[c], fc, min_acc[c]);
+      if constexpr (kMinLanes) q2_add_min_terms(mins, *xb[c], fc, min_acc[c]);
     }
     if constexpr (C == 1) asm("" : "+m"(f));
     __m512i sumi[R][C];
@@ -1534,13 +1551,13 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
         }
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) {
-          const __m512i xa = _mm512_load_si512(xb[c]->q + 128 * kPair);
-          const __m512i xb1 = _mm512_load_si512(xb[c]->q + 128 * kPair + 64);
+          const __m512i x_even = _mm512_load_si512(xb[c]->q + 128 * kPair);
+          const __m512i x_odd = _mm512_load_si512(xb[c]->q + 128 * kPair + 64);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            const __m512i words =
-                _mm512_packs_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][0], xa),
-                                   _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][1], xb1));
+            const __m512i words = _mm512_packs_epi32(
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][0], x_even),
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][1], x_odd));
             sumi[r][c] = kPair == 0 ? _mm512_madd_epi16(words, scales[r])
                                     : _mm512_dpwssd_epi32(sumi[r][c], words, scales[r]);
           }
@@ -1578,12 +1595,16 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
   }
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
-    alignas(64) float mins[16] = {};
-    if constexpr (kMinLanes) _mm512_store_ps(mins, min_acc[c]);
+    alignas(64) float min_terms[16];
+    if constexpr (kMinLanes) _mm512_store_ps(min_terms, min_acc[c]);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float* m = mins + 4 * r;
-      out[c * n + r] = _mm512_reduce_add_ps(acc[r][c]) + ((m[0] + m[1]) + (m[2] + m[3]));
+      float sum = _mm512_reduce_add_ps(acc[r][c]);
+      if constexpr (kMinLanes) {
+        const float* m = min_terms + 4 * r;
+        sum += (m[0] + m[1]) + (m[2] + m[3]);
+      }
+      out[c * n + r] = sum;
     }
   }
 }
