@@ -348,14 +348,28 @@ constexpr std::array<std::uint8_t, 64> kQhShifts = [] {
   return a;
 }();
 
-// vpmultishiftqb (AVX512_VBMI) and vgf2p8affineqb (GFNI) as inline assembly: the
-// file is compiled for the AVX-512 subset every registered CPU has, and the tiles
-// using these are chosen at run time (kExtVbmi, kExtGfni). Compiling the file
-// for the extensions instead would let the compiler use them anywhere in it.
+// vpmultishiftqb, vpermt2b (AVX512_VBMI) and vgf2p8affineqb (GFNI) as inline
+// assembly: the file is compiled for the AVX-512 subset every registered CPU has,
+// and the tiles using these are chosen at run time (kExtVbmi, kExtGfni). Compiling
+// the file for the extensions instead would let the compiler use them anywhere in
+// it.
+//
+// The extensions some tiles use, chosen once per call from cpu_features() (bits
+// of the tiles' kExt):
+// q2_k level indices (Note [GFNI level bits]); with kExtVbmi, q3_k's levels and
+// scales (Note [q3_k with GFNI and VBMI]).
+constexpr unsigned kExtGfni = 1;
+// q5_0 / q5_1 fifth bits (Note [Fifth bits]); with kExtGfni, q3_k's.
+constexpr unsigned kExtVbmi = 2;
 inline __m512i multishift_bytes(__m512i control, __m512i data) {
   __m512i r;
   asm("vpmultishiftqb %2, %1, %0" : "=v"(r) : "v"(control), "v"(data));
   return r;
+}
+// Byte i of the result: byte idx_i % 64 of a, or of b where bit 6 of idx_i is set.
+inline __m512i permute2_bytes(__m512i a, __m512i idx, __m512i b) {
+  asm("vpermt2b %2, %1, %0" : "+v"(a) : "v"(idx), "v"(b));
+  return a;
 }
 // Each byte of x through the 8 x 8 bit matrix of its 64-bit lane of `matrix`.
 inline __m512i affine_bytes(__m512i x, __m512i matrix) {
@@ -968,7 +982,8 @@ void prepare_k(DType w, const float* row, std::int64_t k, std::vector<std::uint8
 // products]).
 struct KHead {
   __m512i t[2];    // q2_k: scaled-level tables; q3_k: t[0] the chunk scales per
-                   // 128-bit lane (q3_heads); iq4_xs: group scale per i32 lane
+                   // 128-bit lane (q3_heads), or with GFNI and VBMI the two
+                   // pairs' scale words; iq4_xs: group scale per i32 lane
   __m256i scales;  // group scales as i16 (q4_k / q5_k: per 32-element group)
   __m256i coef;    // i16, against KAct::sums
 };
@@ -1145,6 +1160,25 @@ constexpr std::array<std::uint8_t, 64> kQ3PairScale = [] {
   return a;
 }();
 
+// Note [q3_k with GFNI and VBMI]: vpermt2b indices building row r's scales for
+// both pairs of vectors at once, as bytes to widen: bytes 32p .. 32p + 31 are the
+// words of pair p (kQ3PairScale's layout), vector 2p's from the scales times 4
+// (bit 6), vector 2p + 1's from the scales, in 128-bit lane r of either.
+constexpr std::array<std::array<std::uint8_t, 64>, 4> kQ3PairBytes = [] {
+  std::array<std::array<std::uint8_t, 64>, 4> rows{};
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < 64; ++b) {
+      const int word = b % 32;
+      const int k = word / 8;
+      const int j = 2 * (b / 32) + (word % 8 < 4 ? 0 : 1);
+      const int g = 2 * j + k % 2 + 8 * (k / 2);
+      rows[static_cast<std::size_t>(r)][static_cast<std::size_t>(b)] =
+          static_cast<std::uint8_t>((j % 2 == 0 ? 64 : 0) + 16 * r + g);
+    }
+  }
+  return rows;
+}();
+
 // iq4_xs: per i32 lane of 64-byte load h, the bit positions of its group's
 // scale: low four bits in scales_l (the u32 at byte 4), top two in scales_h (the
 // high half of the u32 at byte 0), moved to bits 4-5.
@@ -1225,7 +1259,7 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
 // word j (0-3) the scale of vector j's group there, times 4 for vectors 0 and 2,
 // whose levels are not; words 4-7 repeat them without the factor and are not
 // read).
-template <int R>
+template <int R, bool kPairBytes>
 inline void q3_heads(const std::uint8_t* const (&p)[R], KHead (&h)[R]) {
   static_assert(R >= 1 && R <= 4);
   __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + 94)));
@@ -1245,18 +1279,32 @@ inline void q3_heads(const std::uint8_t* const (&p)[R], KHead (&h)[R]) {
       _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(0x0f),
                                 _mm512_and_si512(top, _mm512_set1_epi8(0x30)), 0xea),
       _mm512_set1_epi8(32));
-  // Byte 4k + j of each row's lane: the scale of g(j, k) (kQ3LaneGroups).
-  const __m512i lanes = _mm512_shuffle_epi8(s, load_table(kQ3LaneGroups));
+  if constexpr (kPairBytes) {
+    // Note [q3_k with GFNI and VBMI]: both pairs' scales of row r by one vpermt2b
+    // from the scales and the scales times 4 (-128 .. 124: still a byte).
+    const __m512i s2 = _mm512_add_epi8(s, s);
+    const __m512i s4 = _mm512_add_epi8(s2, s2);
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    // Dwords 2k and 2k + 1 from dword k of row r's lane: lane k of the words
-    // below starts with that dword's four scales.
-    const __m512i spread = _mm512_permutexvar_epi32(
-        _mm512_setr_epi32(4 * r, 4 * r, 4 * r + 1, 4 * r + 1, 4 * r + 2, 4 * r + 2, 4 * r + 3,
-                          4 * r + 3, 0, 0, 0, 0, 0, 0, 0, 0),
-        lanes);
-    h[r].t[0] = _mm512_sllv_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(spread)),
-                                  load_table(kQ3LaneShift));
+    for (int r = 0; r < R; ++r) {
+      const __m512i both =
+          permute2_bytes(s, load_table(kQ3PairBytes[static_cast<std::size_t>(r)]), s4);
+      h[r].t[0] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(both));
+      h[r].t[1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(both, 1));
+    }
+  } else {
+    // Byte 4k + j of each row's lane: the scale of g(j, k) (kQ3LaneGroups).
+    const __m512i lanes = _mm512_shuffle_epi8(s, load_table(kQ3LaneGroups));
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      // Dwords 2k and 2k + 1 from dword k of row r's lane: lane k of the words
+      // below starts with that dword's four scales.
+      const __m512i spread = _mm512_permutexvar_epi32(
+          _mm512_setr_epi32(4 * r, 4 * r, 4 * r + 1, 4 * r + 1, 4 * r + 2, 4 * r + 2, 4 * r + 3,
+                            4 * r + 3, 0, 0, 0, 0, 0, 0, 0, 0),
+          lanes);
+      h[r].t[0] = _mm512_sllv_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(spread)),
+                                    load_table(kQ3LaneShift));
+    }
   }
   const __m512i coef01 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(s));
   h[0].coef = _mm512_castsi512_si256(coef01);
@@ -1352,6 +1400,60 @@ inline __m512i k_levels(const std::uint8_t* p, const KHead& h) {
   }
 }
 
+// Note [q3_k with GFNI and VBMI]
+// Where the CPU has both extensions, q3_k's tiles form the levels and the pair
+// scales with fewer instructions; the bytes meeting the activations and the
+// words meeting the dwords are the same as without them, so are the results (a
+// test compares the two; the suite also runs with either hidden).
+// - Levels: one affine form per vector takes hmask's bit straight to its place
+//   above the level bits and clears the rest of the byte (the matrix of the
+//   first 32 bytes' qwords reads bit kVec, that of the others bit 4 + kVec, so
+//   no rotation), and one vpternlog merges it with the level bits of qs: two
+//   instructions per vector where the rotation, shifts, masks and merges took
+//   three or four. The qs bytes are loaded once per row and super-block rather
+//   than folded into each vector's mask as a 64-byte load across cache lines.
+// - Scales: both pairs' words of a row come from one vpermt2b over the scales
+//   and the scales times 4 (kQ3PairBytes) and two widenings, where a permute, a
+//   widening, a shift and two vpshufb were.
+// Per four rows and super-block the decode loop went from 139 to 120 vector
+// instructions other than moves. With one thread in cache (QuantDotInCache,
+// base and new binaries alternated, 50 runs each) q3_k took 30.7 -> 28.9 us at
+// best, 32.5 -> 30.8 us in the median; prefill gained 7-14% (docs/benchmarks.md).
+
+// Bit kVec of each hmask byte (bit 4 + kVec in the second 32 bytes) to the bit
+// above vector kVec's level bits (Note [k-quant decode order]): 2, or 4 for the
+// levels in bits 2-3. Output bit i is the parity of the input bits in byte 7 - i.
+template <int kVec>
+constexpr std::array<std::uint64_t, 8> kQ3HighMatrix = [] {
+  constexpr int kTo = kVec % 2 == 0 ? 2 : 4;
+  std::array<std::uint64_t, 8> a{};
+  for (int q = 0; q < 8; ++q) {
+    const int from = q < 4 ? kVec : kVec + 4;
+    a[static_cast<std::size_t>(q)] = std::uint64_t{1} << from << (8 * (7 - kTo));
+  }
+  return a;
+}();
+
+// Vector kVec's bytes for the activations (as k_levels<kQ3_K>) from the row's qs
+// (64 bytes) and hmask (32 bytes, broadcast to both halves).
+template <int kVec>
+inline __m512i q3_levels(__m512i qs, __m512i hmask) {
+  const __m512i level_bits = _mm512_set1_epi8(kVec % 2 == 0 ? 0x03 : 0x0c);
+  // (level bits of qs) | high: the high bit's byte is clear elsewhere.
+  return _mm512_ternarylogic_epi32(kVec < 2 ? qs : _mm512_srli_epi16(qs, 4),
+                                   affine_bytes(hmask, load_table(kQ3HighMatrix<kVec>)), level_bits,
+                                   0xec);
+}
+
+// A zeroed register by the zeroing idiom, which the CPU resolves at rename:
+// vpdpbusd accumulates into its destination, and a sum starting at zero otherwise
+// costs a register copy from one zeroed register.
+inline __m512i zeroed() {
+  __m512i z;
+  asm volatile("vpxord %0, %0, %0" : "=v"(z));
+  return z;
+}
+
 // Note [q2_k min lanes]
 // q2_k's min term, -dmin * sum over groups of min_g * bsum_g, was per row and
 // super-block a widening of the mins, a vpmaddwd against the group sums, a
@@ -1397,13 +1499,16 @@ inline void q2_add_min_terms(__m512i mins, const KAct& x, __m256 fc, __m512& acc
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc);
 }
 
-template <DType W, int R, int C, bool kAhead, bool kGfni>
+template <DType W, int R, int C, bool kAhead, unsigned kExt>
 void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::int64_t x_stride,
             std::int64_t blocks, float* out, std::int64_t n) {
   constexpr std::int64_t kB = block_bytes(W);
   constexpr bool kTableScaled = W == DType::kQ2_K || W == DType::kIQ4_XS;
   constexpr bool kFoldedOffset = W == DType::kQ3_K || W == DType::kQ6_K;
   constexpr bool kMinLanes = W == DType::kQ2_K;
+  constexpr bool kGfni = (kExt & kExtGfni) != 0;
+  // Note [q3_k with GFNI and VBMI]
+  constexpr bool kQ3Ext = W == DType::kQ3_K && kExt == (kExtGfni | kExtVbmi);
   static_assert(R <= 4);
   __m512 acc[R][C];
 #pragma GCC unroll 8
@@ -1426,7 +1531,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
       prefetch_ahead<kAhead>(wb[r] + R * w_stride, kB);
       if constexpr (W != DType::kQ3_K) k_head<W, kGfni>(wb[r], head[r]);
     }
-    if constexpr (W == DType::kQ3_K) q3_heads<R>(wb, head);
+    if constexpr (W == DType::kQ3_K) q3_heads<R, kQ3Ext>(wb, head);
     const KAct* xb[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) xb[c] = x + c * x_stride + i;
@@ -1539,15 +1644,32 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
       // thread in cache (QuantDotInCache, fastest of 30 runs per binary,
       // alternated) q3_k took 34.0 -> 30.7 us; prefill went 178-192 -> 199-201
       // GFLOP/s.
+      // Note [q3_k with GFNI and VBMI]: each row's qs and hmask in registers.
+      __m512i qs[R];
+      __m512i hmask[R];
+      if constexpr (kQ3Ext) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          qs[r] = load512(wb[r] + 32);
+          asm("" : "+v"(qs[r]));  // one load, not one folded into each vector's mask
+          hmask[r] = broadcast256(wb[r]);
+        }
+      }
       const auto pair = [&](auto pair_index) {
         constexpr int kPair = decltype(pair_index)::value;
         __m512i levels[R][2];
         __m512i scales[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          levels[r][0] = k_levels<W, 2 * kPair, false>(wb[r], head[r]);
-          levels[r][1] = k_levels<W, 2 * kPair + 1, false>(wb[r], head[r]);
-          scales[r] = _mm512_shuffle_epi8(head[r].t[0], load_table(kQ3PairScale<kPair>));
+          if constexpr (kQ3Ext) {
+            levels[r][0] = q3_levels<2 * kPair>(qs[r], hmask[r]);
+            levels[r][1] = q3_levels<2 * kPair + 1>(qs[r], hmask[r]);
+            scales[r] = head[r].t[kPair];
+          } else {
+            levels[r][0] = k_levels<W, 2 * kPair, false>(wb[r], head[r]);
+            levels[r][1] = k_levels<W, 2 * kPair + 1, false>(wb[r], head[r]);
+            scales[r] = _mm512_shuffle_epi8(head[r].t[0], load_table(kQ3PairScale<kPair>));
+          }
         }
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) {
@@ -1555,9 +1677,9 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
           const __m512i x_odd = _mm512_load_si512(xb[c]->q + 128 * kPair + 64);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            const __m512i words = _mm512_packs_epi32(
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][0], x_even),
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), levels[r][1], x_odd));
+            const __m512i words =
+                _mm512_packs_epi32(_mm512_dpbusd_epi32(zeroed(), levels[r][0], x_even),
+                                   _mm512_dpbusd_epi32(zeroed(), levels[r][1], x_odd));
             sumi[r][c] = kPair == 0 ? _mm512_madd_epi16(words, scales[r])
                                     : _mm512_dpwssd_epi32(sumi[r][c], words, scales[r]);
           }
@@ -1612,11 +1734,6 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 // ---------------------------------------------------------------------------
 // Dispatch.
 
-// Extensions beyond the file's AVX-512 baseline that some tiles use, chosen once
-// per call from cpu_features() (bits of the tiles' kExt).
-constexpr unsigned kExtGfni = 1;  // q2_k level indices (Note [GFNI level bits])
-constexpr unsigned kExtVbmi = 2;  // q5_0 / q5_1 fifth bits (Note [Fifth bits])
-
 // A tile (QuantTileFn) of R weight rows against C prepared activation rows.
 // kAhead: prefetch the next tile's weights (decode tiles; Note [Decode prefetch]).
 // kExt: the extensions the tile may use (kExtGfni, kExtVbmi).
@@ -1626,9 +1743,9 @@ void tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
   if constexpr (block_elems(W) == 32) {
     group_tile<W, R, C, kAhead, (kExt & kExtVbmi) != 0>(w, w_stride, x, x_stride, blocks, out, n);
   } else {
-    k_tile<W, R, C, kAhead, (kExt & kExtGfni) != 0>(
-        w, w_stride, reinterpret_cast<const KAct*>(x),
-        x_stride / static_cast<std::int64_t>(sizeof(KAct)), blocks, out, n);
+    k_tile<W, R, C, kAhead, kExt>(w, w_stride, reinterpret_cast<const KAct*>(x),
+                                  x_stride / static_cast<std::int64_t>(sizeof(KAct)), blocks, out,
+                                  n);
   }
 }
 
@@ -1663,7 +1780,9 @@ QuantTiles tiles_for(DType w, Avx512QuantExtras extras) {
     case DType::kIQ4_NL: return tiles<DType::kIQ4_NL>();
     case DType::kMXFP4: return tiles<DType::kMXFP4>();
     case DType::kQ2_K: return extras.gfni ? tiles<DType::kQ2_K, kExtGfni>() : tiles<DType::kQ2_K>();
-    case DType::kQ3_K: return tiles<DType::kQ3_K>();
+    case DType::kQ3_K:
+      return extras.gfni && extras.avx512_vbmi ? tiles<DType::kQ3_K, kExtGfni | kExtVbmi>()
+                                               : tiles<DType::kQ3_K>();
     case DType::kQ4_K: return tiles<DType::kQ4_K>();
     case DType::kQ5_K: return tiles<DType::kQ5_K>();
     case DType::kQ6_K: return tiles<DType::kQ6_K>();

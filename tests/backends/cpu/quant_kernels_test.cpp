@@ -381,8 +381,9 @@ TEST(QuantMatmulSimd, EveryTilePathGivesTheSameBytes) {
 // without it, in every tile path: decode tiles of four and one weight rows, the
 // prefill tiles and their leftovers, whole 16-block groups and the padded rest.
 // GFNI: the q2_k level indices (Note [GFNI level bits]); AVX512_VBMI: the q5_0 /
-// q5_1 fifth bits (Note [Fifth bits]). q3_k and q4_0 have one form each; they
-// ride along as checks that the choice leaves other formats alone.
+// q5_1 fifth bits (Note [Fifth bits]); both: q3_k's levels and scales (Note
+// [q3_k with GFNI and VBMI]). q4_0 has one form; it rides along as a check that
+// the choice leaves other formats alone.
 TEST(QuantMatmulAvx512, ExtensionTilesGiveTheSameBytes) {
   if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
   struct Case {
@@ -390,7 +391,7 @@ TEST(QuantMatmulAvx512, ExtensionTilesGiveTheSameBytes) {
     bool gfni;
     bool vbmi;
   };
-  for (const Case& c : {Case{DType::kQ2_K, true, false}, Case{DType::kQ3_K, true, false},
+  for (const Case& c : {Case{DType::kQ2_K, true, false}, Case{DType::kQ3_K, true, true},
                         Case{DType::kQ5_0, false, true}, Case{DType::kQ5_1, false, true},
                         Case{DType::kQ4_0, true, true}}) {
     if ((c.gfni && !cpu_features().gfni) || (c.vbmi && !cpu_features().avx512_vbmi)) continue;
