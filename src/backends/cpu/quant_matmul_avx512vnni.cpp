@@ -1005,10 +1005,13 @@ constexpr bool kMinTerm = W == DType::kQ4_K || W == DType::kQ5_K;
 template <DType W>
 constexpr float kScaleFactor = W == DType::kQ3_K ? 0.25f : 1.0f;
 
+// q2_k / q3_k: g(j, k), the 16-element group of vector j's bytes 16k .. 16k + 15
+// (Note [k-quant decode order]).
+constexpr int k_group(int j, int k) { return 2 * j + k % 2 + 8 * (k / 2); }
+
 // vpshufb indices / i16 multipliers building q2_k's tables: in the 128-bit lane k
 // of table t, entries 0-3 are level 0-3 times group g(2t, k)'s scale, entries 4, 8,
-// 12 levels 1-3 times group g(2t + 1, k)'s, where g(j, k) = 2j + k % 2 + 8 (k / 2)
-// is the group of vector j's bytes 16k .. 16k + 15 (Note [k-quant decode order]).
+// 12 levels 1-3 times group g(2t + 1, k)'s (k_group).
 template <int kTable>
 constexpr std::array<std::uint8_t, 64> kQ2Spread = [] {
   std::array<std::uint8_t, 64> a{};
@@ -1016,8 +1019,7 @@ constexpr std::array<std::uint8_t, 64> kQ2Spread = [] {
     const int k = b / 16;
     const int word = b % 16 / 2;
     const int j = 2 * kTable + (word < 2 ? 0 : 1);
-    a[static_cast<std::size_t>(b)] =
-        b % 2 != 0 ? 0x80 : static_cast<std::uint8_t>(2 * j + k % 2 + 8 * (k / 2));
+    a[static_cast<std::size_t>(b)] = b % 2 != 0 ? 0x80 : static_cast<std::uint8_t>(k_group(j, k));
   }
   return a;
 }();
@@ -1107,8 +1109,7 @@ constexpr std::array<std::uint8_t, 64> kQ2OneSpread = [] {
   for (int b = 0; b < 64; ++b) {
     const int k = b / 16;
     const int j = kQ2Words[b % 16 / 2][b % 2];
-    a[static_cast<std::size_t>(b)] =
-        j < 0 ? 0x80 : static_cast<std::uint8_t>(2 * j + k % 2 + 8 * (k / 2));
+    a[static_cast<std::size_t>(b)] = j < 0 ? 0x80 : static_cast<std::uint8_t>(k_group(j, k));
   }
   return a;
 }();
@@ -1139,7 +1140,7 @@ constexpr std::array<std::uint8_t, 64> kQ3LaneGroups = [] {
   for (int i = 0; i < 64; ++i) {
     const int k = i % 16 / 4;
     const int j = i % 4;
-    a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(2 * j + k % 2 + 8 * (k / 2));
+    a[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(k_group(j, k));
   }
   return a;
 }();
@@ -1171,9 +1172,8 @@ constexpr std::array<std::array<std::uint8_t, 64>, 4> kQ3PairBytes = [] {
       const int word = b % 32;
       const int k = word / 8;
       const int j = 2 * (b / 32) + (word % 8 < 4 ? 0 : 1);
-      const int g = 2 * j + k % 2 + 8 * (k / 2);
       rows[static_cast<std::size_t>(r)][static_cast<std::size_t>(b)] =
-          static_cast<std::uint8_t>((j % 2 == 0 ? 64 : 0) + 16 * r + g);
+          static_cast<std::uint8_t>((j % 2 == 0 ? 64 : 0) + 16 * r + k_group(j, k));
     }
   }
   return rows;
