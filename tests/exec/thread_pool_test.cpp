@@ -1,8 +1,11 @@
 #include "switchyard/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -34,6 +37,84 @@ TEST(ThreadPoolTest, RespectsGrainAndRunsSmallWorkInline) {
     ++calls;
   });
   EXPECT_EQ(calls, 1);
+}
+
+// Note [Claimed chunks]: chunks are whole grains (the last may be shorter), and
+// where they fall depends on (n, grain, threads) alone, not on which thread
+// claimed what, so a kernel's results do not depend on scheduling.
+TEST(ThreadPoolTest, ChunksAreWholeGrainsAtFixedBoundaries) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (const auto& [n, grain] :
+         {std::pair<std::int64_t, std::int64_t>{1000, 16}, {17, 16}, {4096, 1}, {14336, 16}}) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> first;
+      for (int rep = 0; rep < 20; ++rep) {
+        std::mutex m;
+        std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+        pool.parallel_for(n, grain, [&](std::int64_t begin, std::int64_t end) {
+          std::lock_guard lock(m);
+          chunks.emplace_back(begin, end);
+        });
+        std::sort(chunks.begin(), chunks.end());
+        std::int64_t at = 0;
+        for (const auto& [begin, end] : chunks) {
+          EXPECT_EQ(begin, at) << "gap or overlap, n=" << n;
+          EXPECT_EQ(begin % grain, 0) << "n=" << n;
+          EXPECT_TRUE(end - begin >= grain || end == n) << begin << ".." << end << ", n=" << n;
+          at = end;
+        }
+        EXPECT_EQ(at, n);
+        if (rep == 0) {
+          first = chunks;
+          // The claims shrink towards the end: more chunks than threads.
+          if (n / grain > 8 * threads) {
+            EXPECT_GT(chunks.size(), static_cast<std::size_t>(threads));
+          }
+        } else {
+          EXPECT_EQ(chunks, first) << threads << " threads, n=" << n << ", run " << rep;
+        }
+      }
+    }
+  }
+}
+
+// A worker held up inside its first chunk (as one preempted, or woken late)
+// holds up that chunk only, at most 1 / (2 threads) of the range: the caller
+// claims and runs all the rest meanwhile. With a fixed share per thread the held
+// worker would keep half of the range.
+TEST(ThreadPoolTest, ConcurrentCallerTakesOverTheWorkOfAHeldWorker) {
+  ThreadPool pool(2);
+  constexpr std::int64_t kN = 4000;
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 50; ++rep) {
+    std::atomic<std::int64_t> by_caller{0};
+    std::atomic<std::int64_t> held_items{0};
+    std::atomic<bool> stuck{false};
+    pool.parallel_for(kN, 1, [&](std::int64_t begin, std::int64_t end) {
+      if (std::this_thread::get_id() == caller) {
+        by_caller += end - begin;
+        return;
+      }
+      std::int64_t none = 0;
+      if (!held_items.compare_exchange_strong(none, end - begin)) {
+        ADD_FAILURE() << "the held worker ran a second chunk";
+        return;
+      }
+      // Held until the caller has run everything else. A bound turns a
+      // deadlock into a failure instead of a hung test.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (by_caller.load() != kN - (end - begin)) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          stuck = true;
+          return;
+        }
+        std::this_thread::yield();
+      }
+    });
+    ASSERT_FALSE(stuck) << "run " << rep;
+    EXPECT_EQ(by_caller + held_items, kN);
+    EXPECT_LE(held_items, kN / 4) << "run " << rep;
+  }
 }
 
 TEST(ThreadPoolTest, NestedCallsRunInline) {
