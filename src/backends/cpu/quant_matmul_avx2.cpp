@@ -67,8 +67,8 @@ inline float hsum(__m256 v) {
 // ---------------------------------------------------------------------------
 // 32-element formats against q8_0.
 
-// Decode tiles (kAhead) ask for the bytes that the tile R rows further on will
-// read, at the offset they read now: Note [Decode prefetch] in
+// Decode tiles (kAhead) ask for the bytes of the row after each of theirs in
+// memory, at the offset they read now: Note [Decode prefetch] in
 // quant_matmul_avx512vnni.cpp. Each instruction-set file keeps its own copy of this
 // helper: of an inline function shared through a header the linker keeps one
 // copy, compiled with whichever file's instruction set it came from.
@@ -103,7 +103,7 @@ void q8_0_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t*
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* wb = w + r * w_stride + i * kBytes;
-      prefetch_ahead<kAhead>(wb + R * w_stride, kBytes);
+      prefetch_ahead<kAhead>(wb + blocks * kBytes, kBytes);  // the next row
       sign[r] = load256(wb + 2);
       mag[r] = _mm256_sign_epi8(sign[r], sign[r]);
       d[r] = f16_at(wb);
@@ -347,7 +347,7 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* g = w + r * w_stride + i * kGW;
-      prefetch_ahead<kAhead>(g + R * w_stride, kGW);
+      prefetch_ahead<kAhead>(g + blocks * block_bytes(W), kGW);  // the next row
       // The last blocks from a zero-padded copy: zero levels and scales against
       // zero activations.
       alignas(32) std::uint8_t pad[kGW];
@@ -799,7 +799,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* wb = w + r * w_stride + i * kWBytes;
-      prefetch_ahead<kAhead>(wb + R * w_stride, kWBytes);
+      prefetch_ahead<kAhead>(wb + blocks * kWBytes, kWBytes);  // the next row
       __m256i sumi[C];
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) sumi[c] = _mm256_setzero_si256();

@@ -67,11 +67,13 @@ inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 // A decode step (one activation row) reads every weight byte once, from DRAM for
 // a real model. The hardware prefetchers alone left the AVX-512 tiles at about
 // half of the measured DRAM read bandwidth: the cores, busy unpacking, keep too
-// few lines in flight. The decode tiles therefore ask for the bytes that the tile
-// R rows further on will read, at the offset they are reading now: one tile ahead,
-// spread evenly over the loop instead of in bursts. Prefetches never fault, so
-// running past the last row is harmless. Prefill tiles reuse each weight row
-// across activation rows from L2 and do not prefetch.
+// few lines in flight. The decode tiles therefore ask, for each of their rows,
+// for the bytes of the row after it in memory at the offset they are reading
+// now: the row that the tile's stream of rows reads next (Note [Decode streams]
+// in quant_kernels.cpp), spread evenly over the loop instead of in bursts.
+// Prefetches never fault, so running past the last row is harmless. Prefill
+// tiles reuse each weight row across activation rows from L2 and do not
+// prefetch.
 template <bool kAhead>
 inline void prefetch_ahead(const std::uint8_t* p, std::int64_t bytes) {
   if constexpr (kAhead) {
@@ -677,7 +679,7 @@ void group_tile(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t
   for (std::int64_t i = 0; i < full; ++i) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      prefetch_ahead<kAhead>(w + (r + R) * w_stride + i * kGW, kGW);
+      prefetch_ahead<kAhead>(w + r * w_stride + blocks * block_bytes(W) + i * kGW, kGW);
       GroupW<W> g;
       decode_group<W, kVbmi>(w + r * w_stride + i * kGW, g);
       if constexpr (kBlockLanes<W> && C > 1) {
@@ -1528,7 +1530,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       wb[r] = w + r * w_stride + i * kB;
-      prefetch_ahead<kAhead>(wb[r] + R * w_stride, kB);
+      prefetch_ahead<kAhead>(wb[r] + blocks * kB, kB);  // the next row
       if constexpr (W != DType::kQ3_K) k_head<W, kGfni>(wb[r], head[r]);
     }
     if constexpr (W == DType::kQ3_K) q3_heads<R, kQ3Ext>(wb, head);
