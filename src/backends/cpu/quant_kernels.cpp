@@ -117,13 +117,13 @@ void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non
 // step. Four adjacent rows of a short-rowed format share 4 KiB pages (q2_k's
 // rows are 1344 bytes at k = 4096: three to a page), and the L2 hardware
 // prefetcher, which follows one stream per page, cannot follow three rows read
-// at once there; the same bytes in rows twice as long read 0.95 of the DRAM
-// bandwidth against 0.83. So a block of weight rows is cut into four equal
-// streams, and tile j reads row j of each: every one of its rows walks a range
-// of whole rows in memory order, which the prefetchers follow as they follow a
-// long row, and each tile prefetches the row after each of its own (Note
-// [Decode prefetch] in quant_matmul_avx512vnni.cpp). Outputs and their bytes do
-// not change: each row is computed as before, only in another order.
+// at once there; the same bytes in rows twice as long read 0.95 of a
+// one-stream read sweep's DRAM rate against 0.83. So a block of weight rows is
+// cut into four equal streams, and tile j reads row j of each: every one of its
+// rows walks a range of whole rows in memory order, which the prefetchers follow
+// as they follow a long row, and each tile prefetches the row after each of its
+// own (Note [Decode prefetch] in quant_matmul_avx512vnni.cpp). Outputs and their
+// bytes do not change: each row is computed as before, only in another order.
 void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
                      const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
                      std::int64_t row_grain, std::int64_t tile_rows) {
