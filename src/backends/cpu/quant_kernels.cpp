@@ -118,12 +118,15 @@ void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non
 // rows are 1344 bytes at k = 4096: three to a page), and the L2 hardware
 // prefetcher, which follows one stream per page, cannot follow three rows read
 // at once there; the same bytes in rows twice as long read 0.95 of a
-// one-stream read sweep's DRAM rate against 0.83. So a block of weight rows is
-// cut into four equal streams, and tile j reads row j of each: every one of its
-// rows walks a range of whole rows in memory order, which the prefetchers follow
-// as they follow a long row, and each tile prefetches the row after each of its
-// own (Note [Decode prefetch] in quant_matmul_avx512vnni.cpp). Outputs and their
-// bytes do not change: each row is computed as before, only in another order.
+// one-stream read sweep's DRAM rate against 0.83. So a block of weight rows (in
+// a matvec, a thread's whole chunk) is cut into four equal streams,
+// and tile j reads row j of each: every one of its rows walks a range of whole
+// rows in memory order, which the prefetchers follow as they follow a long row,
+// and each tile prefetches the row after each of its own (Note [Decode
+// prefetch] in quant_matmul_avx512vnni.cpp). Streams over whole chunks instead
+// of 64-row blocks took q2_k from 0.87 to 0.96 of the DRAM read bandwidth (two
+// rounds). Outputs and their bytes do not change: each row is computed as
+// before, only in another order.
 void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
                      const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
                      std::int64_t row_grain, std::int64_t tile_rows) {
@@ -134,8 +137,13 @@ void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const
   const std::int64_t n = args.n;
   const std::int64_t cols = tiles.prefill_cols;
   ctx.parallel_for(n, row_grain, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t t0 = begin; t0 < end; t0 += tile_rows) {
-      const std::int64_t t1 = std::min(end, t0 + tile_rows);
+    // Blocks of tile_rows keep weight rows in L2 while every activation row
+    // passes over them. A call with one activation row passes once, and takes
+    // its whole chunk as one block, so that its streams run as long as they can
+    // (Note [Decode streams]).
+    const std::int64_t block = args.rows == 1 ? end - begin : tile_rows;
+    for (std::int64_t t0 = begin; t0 < end; t0 += block) {
+      const std::int64_t t1 = std::min(end, t0 + block);
       // Runs fn on weight rows [j, t1) of activation rows from r, `step` weight
       // rows at a time, from j; returns where it stopped.
       const auto run = [&](QuantTileFn fn, std::int64_t step, std::int64_t r, std::int64_t j) {
