@@ -1,5 +1,5 @@
 // The benchmark program's entry point: Google Benchmark's usual main, after one
-// adjustment to the process environment.
+// adjustment to the process environment and the publication of the built-in table.
 //
 // OpenBLAS's worker threads keep spinning for about 2^28 cycles (a tenth of a second
 // here) after each threaded call before they sleep. The GEMM benchmarks time the
@@ -18,11 +18,18 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "switchyard/backends.h"
+
 int main(int argc, char** argv) {
   if (std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
     setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
     execv("/proc/self/exe", argv);
     std::perror("switchyard_bench: could not restart with OPENBLAS_THREAD_TIMEOUT set");
+  }
+  // The benchmarks read the built-in table through current_table().
+  if (!switchyard::install_builtin_table().is_ok()) {
+    std::fputs("switchyard_bench: the built-in kernel table does not finalize\n", stderr);
+    return 1;
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

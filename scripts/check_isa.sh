@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/dev}
-objects=$(find "$build/CMakeFiles/switchyard_core.dir" -name '*_avx*.cpp.o' | sort)
+objects=$(find "$build" -path "*/CMakeFiles/*" -name '*_avx*.cpp.o' | sort)
 if [[ -z "$objects" ]]; then
   echo "check_isa: no SIMD objects under $build (build it first)" >&2
   exit 1

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "switchyard/backend.h"
+#include "switchyard/backend_memory.h"
 #include "switchyard/cost.h"
 #include "switchyard/dtype.h"
 #include "switchyard/kernel.h"
@@ -292,6 +293,17 @@ class KernelBindingTable {
 
   KernelBindingTable() = default;
 
+  // A backend's section: its identity and memory hooks. A backend adds it once,
+  // from its registration function, before its kernels; the executor allocates
+  // and copies through it (backend_memory.h). `memory` must outlive every table
+  // holding it (backends register process-lifetime objects). Adding a section
+  // again replaces its memory.
+  void add_backend(BackendId backend, BackendMemory& memory);
+  // The memory `backend` registered, or null when it added no section.
+  [[nodiscard]] BackendMemory* backend_memory(BackendId backend) const {
+    return memory_[static_cast<std::size_t>(backend)];
+  }
+
   // Appends a sibling at (key, dtypes, backend). Never fails here: problems are
   // reported by finalize().
   void register_kernel(BindingKey key, DTypeList dtypes, BackendId backend, KernelFn fn,
@@ -345,7 +357,8 @@ class KernelBindingTable {
   [[nodiscard]] Status miss_error(BindingKey key, const DTypeList& dtypes, BackendId backend) const;
   // Every (backend, key, dtypes) in the table with its first sibling's name and site.
   [[nodiscard]] std::vector<CoverageBinding> coverage() const;
-  // The distinct backends with at least one binding, in BackendId order.
+  // The distinct backends with a section or at least one binding, in BackendId
+  // order.
   [[nodiscard]] std::vector<BackendId> backends() const;
 
   // Runtime-fused recipes. Registering a region structurally identical to an
@@ -444,6 +457,7 @@ class KernelBindingTable {
   void insert_index(const PackedKey& key, std::uint32_t slot);
   void rebuild_index();
 
+  std::array<BackendMemory*, kBackendCount> memory_{};
   std::vector<Slot> slots_;
   std::vector<IndexCell> index_;
   std::vector<RuntimeFusedInfo> fused_;

@@ -16,7 +16,8 @@
 //   kFailedPrecondition naming both generations; plan again with the new snapshot.
 //
 //   CPU kernels parallelise through `ExecutorOptions::runner` (null: serial).
-//   Memory of another backend comes from a BackendMemory the caller provides.
+//   Each backend's memory is the BackendMemory it registered in the plan's table
+//   (backend_memory.h); a caller may substitute its own per backend.
 //   A failing kernel's Status comes back with the node's name, op and kernel.
 //
 // Example
@@ -32,25 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "switchyard/backend_memory.h"
 #include "switchyard/kernel.h"
 #include "switchyard/plan.h"
 
 namespace switchyard {
-
-// Memory of one backend, for arenas, constant uploads and copies between backends.
-class BackendMemory {
- public:
-  virtual ~BackendMemory() = default;
-  // `bytes` of memory aligned to 64 bytes, or kResourceExhausted.
-  [[nodiscard]] virtual Result<void*> allocate(std::int64_t bytes) = 0;
-  virtual void deallocate(void* pointer) = 0;
-  // Copies `src` into `dst` (same dtype and shape, `dst` contiguous). One side may
-  // be host memory: the executor asks the non-host side's memory to copy.
-  [[nodiscard]] virtual Status copy(const TensorView& src, const TensorView& dst, void* stream) = 0;
-};
-
-// Host memory: the CPU backend's, and a stand-in for tests of multi-backend plans.
-[[nodiscard]] BackendMemory& host_memory();
 
 // Wall time per step, accumulated over runs, for a caller that wants to know where
 // the time goes (`switchyard run` splits it by op family). Profiling adds two clock
@@ -66,7 +53,8 @@ struct ExecutorOptions {
   ParallelRunner* runner = nullptr;
   // Null: no timing. Must outlive every run.
   ExecProfile* profile = nullptr;
-  // Per backend; null means host memory for the CPU and "not available" otherwise.
+  // Per backend; null means the memory the backend registered in the plan's
+  // table (KernelBindingTable::backend_memory), if any.
   std::array<BackendMemory*, kBackendCount> memory{};
   // Per backend stream handed to kernels in ExecContext::stream.
   std::array<void*, kBackendCount> streams{};
@@ -85,7 +73,8 @@ class Executor {
  public:
   // Sets up arenas and operand arrays for every bucket of `plan` and uploads
   // constants to non-host backends. Fails with kUnavailable when a backend the plan
-  // uses has no memory, kResourceExhausted when an arena cannot be allocated.
+  // uses has no memory (neither registered in the table nor given in `options`), kResourceExhausted
+  // when an arena cannot be allocated.
   [[nodiscard]] static Result<Executor> create(std::shared_ptr<const ExecutionPlan> plan,
                                                ExecutorOptions options = {});
   Executor(Executor&&) noexcept;

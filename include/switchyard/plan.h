@@ -58,7 +58,7 @@ namespace switchyard {
 // Where nodes may run. Candidates are `preferred` in order, then `fallbacks` in
 // order (duplicates dropped); a pinned node's only candidate is its pin.
 struct PlacementPolicy {
-  std::vector<BackendId> preferred = {BackendId::kCpu};
+  std::vector<BackendId> preferred = {kHostBackend};
   std::vector<BackendId> fallbacks;
   struct Pin {
     std::string node;
@@ -227,9 +227,7 @@ struct PlanFailure : StatusPayload {
   Status cause;
 };
 
-namespace detail {
-struct BucketPlan;
-}
+struct BucketPlan;  // bucket_plan.h
 
 class ExecutionPlan {
  public:
@@ -245,21 +243,22 @@ class ExecutionPlan {
   [[nodiscard]] const TableSnapshot& table() const { return table_; }
   [[nodiscard]] std::uint64_t table_generation() const { return report_.table_generation; }
   [[nodiscard]] std::size_t bucket_count() const { return buckets_.size(); }
-  [[nodiscard]] const detail::BucketPlan& bucket(std::size_t i) const { return *buckets_[i]; }
+  // The planned steps of bucket i (bucket_plan.h), in the order of options().buckets.
+  [[nodiscard]] const BucketPlan& bucket(std::size_t i) const { return *buckets_[i]; }
   // The graph inputs and outputs, in the order run() takes them.
   [[nodiscard]] std::span<const ValueId> inputs() const { return inputs_; }
   [[nodiscard]] std::span<const ValueId> outputs() const { return graph_.outputs(); }
 
  private:
   friend Result<ExecutionPlan> plan_graph(const Graph&, TableSnapshot, const PlanOptions&);
-  friend Result<std::unique_ptr<detail::BucketPlan>> plan_bucket_for_sizes(
-      const ExecutionPlan&, std::span<const std::int64_t>);
+  friend Result<std::unique_ptr<BucketPlan>> plan_bucket_for_sizes(const ExecutionPlan&,
+                                                                   std::span<const std::int64_t>);
   Graph graph_;
   PlanOptions options_;
   TableSnapshot table_;
   PlanReport report_;
   std::vector<ValueId> inputs_;
-  std::vector<std::unique_ptr<detail::BucketPlan>> buckets_;
+  std::vector<std::unique_ptr<BucketPlan>> buckets_;
 };
 
 // Plans `graph` against `table`. Fails with kInvalidArgument for a malformed graph
@@ -272,7 +271,7 @@ class ExecutionPlan {
 // Plans one bucket at exact symbol sizes (one per graph symbol) with the plan's
 // graph, table and options: the run-time lookup path the executor takes for a
 // shape outside every planned bucket.
-[[nodiscard]] Result<std::unique_ptr<detail::BucketPlan>> plan_bucket_for_sizes(
+[[nodiscard]] Result<std::unique_ptr<BucketPlan>> plan_bucket_for_sizes(
     const ExecutionPlan& plan, std::span<const std::int64_t> sizes);
 
 // Per node and bucket: the chosen kernel, cost, precision, runners-up, rejections,

@@ -323,10 +323,15 @@ std::vector<CoverageBinding> KernelBindingTable::coverage() const {
   return out;
 }
 
+void KernelBindingTable::add_backend(BackendId backend, BackendMemory& memory) {
+  memory_[static_cast<std::size_t>(backend)] = &memory;
+}
+
 std::vector<BackendId> KernelBindingTable::backends() const {
   std::vector<BackendId> out;
   for (BackendId b : kAllBackends) {
-    if (std::any_of(slots_.begin(), slots_.end(), [b](const Slot& s) { return s.backend == b; })) {
+    if (backend_memory(b) != nullptr ||
+        std::any_of(slots_.begin(), slots_.end(), [b](const Slot& s) { return s.backend == b; })) {
       out.push_back(b);
     }
   }

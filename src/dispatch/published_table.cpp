@@ -14,6 +14,15 @@
 // ThreadSanitizer rightly reports as a race; this scheme is race-free under the
 // memory model, so the tsan run stays meaningful.
 //
+// Note [Who publishes the first table]
+// The dispatch layer knows no backend: it cannot build the built-in table, so it
+// starts with nothing published (generation 0) and the top of the stack (the tool,
+// the model loader, a test or benchmark main) publishes the first table, usually
+// through install_builtin_table() in backends.h, which calls
+// publish_initial_table(). Reading current_table() before any publication is a
+// programmer error and aborts with a message saying what to call: an empty table
+// would turn every dispatch into a miss far from the mistake.
+//
 // Note [Kernel masks and the base table]
 // While a kernel mask is active, writers keep the unmasked base table beside the
 // published one: every publication is base-minus-mask, so masking is reversible
@@ -27,7 +36,6 @@
 
 #include <fmt/format.h>
 
-#include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
 
 namespace switchyard {
@@ -41,6 +49,7 @@ struct Published {
   // Guarded by writer: the unmasked table, held only while `mask` is not empty.
   std::optional<KernelBindingTable> base;
   KernelMask mask;                      // guarded by writer
+  bool mask_from_environment = false;   // guarded by writer: `mask` is the variable's
   std::vector<CoverageBinding> masked;  // guarded by writer: what `mask` removed
 };
 
@@ -91,30 +100,19 @@ Result<std::uint64_t> publish_locked(Published& p, KernelBindingTable table) {
 }
 
 // The unmasked table as it stands. `p.writer` must be held.
-KernelBindingTable unmasked_locked(Published& p) { return p.base ? *p.base : *load_locked(p); }
+KernelBindingTable unmasked_locked(Published& p) {
+  if (p.base) return *p.base;
+  TableSnapshot current = load_locked(p);
+  return current ? *current : KernelBindingTable();
+}
 
 Published& published() {
-  // Built on first use; the function-local static makes the builtin table
-  // complete before any reader can see it.
+  // Built on first use; nothing is published until the top of the stack does it
+  // (Note [Who publishes the first table]).
   static Published* p = [] {
     auto* state = new Published();  // never destroyed: readers may outlive main()
-    Result<KernelBindingTable> builtin = make_builtin_table();
-    if (!builtin.is_ok()) {
-      detail::check_failed("make_builtin_table()", __FILE__, __LINE__,
-                           builtin.status().to_string());
-    }
     state->mask = mask_from_environment();
-    Result<std::uint64_t> first = publish_locked(*state, *std::move(builtin));
-    if (!first.is_ok()) {
-      detail::check_failed("publish_locked(builtin)", __FILE__, __LINE__,
-                           first.status().to_string());
-    }
-    if (!state->mask.empty()) {
-      // A mask set from the environment is a debugging switch someone may forget
-      // is on; say once what it hides.
-      fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS={} hides {} binding(s)\n",
-                 state->mask.to_string(), state->masked.size());
-    }
+    state->mask_from_environment = !state->mask.empty();
     return state;
   }();
   return *p;
@@ -126,7 +124,15 @@ TableSnapshot current_table() {
   Published& p = published();
   thread_local TableSnapshot cached;
   const std::uint64_t generation = p.generation.load(std::memory_order_acquire);
-  if (cached == nullptr || cached->generation() != generation) cached = load_locked(p);
+  if (cached == nullptr || cached->generation() != generation) [[unlikely]] {
+    if (generation == 0) {
+      detail::check_failed("current_table()", __FILE__, __LINE__,
+                           "no kernel binding table has been published yet: call "
+                           "switchyard::install_builtin_table() (switchyard/backends.h) or "
+                           "publish_table() at startup");
+    }
+    cached = load_locked(p);
+  }
   return cached;
 }
 
@@ -142,6 +148,23 @@ Result<std::uint64_t> update_table(FunctionRef<Status(KernelBindingTable&)> edit
   return publish_locked(p, std::move(next));
 }
 
+Result<std::uint64_t> publish_initial_table(FunctionRef<Result<KernelBindingTable>()> build) {
+  Published& p = published();
+  std::lock_guard lock(p.writer);
+  const std::uint64_t generation = p.generation.load(std::memory_order_relaxed);
+  if (generation > 0) return generation;
+  SWITCHYARD_ASSIGN_OR_RETURN(KernelBindingTable table, build());
+  const bool report_mask = p.mask_from_environment && !p.mask.empty();
+  SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t first, publish_locked(p, std::move(table)));
+  if (report_mask) {
+    // A mask set from the environment is a debugging switch someone may forget is
+    // on; say once what it hides.
+    fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS={} hides {} binding(s)\n",
+               p.mask.to_string(), p.masked.size());
+  }
+  return first;
+}
+
 Result<std::uint64_t> publish_table(KernelBindingTable table) {
   Published& p = published();
   std::lock_guard lock(p.writer);
@@ -151,7 +174,15 @@ Result<std::uint64_t> publish_table(KernelBindingTable table) {
 Result<std::uint64_t> set_kernel_mask(KernelMask mask) {
   Published& p = published();
   std::lock_guard lock(p.writer);
+  // Before the first publication there is nothing to mask yet: the first table
+  // published gets the mask.
+  if (p.generation.load(std::memory_order_relaxed) == 0) {
+    p.mask = std::move(mask);
+    p.mask_from_environment = false;
+    return std::uint64_t{0};
+  }
   KernelBindingTable base = unmasked_locked(p);
+  p.mask_from_environment = false;
   KernelMask previous = std::exchange(p.mask, std::move(mask));
   Result<std::uint64_t> generation = publish_locked(p, std::move(base));
   if (!generation.is_ok()) p.mask = std::move(previous);

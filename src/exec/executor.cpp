@@ -8,40 +8,16 @@
 
 #include <fmt/format.h>
 
-#include "plan/plan_internal.h"
+#include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
 
 namespace switchyard {
 namespace {
 
-class HostMemory final : public BackendMemory {
- public:
-  Result<void*> allocate(std::int64_t bytes) override {
-    if (bytes <= 0) return static_cast<void*>(nullptr);
-    const auto size = static_cast<std::size_t>((bytes + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, size);
-    if (p == nullptr) {
-      return resource_exhausted_error(fmt::format("cannot allocate {} bytes", bytes));
-    }
-    return p;
-  }
-  void deallocate(void* pointer) override { std::free(pointer); }
-  Status copy(const TensorView& src, const TensorView& dst, void* /*stream*/) override {
-    if (src.dtype() != dst.dtype() || !(src.shape() == dst.shape()) || !src.is_contiguous() ||
-        !dst.is_contiguous()) {
-      return invalid_argument_error(
-          fmt::format("host copy: {} into {}", describe(src), describe(dst)));
-    }
-    SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t bytes, row_bytes(src.dtype(), src.numel()));
-    if (bytes > 0) std::memmove(dst.first(), src.first(), static_cast<std::size_t>(bytes));
-    return Status::ok();
-  }
-};
-
 // One bucket, ready to run: arenas, the operand views and what to patch per run.
 struct Instance {
-  const detail::BucketPlan* plan = nullptr;
-  std::unique_ptr<detail::BucketPlan> owned;  // for unplanned sizes
+  const BucketPlan* plan = nullptr;
+  std::unique_ptr<BucketPlan> owned;  // for unplanned sizes
   std::array<std::byte*, kBackendCount> arena{};
   std::vector<TensorView> views;
   std::vector<ViewLayout> layouts;
@@ -55,11 +31,6 @@ struct Instance {
 };
 
 }  // namespace
-
-BackendMemory& host_memory() {
-  static HostMemory memory;
-  return memory;
-}
 
 struct Executor::State {
   std::shared_ptr<const ExecutionPlan> plan;
@@ -89,12 +60,12 @@ struct Executor::State {
 
   BackendMemory* memory_for(BackendId b) const { return memory[static_cast<std::size_t>(b)]; }
 
-  void* storage(const Instance& inst, const detail::OperandRef& ref) const {
+  void* storage(const Instance& inst, const OperandRef& ref) const {
     const Graph& g = plan->graph();
     const Value& v = g.value(ref.value);
     const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
     if (ref.buffer >= 0) {
-      const detail::BufferPlan& buf = inst.plan->buffers[ref.buffer];
+      const BufferPlan& buf = inst.plan->buffers[ref.buffer];
       return inst.arena[static_cast<std::size_t>(buf.backend)] + buf.offset;
     }
     const Value& bv = g.value(base);
@@ -110,7 +81,7 @@ struct Executor::State {
   }
 
   Status prepare(Instance& inst) {
-    const detail::BucketPlan& bp = *inst.plan;
+    const BucketPlan& bp = *inst.plan;
     for (BackendId b : kAllBackends) {
       const auto i = static_cast<std::size_t>(b);
       if (bp.arena_bytes[i] == 0) continue;
@@ -121,7 +92,7 @@ struct Executor::State {
       SWITCHYARD_ASSIGN_OR_RETURN(void* p, memory[i]->allocate(bp.arena_bytes[i]));
       inst.arena[i] = static_cast<std::byte*>(p);
     }
-    for (const detail::PlannedStep& s : bp.steps) {
+    for (const PlannedStep& s : bp.steps) {
       if (memory_for(s.backend) == nullptr) {
         return unavailable_error(
             fmt::format("the plan runs work on backend {}, and the executor has no memory "
@@ -134,7 +105,7 @@ struct Executor::State {
     inst.external.assign(external_ptrs.size(), {});
     inst.external_bound.assign(external_ptrs.size(), nullptr);
     for (std::uint32_t i = 0; i < bp.operands.size(); ++i) {
-      const detail::OperandRef& ref = bp.operands[i];
+      const OperandRef& ref = bp.operands[i];
       const Value& v = plan->graph().value(ref.value);
       const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
       if (ref.buffer < 0 && external_index[base.index] >= 0) {
@@ -142,7 +113,7 @@ struct Executor::State {
       }
     }
     // Constants needed on other backends are uploaded once, now.
-    for (const detail::BufferPlan& buf : bp.buffers) {
+    for (const BufferPlan& buf : bp.buffers) {
       if (!buf.upload.valid()) continue;
       const Value& c = plan->graph().value(buf.upload);
       const Shape shape = c.shape;
@@ -159,11 +130,10 @@ struct Executor::State {
 
   // Rebuilds every operand view for new symbol sizes (once per change of sizes).
   Status bind_sizes(Instance& inst) {
-    const detail::BucketPlan& bp = *inst.plan;
+    const BucketPlan& bp = *inst.plan;
     for (std::size_t i = 0; i < bp.operands.size(); ++i) {
-      const detail::OperandRef& ref = bp.operands[i];
-      SWITCHYARD_ASSIGN_OR_RETURN(inst.layouts[i],
-                                  detail::operand_layout(plan->graph(), ref.value, sizes));
+      const OperandRef& ref = bp.operands[i];
+      SWITCHYARD_ASSIGN_OR_RETURN(inst.layouts[i], operand_layout(plan->graph(), ref.value, sizes));
       inst.views[i] = make_view(storage(inst, ref), plan->graph().value(ref.value).dtype,
                                 inst.layouts[i], ref.backend);
     }
@@ -185,11 +155,11 @@ struct Executor::State {
     }
     ExecContext ctx{options.runner, nullptr};
     const TensorView* views = inst.views.data();
-    for (const detail::PlannedStep& step : inst.plan->steps) {
+    for (const PlannedStep& step : inst.plan->steps) {
       const TensorView* ops = views + step.first_operand;
       [[maybe_unused]] Clock::time_point start;
       if constexpr (kProfile) start = Clock::now();
-      if (step.kind == detail::StepKind::kKernel) [[likely]] {
+      if (step.kind == StepKind::kKernel) [[likely]] {
         ctx.stream = options.streams[static_cast<std::size_t>(step.backend)];
         const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
                               std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
@@ -198,9 +168,11 @@ struct Executor::State {
         if (!st.is_ok()) [[unlikely]]
           return node_error(step, st);
       } else {
-        const BackendId from = ops[0].backend();
-        BackendMemory* mem = memory_for(from != BackendId::kCpu ? from : ops[1].backend());
-        Status st = mem->copy(ops[0], ops[1], options.streams[static_cast<std::size_t>(from)]);
+        // The side that is not host memory drives the copy (backend_memory.h).
+        BackendMemory* mem = memory_for(ops[0].backend());
+        if (mem->host_addressable()) mem = memory_for(ops[1].backend());
+        Status st =
+            mem->copy(ops[0], ops[1], options.streams[static_cast<std::size_t>(ops[0].backend())]);
         if (!st.is_ok()) [[unlikely]]
           return node_error(step, st);
       }
@@ -216,7 +188,7 @@ struct Executor::State {
     return Status::ok();
   }
 
-  Status node_error(const detail::PlannedStep& s, const Status& st) const {
+  Status node_error(const PlannedStep& s, const Status& st) const {
     if (s.node < 0) return st.with_context(fmt::format("copy to {}", name(s.backend)));
     const Node& n = plan->graph().node(s.node);
     return st.with_context(fmt::format("node '{}' ({}, kernel {} on {})", n.name, name(n.op),
@@ -235,7 +207,7 @@ struct Executor::State {
     std::fill(sizes.begin(), sizes.end(), -1);
     auto bind = [&](const TensorView& t, ValueId id, bool deduce) -> Status {
       const Value& v = g.value(id);
-      if (t.dtype() != v.dtype || t.backend() != BackendId::kCpu || !t.is_contiguous() ||
+      if (t.dtype() != v.dtype || t.backend() != kHostBackend || !t.is_contiguous() ||
           t.rank() != v.shape.rank()) {
         return invalid_argument_error(
             fmt::format("run: '{}' must be a contiguous host {} tensor of shape {}, got {}", v.name,
@@ -291,7 +263,7 @@ struct Executor::State {
                       fmt::join(sizes, ", "), fmt::join(names, ", ")));
     }
     // The slow path: a run-time lookup for every node at these sizes.
-    SWITCHYARD_ASSIGN_OR_RETURN(std::unique_ptr<detail::BucketPlan> bp,
+    SWITCHYARD_ASSIGN_OR_RETURN(std::unique_ptr<BucketPlan> bp,
                                 plan_bucket_for_sizes(*plan, sizes));
     auto inst = std::make_unique<Instance>();
     inst->owned = std::move(bp);
@@ -321,9 +293,10 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
   auto state = std::make_unique<State>();
   state->plan = std::move(plan);
   state->options = options;
-  state->memory = options.memory;
-  if (state->memory[static_cast<std::size_t>(BackendId::kCpu)] == nullptr) {
-    state->memory[static_cast<std::size_t>(BackendId::kCpu)] = &host_memory();
+  for (BackendId b : kAllBackends) {
+    const auto i = static_cast<std::size_t>(b);
+    state->memory[i] =
+        options.memory[i] != nullptr ? options.memory[i] : state->plan->table()->backend_memory(b);
   }
   const Graph& g = state->plan->graph();
   state->external_index.assign(g.values().size(), -1);
@@ -359,7 +332,7 @@ Status Executor::run(std::span<const TensorView> inputs, std::span<const TensorV
     for (std::size_t ext = 0; ext < inst->external.size(); ++ext) {
       if (inst->external_bound[ext] == s.external_ptrs[ext]) continue;
       for (std::uint32_t operand : inst->external[ext]) {
-        const detail::OperandRef& ref = inst->plan->operands[operand];
+        const OperandRef& ref = inst->plan->operands[operand];
         inst->views[operand] =
             State::make_view(s.external_ptrs[ext], s.plan->graph().value(ref.value).dtype,
                              inst->layouts[operand], ref.backend);

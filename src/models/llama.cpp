@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "plan/plan_internal.h"
 #include "switchyard/backends.h"
+#include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/executor.h"
 #include "switchyard/half.h"
@@ -218,7 +218,7 @@ class GraphAssembler {
 Status check_cache_order(const ExecutionPlan& plan, std::int64_t blocks) {
   const Graph& g = plan.graph();
   for (std::size_t b = 0; b < plan.bucket_count(); ++b) {
-    const detail::BucketPlan& bucket = plan.bucket(b);
+    const BucketPlan& bucket = plan.bucket(b);
     std::vector<std::int64_t> step_of(g.nodes().size(), -1);
     for (std::size_t s = 0; s < bucket.steps.size(); ++s) {
       if (bucket.steps[s].node >= 0) {
@@ -290,11 +290,13 @@ struct LlamaModel::State {
 };
 
 Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& options) {
-  const auto compiled = compiled_backends();
-  if (std::find(compiled.begin(), compiled.end(), options.backend) == compiled.end()) {
+  if (!is_compiled(options.backend)) {
     return unavailable_error(
         fmt::format("llama: backend '{}' is not compiled into this build", name(options.backend)));
   }
+  // The model loader is the top of the stack: it publishes the built-in table
+  // unless its caller already published one.
+  SWITCHYARD_RETURN_IF_ERROR(install_builtin_table().status());
   auto state = std::make_unique<State>(std::move(file));
   State& s = *state;
   SWITCHYARD_ASSIGN_OR_RETURN(s.config, LlamaConfig::from_gguf(s.file));

@@ -461,7 +461,7 @@ Graph reconcile_dtypes(Graph graph, const KernelBindingTable& table, const PlanO
       }
     }
     if (!chosen) {
-      const BackendId first = candidates.empty() ? BackendId::kCpu : candidates.front();
+      const BackendId first = candidates.empty() ? kHostBackend : candidates.front();
       Status miss = table.miss_error(key, DTypeList(std::span<const DType>(dts)), first);
       if (!promotable.empty()) {
         miss = miss.with_context(options.enable_casts

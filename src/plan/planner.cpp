@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "plan/passes.h"
-#include "plan/plan_internal.h"
+#include "switchyard/bucket_plan.h"
 
 namespace switchyard {
 
@@ -45,8 +45,6 @@ ExecutionPlan::~ExecutionPlan() = default;
 ExecutionPlan::ExecutionPlan(ExecutionPlan&&) noexcept = default;
 ExecutionPlan& ExecutionPlan::operator=(ExecutionPlan&&) noexcept = default;
 
-namespace detail {
-
 Shape concrete_shape(const Shape& shape, std::span<const std::int64_t> sizes) {
   std::array<std::int64_t, kMaxRank> d{};
   for (int i = 0; i < shape.rank(); ++i) {
@@ -67,6 +65,8 @@ Result<ViewLayout> operand_layout(const Graph& graph, ValueId value,
   }
   return view_layout(v.view, source, shape);
 }
+
+namespace detail {
 
 namespace {
 
@@ -216,7 +216,7 @@ struct Router {
       where[static_cast<std::size_t>(b)] = buf;
       return buf;
     }
-    BackendId from = BackendId::kCpu;
+    BackendId from = kHostBackend;
     for (BackendId c : kAllBackends) {
       if (where[static_cast<std::size_t>(c)] != kNotResident) {
         from = c;
@@ -374,8 +374,8 @@ struct Router {
     }
     if (viable.empty()) {
       if (!any_bound) {
-        return fail(table.miss_error(key, dtypes,
-                                     candidates.empty() ? BackendId::kCpu : candidates.front()));
+        return fail(
+            table.miss_error(key, dtypes, candidates.empty() ? kHostBackend : candidates.front()));
       }
       std::string text = fmt::format("every sibling of {} was rejected:", nr.op);
       for (const RejectedCandidate& r : nr.rejected) {
@@ -418,7 +418,7 @@ struct Router {
     const bool is_output = std::find(graph.outputs().begin(), graph.outputs().end(), node.output) !=
                            graph.outputs().end();
     std::int32_t out_storage = kOwnStorage;
-    if (!(is_output && b == BackendId::kCpu)) out_storage = new_buffer(b, node.output, step_index);
+    if (!(is_output && b == kHostBackend)) out_storage = new_buffer(b, node.output, step_index);
     resident[node.output.index][static_cast<std::size_t>(b)] = out_storage;
     refs.push_back({node.output, b, out_storage});
 
@@ -434,19 +434,19 @@ struct Router {
     plan.operands.insert(plan.operands.end(), refs.begin(), refs.end());
     plan.steps.push_back(step);
 
-    if (is_output && b != BackendId::kCpu) {
+    if (is_output && b != kHostBackend) {
       const auto copy_index = static_cast<std::int32_t>(plan.steps.size());
       touch(out_storage, copy_index);
       PlannedStep copy;
       copy.kind = StepKind::kCopy;
-      copy.backend = BackendId::kCpu;
+      copy.backend = kHostBackend;
       copy.num_inputs = 1;
       copy.first_operand = static_cast<std::uint32_t>(plan.operands.size());
       plan.operands.push_back({node.output, b, out_storage});
-      plan.operands.push_back({node.output, BackendId::kCpu, kOwnStorage});
+      plan.operands.push_back({node.output, kHostBackend, kOwnStorage});
       plan.steps.push_back(copy);
       ++plan.report.copies;
-      resident[node.output.index][static_cast<std::size_t>(BackendId::kCpu)] = kOwnStorage;
+      resident[node.output.index][static_cast<std::size_t>(kHostBackend)] = kOwnStorage;
     }
     plan.report.nodes.push_back(std::move(nr));
   }
@@ -476,7 +476,7 @@ std::unique_ptr<BucketPlan> build_bucket(const Graph& graph, std::span<const std
   for (std::size_t i = 0; i < graph.values().size(); ++i) {
     const ValueKind kind = graph.values()[i].kind;
     if (kind == ValueKind::kInput || kind == ValueKind::kConstant) {
-      router.resident[i][static_cast<std::size_t>(BackendId::kCpu)] = kOwnStorage;
+      router.resident[i][static_cast<std::size_t>(kHostBackend)] = kOwnStorage;
     }
   }
   plan->report.nodes.reserve(order.size());
@@ -575,7 +575,7 @@ void add_violations(PlanReport& report, const PlacementPolicy& policy) {
 Status record_in_registry(const ExecutionPlan& plan, const PlanOptions& options) {
   Registry& registry = options.registry != nullptr ? *options.registry : global_registry();
   const BackendId selected =
-      options.policy.preferred.empty() ? BackendId::kCpu : options.policy.preferred.front();
+      options.policy.preferred.empty() ? kHostBackend : options.policy.preferred.front();
   const Graph& graph = plan.graph();
   for (const BucketReport& bucket : plan.report().buckets) {
     for (const NodeReport& n : bucket.nodes) {
@@ -640,7 +640,7 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
       max[i] = r.max;
     }
     Status failure;
-    std::unique_ptr<detail::BucketPlan> bp =
+    std::unique_ptr<BucketPlan> bp =
         detail::build_bucket(plan.graph_, order, tbl, options, failures, b.name, std::move(min),
                              std::move(max), failure);
     if (first_failure.is_ok() && !failure.is_ok()) first_failure = failure;
@@ -663,8 +663,8 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
   return plan;
 }
 
-Result<std::unique_ptr<detail::BucketPlan>> plan_bucket_for_sizes(
-    const ExecutionPlan& plan, std::span<const std::int64_t> sizes) {
+Result<std::unique_ptr<BucketPlan>> plan_bucket_for_sizes(const ExecutionPlan& plan,
+                                                          std::span<const std::int64_t> sizes) {
   const Graph& g = plan.graph();
   if (sizes.size() != g.symbols().size()) {
     return invalid_argument_error(
@@ -679,7 +679,7 @@ Result<std::unique_ptr<detail::BucketPlan>> plan_bucket_for_sizes(
   Status failure;
   // Casts and fusions were decided at planning time and are part of the graph;
   // their failures would have failed plan_graph, so none are passed on here.
-  std::unique_ptr<detail::BucketPlan> bp = detail::build_bucket(
+  std::unique_ptr<BucketPlan> bp = detail::build_bucket(
       g, order, *plan.table(), plan.options(), {},
       fmt::format("unplanned({})", fmt::join(parts, ",")), exact, exact, failure);
   if (!failure.is_ok()) return failure;

@@ -30,11 +30,11 @@
 
 #include <fmt/format.h>
 
-#include "quant/blocks.h"
 #include "switchyard/quant.h"
+#include "switchyard/quant_blocks.h"
 
 namespace switchyard {
-namespace detail {
+namespace quant {
 namespace {
 
 // Groups whose largest magnitude is below this are treated as all zero.
@@ -1014,13 +1014,13 @@ void quantize_row(DType t, const float* src, void* dst, std::int64_t n) {
   }
 }
 
-}  // namespace detail
+}  // namespace quant
 
 bool can_quantize(DType t) { return is_quantized(t); }
 
 Status quantize(DType t, std::span<const float> src, std::span<std::byte> dst) {
   SWITCHYARD_RETURN_IF_ERROR(
-      detail::check_sizes(t, static_cast<std::int64_t>(src.size()), dst.size(), "quantize"));
+      quant::check_sizes(t, static_cast<std::int64_t>(src.size()), dst.size(), "quantize"));
   for (std::size_t i = 0; i < src.size(); ++i) {
     if (!std::isfinite(src[i])) {
       return invalid_argument_error(
@@ -1032,12 +1032,12 @@ Status quantize(DType t, std::span<const float> src, std::span<std::byte> dst) {
   const std::int64_t bytes = block_bytes(t);
   const std::int64_t blocks = static_cast<std::int64_t>(src.size()) / elems;
   auto* out = reinterpret_cast<std::uint8_t*>(dst.data());
-  float check[detail::kQKK];
+  float check[quant::kQKK];
   for (std::int64_t i = 0; i < blocks; ++i) {
-    detail::quant_block(t, src.data() + i * elems, out + i * bytes);
+    quant::quant_block(t, src.data() + i * elems, out + i * bytes);
     // A scale that overflowed f16 decodes to infinity or NaN: refuse the block
     // rather than write a block no reader can use.
-    detail::dequant_block(t, out + i * bytes, check);
+    quant::dequant_block(t, out + i * bytes, check);
     for (std::int64_t j = 0; j < elems; ++j) {
       if (!std::isfinite(check[j])) {
         return invalid_argument_error(
@@ -1052,8 +1052,8 @@ Status quantize(DType t, std::span<const float> src, std::span<std::byte> dst) {
 
 Status dequantize(DType t, std::span<const std::byte> src, std::span<float> dst) {
   SWITCHYARD_RETURN_IF_ERROR(
-      detail::check_sizes(t, static_cast<std::int64_t>(dst.size()), src.size(), "dequantize"));
-  detail::dequantize_row(t, src.data(), dst.data(), static_cast<std::int64_t>(dst.size()));
+      quant::check_sizes(t, static_cast<std::int64_t>(dst.size()), src.size(), "dequantize"));
+  quant::dequantize_row(t, src.data(), dst.data(), static_cast<std::int64_t>(dst.size()));
   return Status::ok();
 }
 

@@ -264,7 +264,7 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
     skip(report, "runtime-fused recipes have no reference in the harness");
     return report;
   }
-  if (slot.backend != BackendId::kCpu) {
+  if (slot.backend != kHostBackend) {
     skip(report, fmt::format("the harness runs kernels on host memory; {} operands are not",
                              name(slot.backend)));
     return report;

@@ -6,7 +6,7 @@
 #include <functional>
 #include <limits>
 
-#include "backends/cpu/elementwise.h"
+#include "backends/cpu/elementwise/elementwise.h"
 #include "backends/cpu_test_util.h"
 
 namespace switchyard::test {

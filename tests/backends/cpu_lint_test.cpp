@@ -27,7 +27,7 @@ TEST(CpuLintTest, EveryRegisteredOpHasABitStableKernel) {
 }
 
 TEST(CpuLintTest, NoEntryKeepsTheUnknownCost) {
-  // The rows as written: register_kernels' fill would hide a row without a cost.
+  // The rows as written: register_backend's fill would hide a row without a cost.
   for (const KernelBindingTable::Row& row : cpu::registration_rows()) {
     EXPECT_TRUE(row.options.cost != &unknown_cost || row.options.cost_expr != nullptr)
         << row.options.name;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
-#include "backends/cpu/dense_kernels.h"
+#include "backends/cpu/gemm/dense_kernels.h"
 #include "switchyard/backends.h"
 #include "switchyard/binding_table.h"
 #include "switchyard/half.h"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/reference_kernels.h"
+#include "backends/cpu/elementwise/elementwise.h"
+#include "backends/cpu/gemm/dense_reference.h"
 #include "switchyard/half.h"
 #include "switchyard/thread_pool.h"
 

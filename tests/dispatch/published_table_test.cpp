@@ -1,4 +1,6 @@
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -109,6 +111,61 @@ TEST(PublishedTableTest, ConcurrentReadersAlwaysSeeACompleteTable) {
   EXPECT_EQ(failures.load(), 0);
   // Leave the process with the plain builtin table for later tests.
   ASSERT_TRUE(publish_table(*make_builtin_table()).is_ok());
+}
+
+TEST(PublishedTableTest, InstallingAgainKeepsWhateverIsPublished) {
+  const std::uint64_t before = current_generation();
+  ASSERT_GT(before, 0u);
+  bool built = false;
+  Result<std::uint64_t> again = publish_initial_table([&]() -> Result<KernelBindingTable> {
+    built = true;
+    return KernelBindingTable();
+  });
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(*again, before);
+  EXPECT_FALSE(built) << "a table is published, so the builder must not run";
+  Result<std::uint64_t> builtin = install_builtin_table();
+  ASSERT_TRUE(builtin.is_ok());
+  EXPECT_EQ(*builtin, before);
+  EXPECT_EQ(current_generation(), before);
+}
+
+TEST(PublishedTableTest, TheBuiltinTableCarriesEachBackendsMemory) {
+  TableSnapshot table = current_table();
+  for (BackendId b : compiled_backends()) {
+    BackendMemory* memory = table->backend_memory(b);
+    ASSERT_NE(memory, nullptr) << name(b) << " registered no memory hooks";
+    Result<void*> block = memory->allocate(100);
+    ASSERT_TRUE(block.is_ok()) << block.status().to_string();
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(*block) % 64, 0u) << name(b);
+    memory->deallocate(*block);
+  }
+  EXPECT_TRUE(table->backend_memory(kHostBackend)->host_addressable());
+}
+
+// Death tests run in a fresh process that has published nothing
+// (tests/main.cpp).
+TEST(PublishedTableDeathTest, ReadingBeforeAnyPublicationSaysWhatToCall) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH((void)current_table(), "install_builtin_table");
+}
+
+TEST(PublishedTableDeathTest, FirstPublicationIsTheInstalledOneAndIsGenerationOne) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const bool empty_before = current_generation() == 0;
+        // A mask set before anything is published waits for the first table.
+        Result<std::uint64_t> masked = set_kernel_mask(*KernelMask::parse("cpu:add:*"));
+        const bool mask_deferred = masked.is_ok() && *masked == 0;
+        Result<std::uint64_t> first = install_builtin_table();
+        const bool ok = empty_before && mask_deferred && first.is_ok() && *first == 1 &&
+                        current_generation() == 1 &&
+                        !current_table()->backend_supports(OpKind::kAdd, kF32x3, BackendId::kCpu) &&
+                        current_table()->backend_supports(OpKind::kMul, kF32x3, BackendId::kCpu);
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

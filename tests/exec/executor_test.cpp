@@ -5,11 +5,11 @@
 
 #include <map>
 
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/reference_kernels.h"
-#include "plan/plan_internal.h"
+#include "backends/cpu/elementwise/elementwise.h"
+#include "backends/cpu/gemm/dense_reference.h"
 #include "plan/test_kernels.h"
 #include "switchyard/backends.h"
+#include "switchyard/bucket_plan.h"
 #include "switchyard/half.h"
 #include "switchyard/thread_pool.h"
 
@@ -34,7 +34,7 @@ std::vector<std::vector<float>> run_node_by_node(const Graph& graph,
     const Value& bv = graph.value(base);
     void* data =
         bv.kind == ValueKind::kConstant ? const_cast<void*>(bv.data) : store[base.index].data();
-    ViewLayout l = detail::operand_layout(graph, id, sizes).value();
+    ViewLayout l = operand_layout(graph, id, sizes).value();
     return TensorView::strided(
         data, v.dtype, l.shape,
         std::span<const std::int64_t>(l.strides.data(), std::size_t(l.shape.rank())));
@@ -45,7 +45,7 @@ std::vector<std::vector<float>> run_node_by_node(const Graph& graph,
     const Node& node = graph.node(n);
     std::vector<TensorView> in;
     for (ValueId id : node.inputs) in.push_back(view(id));
-    const Shape out_shape = detail::concrete_shape(graph.value(node.output).shape, sizes);
+    const Shape out_shape = concrete_shape(graph.value(node.output).shape, sizes);
     store[node.output.index].assign(static_cast<std::size_t>(out_shape.numel()), 0.0f);
     std::vector<TensorView> out = {view(node.output)};
     const KernelCall call{in, out, node.params, ctx};
@@ -181,6 +181,7 @@ const std::map<OpKind, KernelFn> kTestKernels = {
 TEST(Executor, FusedAndDecomposedBlocksMatchNodeByNode) {
   const Graph g = ffn_block(3, false);
   KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
   register_basic(t, BackendId::kCpu, "test");
   register_fused(t, BackendId::kCpu, "test");
   TableSnapshot table = finalize(std::move(t));
@@ -204,6 +205,7 @@ TEST(Executor, FusedAndDecomposedBlocksMatchNodeByNode) {
 TEST(Executor, ShapeBucketsAndUnplannedShapes) {
   const Graph g = ffn_block(0, true);
   KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
   register_basic(t, BackendId::kCpu, "test");
   PlanOptions options;
   options.buckets = {{"decode", {{"tokens", 1, 1}}}, {"prefill", {{"tokens", 2, 16}}}};
@@ -249,6 +251,7 @@ TEST(Executor, RejectsMismatchedTensors) {
 
 TEST(Executor, KernelErrorsNameTheFailingNode) {
   KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
   register_basic(t, BackendId::kCpu, "test");
   t.register_kernel(OpKind::kTanh, f32s(2), BackendId::kCpu, &failing_kernel,
                     opts("tanh_broken", OpKind::kTanh));
@@ -281,8 +284,62 @@ TEST(Executor, RefusesAStalePlan) {
   EXPECT_TRUE(Executor::create(fresh)->run({&in, 1}, {&out, 1}).is_ok());
 }
 
+// A stand-in device: host memory that claims not to be, and counts what it is
+// asked to do, to check that the executor drives copies from the device side.
+class CountingDeviceMemory final : public BackendMemory {
+ public:
+  Result<void*> allocate(std::int64_t bytes) override {
+    ++allocations;
+    return host_memory().allocate(bytes);
+  }
+  void deallocate(void* pointer) override { host_memory().deallocate(pointer); }
+  Status copy(const TensorView& src, const TensorView& dst, void* stream) override {
+    ++copies;
+    return host_memory().copy(src, dst, stream);
+  }
+  bool host_addressable() const override { return false; }
+  int allocations = 0;
+  int copies = 0;
+};
+
+TEST(Executor, MemoryComesFromTheBackendSectionOfTheTable) {
+  CountingDeviceMemory device;
+  KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
+  t.add_backend(BackendId::kCuda, device);
+  register_basic(t, BackendId::kCpu, "cpu");
+  register_basic(t, BackendId::kCuda, "cuda");
+  const Graph g = ffn_block(4, false);
+  PlanOptions options;
+  options.policy.fallbacks = {BackendId::kCuda};
+  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  EXPECT_GT(device.allocations, 0) << "the cuda arena must come from the cuda section";
+  std::vector<float> x = ramp(32, 3), y(32);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {4, 8});
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {4, 8});
+  const int copies_before = device.copies;
+  ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+  // Copies in both directions go through the side that is not host memory.
+  EXPECT_EQ(device.copies - copies_before, plan->report().buckets[0].copies);
+  EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]);
+}
+
+TEST(Executor, WithoutAHostSectionNothingRuns) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "cpu");
+  auto plan = plan_or_die(ffn_block(4, false), finalize(std::move(t)));
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_FALSE(exec.is_ok());
+  EXPECT_EQ(exec.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(exec.status().message(), ::testing::HasSubstr("cpu"));
+}
+
 TEST(Executor, CrossBackendPlanRunsWithCopies) {
   KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
   register_basic(t, BackendId::kCpu, "cpu");
   register_basic(t, BackendId::kCuda, "cuda");
   const Graph g = ffn_block(4, false);

@@ -22,8 +22,10 @@
 namespace switchyard {
 namespace {
 
+// From the build, not __FILE__: a compiler launcher may rewrite source paths to
+// relative ones, which would then resolve against the test's working directory.
 const std::filesystem::path kScript =
-    std::filesystem::path(__FILE__).parent_path() / "gguf_crosscheck.py";
+    std::filesystem::path(SWITCHYARD_TEST_SOURCE_DIR) / "formats" / "gguf_crosscheck.py";
 
 std::string python() {
   const char* env = std::getenv("SWITCHYARD_PYTHON");

@@ -1,8 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/reference_kernels.h"
+#include "backends/cpu/elementwise/elementwise.h"
+#include "backends/cpu/gemm/dense_reference.h"
 #include "plan/test_kernels.h"
 #include "switchyard/example_graphs.h"
 #include "switchyard/plan.h"

@@ -5,10 +5,10 @@
 
 #include <limits>
 
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/reference_kernels.h"
-#include "plan/plan_internal.h"
+#include "backends/cpu/elementwise/elementwise.h"
+#include "backends/cpu/gemm/dense_reference.h"
 #include "plan/test_kernels.h"
+#include "switchyard/bucket_plan.h"
 
 namespace switchyard {
 namespace {
@@ -360,11 +360,11 @@ TEST(BufferPlan, CrossingBackendsInsertsCopies) {
   EXPECT_EQ(plan->report().buckets[0].copies, 2);
   const auto& steps = plan->bucket(0).steps;
   ASSERT_EQ(steps.size(), 4u);
-  EXPECT_EQ(steps[0].kind, detail::StepKind::kCopy);
+  EXPECT_EQ(steps[0].kind, StepKind::kCopy);
   EXPECT_EQ(steps[1].backend, BackendId::kCuda);
-  EXPECT_EQ(steps[2].kind, detail::StepKind::kKernel);
+  EXPECT_EQ(steps[2].kind, StepKind::kKernel);
   EXPECT_EQ(steps[2].backend, BackendId::kCuda);
-  EXPECT_EQ(steps[3].kind, detail::StepKind::kCopy);
+  EXPECT_EQ(steps[3].kind, StepKind::kCopy);
   EXPECT_EQ(steps[3].backend, BackendId::kCpu);
   EXPECT_GT(node_report(*plan, "act").runners_up[0].transfer_ns, 0.0);
   int uploads = 0;

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "quant/blocks.h"
 #include "switchyard/half.h"
+#include "switchyard/quant_blocks.h"
 
 namespace switchyard {
 namespace {
@@ -43,7 +43,7 @@ std::vector<std::byte> bytes_of(const void* p, std::size_t n) {
   return out;
 }
 
-void put_f16(std::uint8_t* p, float v) { detail::store_f16(p, v); }
+void put_f16(std::uint8_t* p, float v) { quant::store_f16(p, v); }
 
 std::uint64_t fnv1a(const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -58,7 +58,7 @@ std::uint64_t fnv1a(const void* data, std::size_t n) {
 // --- Hand-built blocks, decoded against the specification's formulas. -------
 
 TEST(QuantLayout, Q4_0NibbleOrder) {
-  detail::BlockQ4_0 b{};
+  quant::BlockQ4_0 b{};
   put_f16(b.d, 0.5f);
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<std::uint8_t>(j | ((15 - j) << 4));
   const auto y = dequantized(DType::kQ4_0, bytes_of(&b, sizeof b), 32);
@@ -69,7 +69,7 @@ TEST(QuantLayout, Q4_0NibbleOrder) {
 }
 
 TEST(QuantLayout, Q5_1HighBitsAndMin) {
-  detail::BlockQ5_1 b{};
+  quant::BlockQ5_1 b{};
   put_f16(b.d, 0.25f);
   put_f16(b.m, -2.0f);
   for (int j = 0; j < 16; ++j) b.qs[j] = 0x31;  // low 1, high 3
@@ -84,7 +84,7 @@ TEST(QuantLayout, Q5_1HighBitsAndMin) {
 }
 
 TEST(QuantLayout, Q5_0SignedLevels) {
-  detail::BlockQ5_0 b{};
+  quant::BlockQ5_0 b{};
   put_f16(b.d, 2.0f);
   b.qs[0] = 0xff;  // elements 0 and 16: low bits 15
   b.qh[0] = 0x01;  // element 0 gets the fifth bit: 31
@@ -95,15 +95,15 @@ TEST(QuantLayout, Q5_0SignedLevels) {
 }
 
 TEST(QuantLayout, Q8_KScaleIsF32) {
-  detail::BlockQ8_K b{};
-  detail::store_f32(b.d, 0.1f);
+  quant::BlockQ8_K b{};
+  quant::store_f32(b.d, 0.1f);
   for (int j = 0; j < 256; ++j) b.qs[j] = static_cast<std::int8_t>(j - 128);
   const auto y = dequantized(DType::kQ8_K, bytes_of(&b, sizeof b), 256);
   for (int j = 0; j < 256; ++j) EXPECT_EQ(y[j], 0.1f * static_cast<float>(j - 128));
 }
 
 TEST(QuantLayout, Q2_KGroupsAndShifts) {
-  detail::BlockQ2_K b{};
+  quant::BlockQ2_K b{};
   put_f16(b.d, 1.0f);
   put_f16(b.dmin, 0.5f);
   for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<std::uint8_t>((g % 16) | (1 << 4));
@@ -119,7 +119,7 @@ TEST(QuantLayout, Q2_KGroupsAndShifts) {
 }
 
 TEST(QuantLayout, Q3_KScalesAndHighMask) {
-  detail::BlockQ3_K b{};
+  quant::BlockQ3_K b{};
   put_f16(b.d, 1.0f);
   // Group 13: low nibble in the high half of byte 5, top bits at byte 8 + 1, bits 6..7.
   // Scale 45 - 32 = 13: 45 = 0b10'1101.
@@ -138,7 +138,7 @@ TEST(QuantLayout, Q3_KScalesAndHighMask) {
 }
 
 TEST(QuantLayout, Q4_KSixBitScalesOfUpperGroups) {
-  detail::BlockQ4_K b{};
+  quant::BlockQ4_K b{};
   put_f16(b.d, 1.0f);
   put_f16(b.dmin, 1.0f);
   // Group 6: scale 0b11'0101 = 53, min 0b10'0110 = 38.
@@ -156,7 +156,7 @@ TEST(QuantLayout, Q4_KSixBitScalesOfUpperGroups) {
 }
 
 TEST(QuantLayout, Q5_KFifthBit) {
-  detail::BlockQ5_K b{};
+  quant::BlockQ5_K b{};
   put_f16(b.d, 1.0f);
   put_f16(b.dmin, 0.0f);
   b.scales[3] = 1;          // group 3 scale 1
@@ -167,7 +167,7 @@ TEST(QuantLayout, Q5_KFifthBit) {
 }
 
 TEST(QuantLayout, Q6_KQuarters) {
-  detail::BlockQ6_K b{};
+  quant::BlockQ6_K b{};
   put_f16(b.d, 0.5f);
   for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<std::int8_t>(g - 8);
   // Element 128 + 96 + 3 = 227: half 1, quarter 3 -> high nibble of ql[64 + 32 + 3],
@@ -180,7 +180,7 @@ TEST(QuantLayout, Q6_KQuarters) {
 }
 
 TEST(QuantLayout, IQ4_XSScalesAndTable) {
-  detail::BlockIQ4_XS b{};
+  quant::BlockIQ4_XS b{};
   put_f16(b.d, 0.25f);
   // Group 5: low nibble 3 (scales_l[2], high half), top bits 2: 0b10_0011 = 35 -> 3.
   b.scales_l[2] = static_cast<std::uint8_t>(0x3 << 4);
@@ -192,7 +192,7 @@ TEST(QuantLayout, IQ4_XSScalesAndTable) {
 }
 
 TEST(QuantLayout, MXFP4E2M1AndE8M0) {
-  detail::BlockMXFP4 b{};
+  quant::BlockMXFP4 b{};
   b.e = 130;                                              // 2^3
   b.qs[0] = static_cast<std::uint8_t>(0x7 | (0xd << 4));  // +6 and -3
   b.qs[1] = static_cast<std::uint8_t>(0x1 | (0x9 << 4));  // +0.5 and -0.5
@@ -205,7 +205,7 @@ TEST(QuantLayout, MXFP4E2M1AndE8M0) {
 
 TEST(QuantLayout, E8M0HalfCoversSubnormals) {
   for (int e = 0; e < 256; ++e) {
-    EXPECT_EQ(detail::e8m0_half(static_cast<std::uint8_t>(e)), std::ldexp(1.0f, e - 128)) << e;
+    EXPECT_EQ(quant::e8m0_half(static_cast<std::uint8_t>(e)), std::ldexp(1.0f, e - 128)) << e;
   }
 }
 
@@ -216,8 +216,8 @@ TEST(QuantQuantize, Q4_0ExactLevels) {
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j % 16 - 8) * 0.5f;
   // max |x| is 4 at element 0 (value -4): d = -4 / -8 = 0.5, level = x / d + 8.
   const auto q = quantized(DType::kQ4_0, x);
-  const auto& b = *reinterpret_cast<const detail::BlockQ4_0*>(q.data());
-  EXPECT_EQ(detail::load_f16(b.d), 0.5f);
+  const auto& b = *reinterpret_cast<const quant::BlockQ4_0*>(q.data());
+  EXPECT_EQ(quant::load_f16(b.d), 0.5f);
   for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j], j | (j << 4)) << j;
 }
 
@@ -226,8 +226,8 @@ TEST(QuantQuantize, Q8_0Integers) {
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j * 8 - 127);
   x[31] = 127.0f;
   const auto q = quantized(DType::kQ8_0, x);
-  const auto& b = *reinterpret_cast<const detail::BlockQ8_0*>(q.data());
-  EXPECT_EQ(detail::load_f16(b.d), 1.0f);
+  const auto& b = *reinterpret_cast<const quant::BlockQ8_0*>(q.data());
+  EXPECT_EQ(quant::load_f16(b.d), 1.0f);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(b.qs[j], static_cast<int>(x[j])) << j;
 }
 
@@ -237,9 +237,9 @@ TEST(QuantQuantize, Q8_1StoresScaledSum) {
   x[1] = -27.0f;
   x[2] = 3.0f;
   const auto q = quantized(DType::kQ8_1, x);
-  const auto& b = *reinterpret_cast<const detail::BlockQ8_1*>(q.data());
-  EXPECT_EQ(detail::load_f16(b.d), 1.0f);
-  EXPECT_EQ(detail::load_f16(b.s), 103.0f);
+  const auto& b = *reinterpret_cast<const quant::BlockQ8_1*>(q.data());
+  EXPECT_EQ(quant::load_f16(b.d), 1.0f);
+  EXPECT_EQ(quant::load_f16(b.s), 103.0f);
 }
 
 TEST(QuantQuantize, Q8_KScaleSignAndSums) {
@@ -247,12 +247,12 @@ TEST(QuantQuantize, Q8_KScaleSignAndSums) {
   x[0] = -12.7f;  // the extreme value maps to -127 exactly
   x[17] = 6.35f;
   const auto q = quantized(DType::kQ8_K, x);
-  const auto& b = *reinterpret_cast<const detail::BlockQ8_K*>(q.data());
+  const auto& b = *reinterpret_cast<const quant::BlockQ8_K*>(q.data());
   EXPECT_EQ(b.qs[0], -127);
   EXPECT_EQ(b.qs[17], 64);  // 63.5 rounds to even
-  EXPECT_EQ(detail::load_i16(b.bsums), -127);
-  EXPECT_EQ(detail::load_i16(b.bsums + 2), 64);
-  EXPECT_FLOAT_EQ(detail::load_f32(b.d), 0.1f);
+  EXPECT_EQ(quant::load_i16(b.bsums), -127);
+  EXPECT_EQ(quant::load_i16(b.bsums + 2), 64);
+  EXPECT_FLOAT_EQ(quant::load_f32(b.d), 0.1f);
 }
 
 TEST(QuantQuantize, MXFP4PicksExponentAndCodes) {
@@ -261,7 +261,7 @@ TEST(QuantQuantize, MXFP4PicksExponentAndCodes) {
   x[1] = -1.5f;  // -3 * 0.5 -> code 8 + 3
   x[16] = 0.7f;  // nearest of 0.5 and 1.0 is 0.5 -> code 1
   const auto q = quantized(DType::kMXFP4, x);
-  const auto& b = *reinterpret_cast<const detail::BlockMXFP4*>(q.data());
+  const auto& b = *reinterpret_cast<const quant::BlockMXFP4*>(q.data());
   EXPECT_EQ(b.e, 127);
   EXPECT_EQ(b.qs[0], 0x7 | (0x1 << 4));
   EXPECT_EQ(b.qs[1], 0xb);

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "switchyard/backends.h"
 
 namespace switchyard::tool {
 
@@ -20,6 +21,7 @@ int report_failure(const Status& status) {
 }  // namespace switchyard::tool
 
 int main(int argc, char** argv) {
+  using namespace switchyard;
   using namespace switchyard::tool;
   CLI::App app{"switchyard: kernel dispatch you can see"};
   app.require_subcommand(1);
@@ -36,5 +38,11 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  return selected ? selected() : kExitUsage;
+  if (!selected) return kExitUsage;
+  // The tool is the top of the stack: it publishes the built-in table that every
+  // command reads.
+  if (Result<std::uint64_t> table = install_builtin_table(); !table.is_ok()) {
+    return report_failure(table.status());
+  }
+  return selected();
 }

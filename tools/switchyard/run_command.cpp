@@ -69,24 +69,15 @@ class Progress {
   bool enabled_;
 };
 
+// `--backend`: a compiled backend's name, or `auto` for the default one.
 Result<BackendId> pick_backend(std::string_view text) {
-  const auto compiled = compiled_backends();
-  auto has = [&](BackendId b) {
-    return std::find(compiled.begin(), compiled.end(), b) != compiled.end();
-  };
-  if (text == "auto") return has(BackendId::kCuda) ? BackendId::kCuda : BackendId::kCpu;
-  if (text != "cpu" && text != "cuda") {
+  if (text == "auto") return default_backend();
+  Result<BackendId> backend = parse_compiled_backend(text);
+  if (!backend.is_ok()) {
     return invalid_argument_error(
-        fmt::format("run: --backend '{}': expected cpu, cuda or auto", text));
+        fmt::format("run: --backend: {} or auto", backend.status().message()));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(BackendId b, parse_backend(text));
-  if (!has(b)) {
-    return invalid_argument_error(fmt::format(
-        "run: --backend {}: this build has no {} backend (configure with the CUDA toolkit to "
-        "build it), use --backend cpu",
-        text, text));
-  }
-  return b;
+  return backend;
 }
 
 // The storage rules of the embedded model: the default mix, or one dtype for every
@@ -332,8 +323,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
                   "one dtype for every matrix (f32, f16, q8_0, q4_k, ...)");
   cmd->add_option("--save-model", options->save_model,
                   "embedded model: keep its GGUF file at this path");
-  cmd->add_option("--backend", options->backend, "cpu, cuda or auto")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  std::string help = "auto (the first compiled accelerator, else the host) or one of:";
+  for (BackendId b : compiled_backends()) help += fmt::format(" {}", name(b));
+  cmd->add_option("--backend", options->backend, help);
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "prompt length in tokens (64)");
   cmd->add_option("--tokens", options->tokens, "tokens to generate (32)");
   cmd->add_option("--threads", options->threads,

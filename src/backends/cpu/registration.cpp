@@ -12,16 +12,15 @@
 #include <iterator>
 #include <utility>
 
-#include "backends/backend_list.h"
+#include "backends/cpu/attention/attention.h"
 #include "backends/cpu/cpu_features.h"
-#include "backends/cpu/dense_kernels.h"
-#include "backends/cpu/dense_reference.h"
-#include "backends/cpu/elementwise.h"
-#include "backends/cpu/quant_kernels.h"
-#include "backends/cpu/reference_kernels.h"
+#include "backends/cpu/elementwise/elementwise.h"
+#include "backends/cpu/gemm/dense_kernels.h"
+#include "backends/cpu/gemm/dense_reference.h"
+#include "backends/cpu/layout/layout.h"
+#include "backends/cpu/quant/quant_kernels.h"
 #include "backends/cpu/registration.h"
-#include "backends/cpu/rowwise.h"
-#include "backends/cpu/tensor_kernels.h"
+#include "backends/cpu/rowwise/rowwise.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -653,7 +652,8 @@ const std::vector<Row>& registration_rows() {
   return kRows;
 }
 
-void register_kernels(KernelBindingTable& table) {
+void register_backend(KernelBindingTable& table) {
+  table.add_backend(BackendId::kCpu, host_memory());
   table.register_rows(BackendId::kCpu, registration_rows());
   // Every CPU row above states its cost; the fill is a safety net for rows added
   // without one, and the lint test insists that it never has anything to do.

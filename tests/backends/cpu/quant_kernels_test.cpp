@@ -1,7 +1,7 @@
 // CPU kernels on quantized operands: matmul (portable and AVX2) against a float64
 // reference on the dequantized weights, get_rows, casts, thread-count
 // determinism, refusal of malformed calls, and the binding-table rows.
-#include "backends/cpu/quant_kernels.h"
+#include "backends/cpu/quant/quant_kernels.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -18,10 +18,10 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu_features.h"
-#include "quant/blocks.h"
 #include "switchyard/backends.h"
 #include "switchyard/half.h"
 #include "switchyard/quant.h"
+#include "switchyard/quant_blocks.h"
 #include "switchyard/thread_pool.h"
 
 namespace switchyard::cpu {

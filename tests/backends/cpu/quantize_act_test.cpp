@@ -1,5 +1,5 @@
 // The SIMD activation quantizers against the reference quantizer, byte for byte.
-#include "backends/cpu/quantize_act.h"
+#include "backends/cpu/quant/quantize_act.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
-#include "quant/blocks.h"
 #include "switchyard/dtype.h"
+#include "switchyard/quant_blocks.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -62,7 +62,7 @@ void expect_same_bytes(DType act, RowFn fn) {
       const std::size_t bytes = static_cast<std::size_t>(k / be * block_bytes(act));
       std::vector<std::uint8_t> want(bytes, 0x55);
       std::vector<std::uint8_t> got(bytes, 0xaa);
-      detail::quantize_row(act, row.data(), want.data(), k);
+      quant::quantize_row(act, row.data(), want.data(), k);
       fn(row.data(), got.data(), k);
       std::size_t first = 0;
       while (first < bytes && got[first] == want[first]) ++first;

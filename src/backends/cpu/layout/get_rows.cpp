@@ -1,0 +1,99 @@
+#include <cstring>
+
+#include "backends/cpu/layout/layout.h"
+#include "backends/cpu/simd_rows.h"
+
+namespace switchyard::cpu {
+namespace {
+
+// Rows are copied (same dtype) or converted; the SIMD siblings convert through
+// the elementwise cast rows, which round exactly as the reference does.
+template <typename T, typename O, Variant kVariant>
+Status get_rows_kernel_impl(const KernelCall& call) {
+  const std::string kName = fmt::format("get_rows_{}_i32_{}__cpu_{}", name(kDTypeOf<T>),
+                                        name(kDTypeOf<O>), variant_suffix(kVariant));
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
+  const TensorView& table = call.inputs[0];
+  const TensorView& idx = call.inputs[1];
+  const TensorView& out = call.outputs[0];
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(table, kDTypeOf<T>, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<O>, kName));
+  for (const TensorView* t : {&table, &idx, &out}) {
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kName));
+  }
+  if (table.rank() != 2 || idx.rank() != 1 || out.rank() != 2 || out.dim(0) != idx.dim(0) ||
+      out.dim(1) != table.dim(1)) {
+    return invalid_argument_error(
+        fmt::format("{}: shapes {}, {} -> {} are not [R, C], [N] -> [N, C]", kName,
+                    table.shape().to_string(), idx.shape().to_string(), out.shape().to_string()));
+  }
+  const std::int64_t rows = table.dim(0);
+  const std::int64_t cols = table.dim(1);
+  const std::int64_t n = idx.dim(0);
+  const std::int32_t* pi = idx.first_as<const std::int32_t>();
+  // Every index is checked before anything is written.
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (pi[i] < 0 || pi[i] >= rows) {
+      return out_of_range_error(
+          fmt::format("{}: index {} at position {} is outside [0, {})", kName, pi[i], i, rows));
+    }
+  }
+  const T* pt = table.first_as<const T>();
+  O* po = out.first_as<O>();
+  call.ctx.parallel_for(n, row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const T* src = pt + static_cast<std::int64_t>(pi[i]) * cols;
+      O* dst = po + i * cols;
+      if constexpr (std::is_same_v<T, O>) {
+        std::memcpy(dst, src, static_cast<std::size_t>(cols) * sizeof(T));
+      } else if constexpr (kVariant != Variant::kRef) {
+        const ElementwiseSimd& t =
+            kVariant == Variant::kAvx512 ? elementwise_avx512() : elementwise_avx2();
+        t.cast[static_cast<int>(kStorageOf<T>)][static_cast<int>(kStorageOf<O>)](src, dst, cols);
+      } else {
+        for (std::int64_t j = 0; j < cols; ++j) dst[j] = from_f32<O>(to_f32(src[j]));
+      }
+    }
+  });
+  return Status::ok();
+}
+
+template <typename T, Variant kVariant>
+KernelFn get_rows_to(DType out) {
+  // A same-dtype lookup is a memcpy in every variant: only the reference serves it.
+  constexpr bool kRef = kVariant == Variant::kRef;
+  switch (out) {
+    case DType::kF32:
+      return kRef || !std::is_same_v<T, float> ? &get_rows_kernel_impl<T, float, kVariant>
+                                               : nullptr;
+    case DType::kF16:
+      return kRef || !std::is_same_v<T, F16> ? &get_rows_kernel_impl<T, F16, kVariant> : nullptr;
+    case DType::kBF16:
+      return kRef || !std::is_same_v<T, BF16> ? &get_rows_kernel_impl<T, BF16, kVariant> : nullptr;
+    default: return nullptr;
+  }
+}
+
+template <Variant kVariant>
+KernelFn get_rows_for(DType table, DType out) {
+  switch (table) {
+    case DType::kF32: return get_rows_to<float, kVariant>(out);
+    case DType::kF16: return get_rows_to<F16, kVariant>(out);
+    case DType::kBF16: return get_rows_to<BF16, kVariant>(out);
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+KernelFn get_rows_kernel(DType table, DType out, Variant variant) {
+  switch (variant) {
+    case Variant::kRef: return get_rows_for<Variant::kRef>(table, out);
+    case Variant::kAvx2: return get_rows_for<Variant::kAvx2>(table, out);
+    case Variant::kAvx512: return get_rows_for<Variant::kAvx512>(table, out);
+  }
+  return nullptr;
+}
+
+}  // namespace switchyard::cpu
