@@ -2,7 +2,6 @@
 // comment of llama.h explains how the KV cache maps onto the planner.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 
@@ -12,7 +11,6 @@
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/executor.h"
-#include "switchyard/half.h"
 #include "switchyard/llama.h"
 #include "switchyard/quant.h"
 
@@ -33,21 +31,8 @@ std::string attention_name(std::int64_t i) { return fmt::format("blk.{}.attentio
 // A weight converted to f32 at load (its kernel is missing on the selected
 // backend): the values every consumer sees, owned by the graph.
 Result<std::shared_ptr<const void>> to_f32(const GgufFile& file, const GgufTensorInfo& info) {
-  const std::int64_t n = info.shape.numel();
-  auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
-  std::span<const std::byte> bytes = file.tensor_bytes(info);
-  if (info.dtype == DType::kF32) {
-    std::memcpy(values->data(), bytes.data(), static_cast<std::size_t>(n) * sizeof(float));
-  } else if (info.dtype == DType::kF16 || info.dtype == DType::kBF16) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::uint16_t h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      (*values)[static_cast<std::size_t>(i)] =
-          info.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  } else {
-    SWITCHYARD_RETURN_IF_ERROR(dequantize(info.dtype, bytes, *values));
-  }
+  auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(info.shape.numel()));
+  SWITCHYARD_RETURN_IF_ERROR(row_to_f32(info.dtype, file.tensor_bytes(info), *values));
   return std::shared_ptr<const void>(values, values->data());
 }
 
