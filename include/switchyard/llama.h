@@ -134,7 +134,8 @@ struct LlamaLoadOptions {
   // The strict policy for this load; nullopt keeps the registry's own (the
   // environment's SWITCHYARD_STRICT_KERNELS for the global registry).
   std::optional<StrictPolicy> strict;
-  // Null: the process-wide registry.
+  // Where every probe and seal of the load goes: the weight and node probes, their
+  // seal, and the planner's records and second seal. Null: the process-wide registry.
   Registry* registry = nullptr;
   // Cache capacity in tokens; 0 means min(context_length, 2048).
   std::int64_t max_context = 0;

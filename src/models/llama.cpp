@@ -306,6 +306,9 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
 
   PlanOptions plan_options;
   plan_options.policy.preferred = {options.backend};
+  // Planning records its resolutions and seals again: in this load's registry, the
+  // one the probes went to, never the process-wide one behind the caller's back.
+  plan_options.registry = &registry;
   plan_options.buckets = {
       {"decode", {{std::string(kTokens), 1, 1}, {"kv", 1, s.max_context}}},
       {"prefill",

@@ -425,6 +425,34 @@ TEST(LlamaKernelsTest, MaskedKernelIsAViolationAndTheSlowPathStillComputes) {
   EXPECT_LT(max_scaled_error(got, testing::LlamaReference(file).logits(t)), 2e-2);
 }
 
+// Every probe and seal of a load goes to the registry the caller passed: the
+// loader's probes (recorded from llama.cpp) and the planner's records (from
+// planner.cpp), each followed by a seal. The process-wide registry sees nothing.
+TEST(LlamaKernelsTest, PassedRegistryGetsEveryProbeAndSeal) {
+  Registry& global = global_registry();
+  if (!global.enabled()) GTEST_SKIP() << "SWITCHYARD_KERNEL_REGISTRY disables the global registry";
+  global.reset();
+  GgufFile file = mixed_file("own_registry");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+
+  const std::vector<RegistryEntry> leaked = global.entries();
+  EXPECT_TRUE(leaked.empty()) << leaked.size() << " rows, the first: " << leaked[0].to_string();
+  EXPECT_FALSE(global.is_sealed());
+
+  EXPECT_TRUE(r.registry.is_sealed());
+  auto recorded_from = [&](std::string_view file_suffix) {
+    for (const RegistryEntry& e : r.registry.entries()) {
+      if (std::string_view(e.site.file_name()).ends_with(file_suffix)) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(recorded_from("models/llama.cpp"));
+  EXPECT_TRUE(recorded_from("plan/planner.cpp"));
+  global.reset();
+}
+
 TEST(LlamaKernelsTest, MissingBackendIsUnavailable) {
   const auto compiled = compiled_backends();
   if (std::find(compiled.begin(), compiled.end(), BackendId::kCuda) != compiled.end()) {
