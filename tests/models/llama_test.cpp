@@ -453,6 +453,43 @@ TEST(LlamaKernelsTest, PassedRegistryGetsEveryProbeAndSeal) {
   global.reset();
 }
 
+// Each block's attention reads the cache that its k and v producers write (caller
+// memory, not a graph value): the graph states that order with control edges, and
+// every bucket runs it.
+TEST(LlamaKernelsTest, AttentionRunsAfterItsCacheWrites) {
+  GgufFile file = mixed_file("cache_order");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const Graph& g = model->plan().graph();
+  const std::int64_t blocks = model->config().block_count;
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::int32_t attention = g.find_node(p + "attention");
+    const std::int32_t k = g.find_node(p + "k_rope");
+    const std::int32_t v = g.find_node(p + "attn_v");
+    ASSERT_GE(attention, 0);
+    ASSERT_GE(k, 0);
+    ASSERT_GE(v, 0);
+    const std::vector<ValueId>& after = g.node(attention).after;
+    EXPECT_NE(std::find(after.begin(), after.end(), g.node(k).output), after.end()) << p;
+    EXPECT_NE(std::find(after.begin(), after.end(), g.node(v).output), after.end()) << p;
+  }
+  ASSERT_EQ(model->plan().report().buckets.size(), 2u);
+  for (const BucketReport& bucket : model->plan().report().buckets) {
+    std::vector<std::string> order;
+    for (const NodeReport& n : bucket.nodes) order.push_back(n.name);
+    auto at = [&](const std::string& name) {
+      return std::find(order.begin(), order.end(), name) - order.begin();
+    };
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      EXPECT_LT(at(p + "k_rope"), at(p + "attention")) << bucket.name << " " << p;
+      EXPECT_LT(at(p + "attn_v"), at(p + "attention")) << bucket.name << " " << p;
+    }
+  }
+}
+
 TEST(LlamaKernelsTest, MissingBackendIsUnavailable) {
   const auto compiled = compiled_backends();
   if (std::find(compiled.begin(), compiled.end(), BackendId::kCuda) != compiled.end()) {
