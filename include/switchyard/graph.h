@@ -19,6 +19,16 @@
 //   (ops.md's explicit broadcasting), a transpose view swaps the last two
 //   dimensions, a reshape view re-reads contiguous memory with another shape.
 //
+//   Control edges order two nodes that no value connects. A graph's data edges are
+//   all the planner knows about, and they miss effects the caller arranges around
+//   the graph: a model whose new key/value rows (a graph output) land in the very
+//   cache memory that an attention node reads (a graph input) needs the write to
+//   run first, though no value flows between the two nodes. `run_after(later,
+//   earlier)` says so; every node order the planner makes respects it (fusion
+//   moves an edge onto the fused node, or skips a fusion that would lose one; see
+//   Note [Fusion and control edges] in src/plan/passes.cpp), and an edge that
+//   closes a cycle is refused like a data cycle.
+//
 // Example
 //   GraphBuilder b;
 //   const std::int64_t t = b.symbol("tokens");
@@ -28,6 +38,11 @@
 //   ValueId h = b.add(b.matmul(x, w, "fc1"), b.broadcast(bias, {t, 128}), "fc1_bias");
 //   b.output(b.relu(h, "act"));
 //   SWITCHYARD_ASSIGN_OR_RETURN(Graph graph, std::move(b).build());
+//
+//   // A cache writer and its reader, ordered by a control edge:
+//   ValueId write = b.op(OpKind::kCopy, {k_new}, "k_write");
+//   ValueId read = b.op(OpKind::kAttention, {q, k_cache, v_cache}, "attention");
+//   b.run_after(read, write);  // "attention" runs after "k_write"
 #pragma once
 
 #include <cstdint>
@@ -111,6 +126,10 @@ struct Node {
   std::uint16_t fused_key = 0;
   std::vector<ValueId> inputs;
   ValueId output;
+  // Control edges: node outputs whose producers run before this node although it
+  // does not read them (see the file comment). Each must be a kNodeOutput value of
+  // the graph; validate() refuses anything else, and a cycle through one.
+  std::vector<ValueId> after;
   OpParams params;
   std::string name;
   // What the node is for in the model ("attn_q", "ffn_down", "cast"): strict
@@ -168,13 +187,16 @@ class Graph {
   // Checks the whole graph and reports the first problem, naming the node or
   // value: an input id out of range (dangling), a node output that is not a
   // kNodeOutput value or has two producers, a node-output value no node produces,
-  // a cycle (naming a node on it), a view of a view or a malformed view, a
+  // a control edge that names no node output, a cycle through data or control
+  // edges (naming a node on it), a view of a view or a malformed view, a
   // constant without data, an output that is not produced by a node, and every
   // operand dtype or shape that disagrees with ops.md (kInvalidArgument).
   [[nodiscard]] Status validate() const;
   // Node indices in an order where every node follows the producers of its inputs
-  // (stable: among ready nodes the lowest index first). Fails on a cycle or a
-  // dangling input.
+  // and of its control edges (`Node::after`); stable: among ready nodes the lowest
+  // index first. Fails with kInvalidArgument on a dangling input, on a control edge
+  // that names no node output, and on a cycle, naming a node on it (the message
+  // says so when the cycle runs through a control edge).
   [[nodiscard]] Result<std::vector<std::int32_t>> topological_order() const;
 
  private:
@@ -267,6 +289,15 @@ class GraphBuilder {
 
   // Sets the precision floor of the node that produced `v` (must be a node output).
   void require_precision(ValueId v, PrecisionFloor floor);
+  // Adds a control edge: the node that produces `later` runs after the node that
+  // produces `earlier`, in every order the planner makes, although `later` need
+  // not read `earlier`. Both must be node outputs of this builder (not inputs,
+  // constants or views: a view's order is its source's, so name that). An invalid
+  // id, a value that is not a node output, or `later == earlier` is this builder's
+  // error (kInvalidArgument); an edge that closes a longer cycle is found by
+  // build(), which reports the cycle and the control edge through it. Adding the
+  // same edge twice is harmless.
+  void run_after(ValueId later, ValueId earlier);
   void set_graph_precision(PrecisionFloor floor) { graph_.set_precision_floor(floor); }
   void output(ValueId v);
 

@@ -25,11 +25,12 @@
 //   of both buffers (symbol "kv"), and as graph outputs the rows
 //   [position, position + tokens) that this step's k and v projections write.
 //   The executor reads and writes caller tensors in place, so the new rows are in
-//   the cache when the layer's attention reads it; that ordering is a dependency
-//   the graph cannot state, so `load` checks in every planned bucket that each
-//   layer's k and v producers run before its attention and refuses the plan
-//   otherwise. Causality is a mask input [tokens, kv] (0 or -inf) the model fills
-//   per step, so a prefill can continue a cache at any position.
+//   the cache when the layer's attention reads it. No value connects the writers
+//   to the reader, so the graph states that order with control edges (graph.h's
+//   `run_after`: each layer's attention runs after its k and v producers), which
+//   every planned order respects. Causality is a mask input [tokens, kv] (0 or
+//   -inf) the model fills per step, so a prefill can continue a cache at any
+//   position.
 //
 // Determinism: the same tokens from the same cache state give bit-identical logits
 // (kernels are deterministic for a fixed thread count; see precision claims).
@@ -134,7 +135,8 @@ struct LlamaLoadOptions {
   // The strict policy for this load; nullopt keeps the registry's own (the
   // environment's SWITCHYARD_STRICT_KERNELS for the global registry).
   std::optional<StrictPolicy> strict;
-  // Null: the process-wide registry.
+  // Where every probe and seal of the load goes: the weight and node probes, their
+  // seal, and the planner's records and second seal. Null: the process-wide registry.
   Registry* registry = nullptr;
   // Cache capacity in tokens; 0 means min(context_length, 2048).
   std::int64_t max_context = 0;

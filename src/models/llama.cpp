@@ -2,17 +2,14 @@
 // comment of llama.h explains how the KV cache maps onto the planner.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "switchyard/backends.h"
-#include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/executor.h"
-#include "switchyard/half.h"
 #include "switchyard/llama.h"
 #include "switchyard/quant.h"
 
@@ -33,21 +30,8 @@ std::string attention_name(std::int64_t i) { return fmt::format("blk.{}.attentio
 // A weight converted to f32 at load (its kernel is missing on the selected
 // backend): the values every consumer sees, owned by the graph.
 Result<std::shared_ptr<const void>> to_f32(const GgufFile& file, const GgufTensorInfo& info) {
-  const std::int64_t n = info.shape.numel();
-  auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n));
-  std::span<const std::byte> bytes = file.tensor_bytes(info);
-  if (info.dtype == DType::kF32) {
-    std::memcpy(values->data(), bytes.data(), static_cast<std::size_t>(n) * sizeof(float));
-  } else if (info.dtype == DType::kF16 || info.dtype == DType::kBF16) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::uint16_t h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      (*values)[static_cast<std::size_t>(i)] =
-          info.dtype == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  } else {
-    SWITCHYARD_RETURN_IF_ERROR(dequantize(info.dtype, bytes, *values));
-  }
+  auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(info.shape.numel()));
+  SWITCHYARD_RETURN_IF_ERROR(row_to_f32(info.dtype, file.tensor_bytes(info), *values));
   return std::shared_ptr<const void>(values, values->data());
 }
 
@@ -110,6 +94,11 @@ class GraphAssembler {
           OpKind::kAttention,
           {qr, k_cache[static_cast<std::size_t>(i)], v_cache[static_cast<std::size_t>(i)], mask},
           attention_name(i), attn, "attention");
+      // The executor writes this block's new k and v rows (graph outputs) into the
+      // cache that the attention reads (graph inputs); no value connects the
+      // writers to the reader, so control edges order them.
+      b_.run_after(a, kr);
+      b_.run_after(a, v);
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId o, project(b_.reshape(a, {t, d}), i, "attn_output"));
       x = b_.add(x, o, p + "attn_residual", "residual");
       ValueId fn = b_.op(OpKind::kRmsNorm, {x, norm_weight(block_tensor_name(i, "ffn_norm"))},
@@ -212,39 +201,6 @@ class GraphAssembler {
   ValueId embd_;
 };
 
-// The executor writes each layer's new k and v rows into the cache (graph outputs)
-// and reads the cache (graph inputs) in its attention; nothing in the graph orders
-// the two, so every bucket's step order is checked here.
-Status check_cache_order(const ExecutionPlan& plan, std::int64_t blocks) {
-  const Graph& g = plan.graph();
-  for (std::size_t b = 0; b < plan.bucket_count(); ++b) {
-    const BucketPlan& bucket = plan.bucket(b);
-    std::vector<std::int64_t> step_of(g.nodes().size(), -1);
-    for (std::size_t s = 0; s < bucket.steps.size(); ++s) {
-      if (bucket.steps[s].node >= 0) {
-        step_of[static_cast<std::size_t>(bucket.steps[s].node)] = static_cast<std::int64_t>(s);
-      }
-    }
-    for (std::int64_t i = 0; i < blocks; ++i) {
-      const std::int32_t attention = g.find_node(attention_name(i));
-      const std::int32_t k = g.find_node(k_new_name(i));
-      const std::int32_t v = g.find_node(v_new_name(i));
-      if (attention < 0 || k < 0 || v < 0) {
-        return internal_error(fmt::format(
-            "llama: planned graph lost block {}'s attention or cache writers (fused away?)", i));
-      }
-      const std::int64_t at = step_of[static_cast<std::size_t>(attention)];
-      if (step_of[static_cast<std::size_t>(k)] >= at ||
-          step_of[static_cast<std::size_t>(v)] >= at) {
-        return internal_error(
-            fmt::format("llama: bucket '{}' runs block {}'s attention before its k/v cache writes",
-                        bucket.name, i));
-      }
-    }
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 std::string LlamaKernelReport::render() const {
@@ -323,6 +279,9 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
 
   PlanOptions plan_options;
   plan_options.policy.preferred = {options.backend};
+  // Planning records its resolutions and seals again: in this load's registry, the
+  // one the probes went to, never the process-wide one behind the caller's back.
+  plan_options.registry = &registry;
   plan_options.buckets = {
       {"decode", {{std::string(kTokens), 1, 1}, {"kv", 1, s.max_context}}},
       {"prefill",
@@ -330,7 +289,6 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
         {"kv", 2, s.max_context}}},
   };
   SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan planned, plan_graph(graph, table, plan_options));
-  SWITCHYARD_RETURN_IF_ERROR(check_cache_order(planned, c.block_count));
   for (const BucketReport& b : planned.report().buckets) {
     LlamaKernelReport::BucketNodes nodes{b.name, {}};
     for (const BackendTotal& t : b.per_backend) nodes.nodes.emplace_back(t.backend, t.nodes);

@@ -1,12 +1,10 @@
 // The embedded default llama model: generate_synthetic_llama (f32) re-stored with
 // the quantized types real files mix.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "switchyard/half.h"
 #include "switchyard/llama.h"
 #include "switchyard/quant.h"
 
@@ -53,7 +51,7 @@ Status quantize_synthetic_llama(SyntheticModel& model, std::span<const TensorTyp
     if (rule == rules.end() || t.dtype != DType::kF32 || rule->dtype == DType::kF32) continue;
     const DType to = rule->dtype;
     std::vector<float> values(static_cast<std::size_t>(t.shape.numel()));
-    std::memcpy(values.data(), t.data.data(), values.size() * sizeof(float));
+    SWITCHYARD_RETURN_IF_ERROR(row_to_f32(DType::kF32, t.data, values));
     Result<std::int64_t> row = row_bytes(to, t.shape.inner());
     if (!row.is_ok()) {
       return invalid_argument_error(fmt::format("synthetic llama: tensor '{}' {} cannot be {}: {}",
@@ -61,14 +59,7 @@ Status quantize_synthetic_llama(SyntheticModel& model, std::span<const TensorTyp
                                                 row.status().message()));
     }
     std::vector<std::byte> out(static_cast<std::size_t>(*row * t.shape.outer()));
-    if (to == DType::kF16 || to == DType::kBF16) {
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        const std::uint16_t h = to == DType::kF16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
-      }
-    } else {
-      SWITCHYARD_RETURN_IF_ERROR(quantize(to, values, out));
-    }
+    SWITCHYARD_RETURN_IF_ERROR(row_from_f32(to, values, out));
     t.data = std::move(out);
     t.dtype = to;
   }

@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "switchyard/half.h"
 #include "switchyard/quant.h"
 
 namespace switchyard {
@@ -137,44 +136,6 @@ std::string rule_text(const QuantizeRule& r) {
   return fmt::format("{}={}", r.pattern, name(r.dtype));
 }
 
-// Row conversion through f32.
-void to_f32(DType from, const std::byte* src, std::span<float> out) {
-  switch (from) {
-    case DType::kF32: std::memcpy(out.data(), src, out.size_bytes()); return;
-    case DType::kF16:
-    case DType::kBF16:
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        out[i] = from == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-      }
-      return;
-    default: {
-      // The planner sends only float and quantized tensors here, whose row sizes it
-      // checked: dequantize cannot fail.
-      const auto bytes = static_cast<std::size_t>(*row_bytes(from, std::ssize(out)));
-      SWITCHYARD_CHECK(dequantize(from, std::span(src, bytes), out).is_ok());
-    }
-  }
-}
-
-Status from_f32(DType to, std::span<const float> row, std::byte* dst) {
-  switch (to) {
-    case DType::kF32: std::memcpy(dst, row.data(), row.size_bytes()); return Status::ok();
-    case DType::kF16:
-    case DType::kBF16:
-      for (std::size_t i = 0; i < row.size(); ++i) {
-        const std::uint16_t h = to == DType::kF16 ? f32_to_f16(row[i]) : f32_to_bf16(row[i]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-      return Status::ok();
-    default: {
-      const auto bytes = static_cast<std::size_t>(*row_bytes(to, std::ssize(row)));
-      return quantize(to, row, std::span(dst, bytes));
-    }
-  }
-}
-
 // Converts `rows` rows starting at input row `first_row` into `out`, in parallel
 // over rows. On failure reports the lowest failing row, whatever the thread count.
 Status convert_rows(const TensorQuantizeDecision& d, std::span<const std::byte> input,
@@ -194,8 +155,11 @@ Status convert_rows(const TensorQuantizeDecision& d, std::span<const std::byte> 
   auto body = [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> f32(static_cast<std::size_t>(inner));
     for (std::int64_t r = begin; r < end; ++r) {
-      to_f32(d.from, src + static_cast<std::size_t>(r) * in_row, f32);
-      Status st = from_f32(d.to, f32, out.data() + static_cast<std::size_t>(r) * out_row);
+      Status st =
+          row_to_f32(d.from, std::span(src + static_cast<std::size_t>(r) * in_row, in_row), f32);
+      if (st.is_ok()) {
+        st = row_from_f32(d.to, f32, out.subspan(static_cast<std::size_t>(r) * out_row, out_row));
+      }
       if (!st.is_ok()) {
         std::lock_guard lock(mutex);
         if (failed_row < 0 || r < failed_row) {

@@ -3,12 +3,10 @@
 
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
 
-#include "switchyard/half.h"
 #include "switchyard/quant.h"
 
 namespace switchyard {
@@ -78,33 +76,15 @@ constexpr std::string_view kStorableText =
     "activations)";
 
 Result<std::vector<std::byte>> encode(DType t, const std::vector<float>& values) {
-  std::vector<std::byte> out;
-  switch (t) {
-    case DType::kF32:
-      out.resize(values.size() * 4);
-      std::memcpy(out.data(), values.data(), out.size());
-      return out;
-    case DType::kF16:
-    case DType::kBF16: {
-      out.resize(values.size() * 2);
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        const std::uint16_t h = t == DType::kF16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
-      }
-      return out;
-    }
-    default: {
-      if (!storable(t)) {
-        return invalid_argument_error(
-            fmt::format("the synthetic generator stores {}, not {}", kStorableText, name(t)));
-      }
-      SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t bytes,
-                                  row_bytes(t, static_cast<std::int64_t>(values.size())));
-      out.resize(static_cast<std::size_t>(bytes));
-      SWITCHYARD_RETURN_IF_ERROR(quantize(t, values, out));
-      return out;
-    }
+  if (!storable(t)) {
+    return invalid_argument_error(
+        fmt::format("the synthetic generator stores {}, not {}", kStorableText, name(t)));
   }
+  SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t bytes,
+                              row_bytes(t, static_cast<std::int64_t>(values.size())));
+  std::vector<std::byte> out(static_cast<std::size_t>(bytes));
+  SWITCHYARD_RETURN_IF_ERROR(row_from_f32(t, values, out));
+  return out;
 }
 
 Status check_size(std::string_view what, std::int64_t value) {

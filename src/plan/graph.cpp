@@ -409,6 +409,33 @@ std::string Graph::shape_string(const Shape& shape) const {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
+namespace {
+
+// Why node `node` cannot have a control edge to `v`, or ok: the edge must name a
+// value of the graph that some node produces.
+Status check_control_edge(std::span<const Value> values, std::span<const Node> nodes,
+                          const Node& node, ValueId v) {
+  if (!v.valid() || static_cast<std::size_t>(v.index) >= values.size()) {
+    return invalid_argument_error(
+        fmt::format("node '{}' runs after value #{}, which does not exist (dangling control edge)",
+                    node.name, v.index));
+  }
+  const Value& value = values[v.index];
+  if (value.kind != ValueKind::kNodeOutput) {
+    return invalid_argument_error(fmt::format(
+        "node '{}' runs after '{}' ({}), which is not a node output; a control edge names one",
+        node.name, value.name, name(value.kind)));
+  }
+  if (value.producer < 0 || static_cast<std::size_t>(value.producer) >= nodes.size()) {
+    return invalid_argument_error(
+        fmt::format("node '{}' runs after '{}', which no node produces (dangling control edge)",
+                    node.name, value.name));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::vector<std::int32_t>> Graph::topological_order() const {
   const std::size_t n = nodes_.size();
   auto producer_of = [&](ValueId id) -> std::int32_t {
@@ -419,7 +446,13 @@ Result<std::vector<std::int32_t>> Graph::topological_order() const {
                             : v;
     return base.kind == ValueKind::kNodeOutput ? base.producer : -1;
   };
-  std::vector<int> pending(n, 0);
+  // Per node, the nodes it waits for: data edges first, then control edges (so
+  // a cycle is blamed on a control edge only when no data edge explains it).
+  struct Edge {
+    std::int32_t from;
+    bool control;
+  };
+  std::vector<std::vector<Edge>> preds(n);
   std::vector<std::vector<std::int32_t>> consumers(n);
   for (std::size_t i = 0; i < n; ++i) {
     for (ValueId in : nodes_[i].inputs) {
@@ -430,8 +463,7 @@ Result<std::vector<std::int32_t>> Graph::topological_order() const {
       }
       const std::int32_t p = producer_of(in);
       if (p >= 0) {
-        ++pending[i];
-        consumers[p].push_back(static_cast<std::int32_t>(i));
+        preds[i].push_back({p, false});
       } else if (values_[in.index].kind == ValueKind::kNodeOutput ||
                  (values_[in.index].kind == ValueKind::kView &&
                   values_[values_[in.index].source.index].kind == ValueKind::kNodeOutput)) {
@@ -440,6 +472,15 @@ Result<std::vector<std::int32_t>> Graph::topological_order() const {
                         nodes_[i].name, values_[in.index].name));
       }
     }
+    for (ValueId v : nodes_[i].after) {
+      SWITCHYARD_RETURN_IF_ERROR(check_control_edge(values_, nodes_, nodes_[i], v));
+      preds[i].push_back({values_[v.index].producer, true});
+    }
+  }
+  std::vector<int> pending(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    pending[i] = static_cast<int>(preds[i].size());
+    for (const Edge& e : preds[i]) consumers[e.from].push_back(static_cast<std::int32_t>(i));
   }
   // Kahn's algorithm with a min-heap: among ready nodes the lowest index runs first,
   // so the order is deterministic and close to the order nodes were added.
@@ -457,16 +498,33 @@ Result<std::vector<std::int32_t>> Graph::topological_order() const {
       if (--pending[c] == 0) ready.push(c);
     }
   }
-  if (order.size() != n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (pending[i] > 0) {
-        return invalid_argument_error(fmt::format(
-            "the graph has a cycle through node '{}' ({} of {} nodes cannot be ordered)",
-            nodes_[i].name, n - order.size(), n));
-      }
+  if (order.size() == n) return order;
+
+  // Every node left over waits for another node left over; stepping back to the
+  // first such predecessor n times must end on a cycle, which one more lap walks.
+  auto first_waiting = [&](std::int32_t u) -> const Edge& {
+    for (const Edge& e : preds[u]) {
+      if (pending[e.from] > 0) return e;
     }
-  }
-  return order;
+    SWITCHYARD_CHECK_MSG(false, "topological_order: a stuck node with no stuck predecessor");
+    return preds[u].front();
+  };
+  std::int32_t on_cycle = 0;
+  while (pending[on_cycle] == 0) ++on_cycle;
+  for (std::size_t step = 0; step < n; ++step) on_cycle = first_waiting(on_cycle).from;
+  std::string control_text;
+  std::int32_t u = on_cycle;
+  do {
+    const Edge& e = first_waiting(u);
+    if (e.control && control_text.empty()) {
+      control_text = fmt::format("; the control edge \"'{}' runs after '{}'\" closes it",
+                                 nodes_[u].name, nodes_[e.from].name);
+    }
+    u = e.from;
+  } while (u != on_cycle);
+  return invalid_argument_error(
+      fmt::format("the graph has a cycle through node '{}'{} ({} of {} nodes cannot be ordered)",
+                  nodes_[on_cycle].name, control_text, n - order.size(), n));
 }
 
 Status Graph::validate() const {
@@ -538,6 +596,9 @@ Status Graph::validate() const {
     if (out.producer != static_cast<std::int32_t>(i)) {
       return invalid_argument_error(fmt::format("{} writes '{}', which node '{}' also produces",
                                                 label_of(), out.name, nodes_[out.producer].name));
+    }
+    for (ValueId v : node.after) {
+      SWITCHYARD_RETURN_IF_ERROR(check_control_edge(values_, nodes_, node, v));
     }
   }
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::int32_t> order, topological_order());
@@ -728,6 +789,29 @@ void GraphBuilder::require_precision(ValueId v, PrecisionFloor floor) {
     return;
   }
   graph_.mutable_node(value.producer).precision_floor = floor;
+}
+
+void GraphBuilder::run_after(ValueId later, ValueId earlier) {
+  const ValueId ids[] = {later, earlier};
+  if (!usable(ids, "run_after")) return;
+  for (ValueId v : ids) {
+    const Value& value = graph_.value(v);
+    if (value.kind != ValueKind::kNodeOutput) {
+      status_ = invalid_argument_error(fmt::format(
+          "run_after: '{}' ({}) is not a node output; a control edge orders nodes, so it "
+          "names the values they produce{}",
+          value.name, name(value.kind),
+          value.kind == ValueKind::kView ? " (here, the view's source)" : ""));
+      return;
+    }
+  }
+  if (later == earlier) {
+    status_ = invalid_argument_error(
+        fmt::format("run_after: node '{}' cannot run after itself", graph_.value(later).name));
+    return;
+  }
+  std::vector<ValueId>& after = graph_.mutable_node(graph_.value(later).producer).after;
+  if (std::find(after.begin(), after.end(), earlier) == after.end()) after.push_back(earlier);
 }
 
 void GraphBuilder::output(ValueId v) {

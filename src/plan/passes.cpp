@@ -81,6 +81,7 @@ Graph compact(const Graph& old, const std::vector<Value>& values, const std::vec
   }
   for (const Node& n : nodes) {
     for (ValueId in : n.inputs) keep[in.index] = 1;
+    for (ValueId a : n.after) keep[a.index] = 1;
     keep[n.output.index] = 1;
   }
   for (ValueId o : old.outputs()) keep[o.index] = 1;
@@ -104,6 +105,7 @@ Graph compact(const Graph& old, const std::vector<Value>& values, const std::vec
   }
   for (Node n : nodes) {
     for (ValueId& in : n.inputs) in = remap[in.index];
+    for (ValueId& a : n.after) a = remap[a.index];
     n.output = remap[n.output.index];
     g.add_node(std::move(n));
   }
@@ -230,6 +232,19 @@ std::string dtypes_text(std::span<const DType> d) {
 
 }  // namespace
 
+// Note [Fusion and control edges]
+// A control edge (Node::after, graph.h) orders two nodes no value connects, and
+// fusion must neither drop one nor let one close a cycle. Edges *into* a region
+// (a region node runs after some outside node) move to the fused node: it then
+// waits for everything any of its parts waited for, which keeps every order the
+// edges asked for. Edges between two nodes of the region vanish with the region.
+// Edges *out of* an inner node (an outside node runs after an inner node) are
+// refused, the fusion skipped with its reason, exactly as an intermediate value
+// read outside the pattern is: moved to the fused node, such an edge could close a
+// cycle (the outside node may itself feed the region's output node), and with both
+// kinds refused every path out of a region leaves from its output node, so fusing
+// can create no cycle. The anchor's own outgoing edges name its output value,
+// which the fused node keeps, so they need no rewriting.
 Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& options,
            PlanReport& report) {
   std::vector<Value> values(graph.values().begin(), graph.values().end());
@@ -266,6 +281,19 @@ Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& opti
     }
     return readers[v.index] > inside;
   };
+  // Control edges naming each value (Node::after), kept current the same way; see
+  // Note [Fusion and control edges].
+  std::vector<int> ordered_before(values.size(), 0);
+  for (const Node& n : nodes) {
+    for (ValueId a : n.after) ++ordered_before[a.index];
+  }
+  auto ordered_before_outside = [&](ValueId v, const std::vector<std::int32_t>& region) {
+    int inside = 0;
+    for (std::int32_t g : region) {
+      for (ValueId a : nodes[g].after) inside += a == v ? 1 : 0;
+    }
+    return ordered_before[v.index] > inside;
+  };
   const std::size_t fusions_before = report.fusions.size();
 
   Result<std::vector<std::int32_t>> order_or = graph.topological_order();
@@ -283,14 +311,27 @@ Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& opti
         continue;
       }
       bool contained = true;
+      const Node* ordered = nullptr;
       for (std::size_t pn = 0; pn < p.nodes.size(); ++pn) {
         if (static_cast<int>(pn) == p.output) continue;
-        if (uses_outside(nodes[s.node_match[pn]].output, s.node_match)) contained = false;
+        const Node& inner = nodes[s.node_match[pn]];
+        if (uses_outside(inner.output, s.node_match)) contained = false;
+        if (ordered == nullptr && ordered_before_outside(inner.output, s.node_match)) {
+          ordered = &inner;
+        }
       }
       const Node& out_node = nodes[anchor];
       if (!contained) {
         report.skipped_fusions.push_back(
             {p.rule, out_node.name, "an intermediate value is used outside the pattern"});
+        continue;
+      }
+      if (ordered != nullptr) {
+        report.skipped_fusions.push_back(
+            {p.rule, out_node.name,
+             fmt::format("a node outside the pattern must run after its inner node '{}' "
+                         "(a control edge)",
+                         ordered->name)});
         continue;
       }
       std::vector<ValueId> inputs = s.inputs;
@@ -311,6 +352,17 @@ Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& opti
       fused.inputs = inputs;
       fused.output = out_node.output;
       if (p.params_from >= 0) fused.params = nodes[s.node_match[p.params_from]].params;
+      // The region's control edges, less those between its own nodes.
+      for (std::int32_t g : s.node_match) {
+        for (ValueId a : nodes[g].after) {
+          const bool internal = std::any_of(s.node_match.begin(), s.node_match.end(),
+                                            [&](std::int32_t r) { return nodes[r].output == a; });
+          if (!internal &&
+              std::find(fused.after.begin(), fused.after.end(), a) == fused.after.end()) {
+            fused.after.push_back(a);
+          }
+        }
+      }
       fused.name = out_node.name;
       fused.role = out_node.role;
       fused.precision_floor = out_node.precision_floor;
@@ -365,9 +417,11 @@ Graph fuse(Graph graph, const KernelBindingTable& table, const PlanOptions& opti
       for (std::int32_t g : s.node_match) {
         applied.replaced.push_back(nodes[g].name);
         for (ValueId in : nodes[g].inputs) --readers[in.index];
+        for (ValueId a : nodes[g].after) --ordered_before[a.index];
         if (g != anchor) removed[g] = 1;
       }
       for (ValueId in : fused.inputs) ++readers[in.index];
+      for (ValueId a : fused.after) ++ordered_before[a.index];
       nodes[anchor] = std::move(fused);
       report.fusions.push_back(std::move(applied));
     }
@@ -502,6 +556,8 @@ Graph reconcile_dtypes(Graph graph, const KernelBindingTable& table, const PlanO
         wide.shape = values[original.index].shape;
         values.push_back(wide);
         const ValueId wide_id{static_cast<std::int32_t>(values.size() - 1)};
+        // Control edges naming `original` now wait for this cast, which runs
+        // after the node: later still, so their order holds.
         cast.name = fmt::format("{}.cast_out", node.name);
         cast.inputs = {wide_id};
         cast.output = original;

@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "switchyard/half.h"
 #include "switchyard/quant.h"
 #include "switchyard/quant_blocks.h"
 
@@ -1054,6 +1055,62 @@ Status dequantize(DType t, std::span<const std::byte> src, std::span<float> dst)
   SWITCHYARD_RETURN_IF_ERROR(
       quant::check_sizes(t, static_cast<std::int64_t>(dst.size()), src.size(), "dequantize"));
   quant::dequantize_row(t, src.data(), dst.data(), static_cast<std::int64_t>(dst.size()));
+  return Status::ok();
+}
+
+namespace {
+
+// The dense dtypes row conversion handles; the block types go through
+// quantize() / dequantize(), which check their own sizes.
+bool is_dense_row_dtype(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
+
+Status check_dense_row(DType t, std::size_t elems, std::size_t bytes, std::string_view what) {
+  if (!is_dense_row_dtype(t)) {
+    return invalid_argument_error(
+        fmt::format("{}: {} is not f32, f16, bf16 or a block-quantized dtype", what, name(t)));
+  }
+  const std::size_t need = elems * static_cast<std::size_t>(dense_bytes(t));
+  if (bytes != need) {
+    return invalid_argument_error(fmt::format("{}: {} elements of {} take {} bytes, got {}", what,
+                                              elems, name(t), need, bytes));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status row_to_f32(DType from, std::span<const std::byte> src, std::span<float> dst) {
+  if (is_quantized(from)) return dequantize(from, src, dst);
+  SWITCHYARD_RETURN_IF_ERROR(check_dense_row(from, dst.size(), src.size(), "row_to_f32"));
+  if (dst.empty()) return Status::ok();
+  if (from == DType::kF32) {
+    std::memcpy(dst.data(), src.data(), dst.size_bytes());
+    return Status::ok();
+  }
+  const bool f16 = from == DType::kF16;
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    std::uint16_t h;
+    std::memcpy(&h, src.data() + 2 * i, 2);
+    dst[i] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+  return Status::ok();
+}
+
+Status row_from_f32(DType to, std::span<const float> src, std::span<std::byte> dst) {
+  if (is_quantized(to)) return quantize(to, src, dst);
+  SWITCHYARD_RETURN_IF_ERROR(check_dense_row(to, src.size(), dst.size(), "row_from_f32"));
+  if (src.empty()) return Status::ok();
+  if (to == DType::kF32) {
+    std::memcpy(dst.data(), src.data(), src.size_bytes());
+    return Status::ok();
+  }
+  const bool f16 = to == DType::kF16;
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    const std::uint16_t h = f16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+    std::memcpy(dst.data() + 2 * i, &h, 2);
+  }
   return Status::ok();
 }
 

@@ -425,6 +425,71 @@ TEST(LlamaKernelsTest, MaskedKernelIsAViolationAndTheSlowPathStillComputes) {
   EXPECT_LT(max_scaled_error(got, testing::LlamaReference(file).logits(t)), 2e-2);
 }
 
+// Every probe and seal of a load goes to the registry the caller passed: the
+// loader's probes (recorded from llama.cpp) and the planner's records (from
+// planner.cpp), each followed by a seal. The process-wide registry sees nothing.
+TEST(LlamaKernelsTest, PassedRegistryGetsEveryProbeAndSeal) {
+  Registry& global = global_registry();
+  if (!global.enabled()) GTEST_SKIP() << "SWITCHYARD_KERNEL_REGISTRY disables the global registry";
+  global.reset();
+  GgufFile file = mixed_file("own_registry");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+
+  const std::vector<RegistryEntry> leaked = global.entries();
+  EXPECT_TRUE(leaked.empty()) << leaked.size() << " rows, the first: " << leaked[0].to_string();
+  EXPECT_FALSE(global.is_sealed());
+
+  EXPECT_TRUE(r.registry.is_sealed());
+  auto recorded_from = [&](std::string_view file_suffix) {
+    for (const RegistryEntry& e : r.registry.entries()) {
+      if (std::string_view(e.site.file_name()).ends_with(file_suffix)) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(recorded_from("models/llama.cpp"));
+  EXPECT_TRUE(recorded_from("plan/planner.cpp"));
+  global.reset();
+}
+
+// Each block's attention reads the cache that its k and v producers write (caller
+// memory, not a graph value): the graph states that order with control edges, and
+// every bucket runs it.
+TEST(LlamaKernelsTest, AttentionRunsAfterItsCacheWrites) {
+  GgufFile file = mixed_file("cache_order");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const Graph& g = model->plan().graph();
+  const std::int64_t blocks = model->config().block_count;
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::int32_t attention = g.find_node(p + "attention");
+    const std::int32_t k = g.find_node(p + "k_rope");
+    const std::int32_t v = g.find_node(p + "attn_v");
+    ASSERT_GE(attention, 0);
+    ASSERT_GE(k, 0);
+    ASSERT_GE(v, 0);
+    const std::vector<ValueId>& after = g.node(attention).after;
+    EXPECT_NE(std::find(after.begin(), after.end(), g.node(k).output), after.end()) << p;
+    EXPECT_NE(std::find(after.begin(), after.end(), g.node(v).output), after.end()) << p;
+  }
+  ASSERT_EQ(model->plan().report().buckets.size(), 2u);
+  for (const BucketReport& bucket : model->plan().report().buckets) {
+    std::vector<std::string> order;
+    for (const NodeReport& n : bucket.nodes) order.push_back(n.name);
+    auto at = [&](const std::string& name) {
+      return std::find(order.begin(), order.end(), name) - order.begin();
+    };
+    for (std::int64_t i = 0; i < blocks; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      EXPECT_LT(at(p + "k_rope"), at(p + "attention")) << bucket.name << " " << p;
+      EXPECT_LT(at(p + "attn_v"), at(p + "attention")) << bucket.name << " " << p;
+    }
+  }
+}
+
 TEST(LlamaKernelsTest, MissingBackendIsUnavailable) {
   const auto compiled = compiled_backends();
   if (std::find(compiled.begin(), compiled.end(), BackendId::kCuda) != compiled.end()) {

@@ -96,6 +96,92 @@ TEST(Fusion, IntermediateUsedElsewhereBlocksFusion) {
   EXPECT_THAT(plan->report().skipped_fusions[0].reason, HasSubstr("outside the pattern"));
 }
 
+// x -> fc (matmul) -> fc_bias (+ broadcast bias): the linear pattern; then an
+// unrelated relu "other", added last.
+struct LinearAndOther {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {2, 4});
+  ValueId fc = b.matmul(x, b.constant_f32("w", {4, 4}, ramp(16, 1)), "fc");
+  ValueId fc_bias =
+      b.add(fc, b.broadcast(b.constant_f32("bias", {4}, ramp(4, 2)), {2, 4}), "fc_bias");
+  ValueId other = b.relu(x, "other");
+  LinearAndOther() {
+    b.output(fc_bias);
+    b.output(other);
+  }
+};
+
+TableSnapshot fusing_table() {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  register_fused(t, BackendId::kCpu, "test");
+  return finalize(std::move(t));
+}
+
+// Node names in the order bucket 0 runs them (the report follows the steps).
+std::vector<std::string> run_order(const ExecutionPlan& plan) {
+  std::vector<std::string> names;
+  for (const NodeReport& n : plan.report().buckets[0].nodes) names.push_back(n.name);
+  return names;
+}
+
+TEST(Fusion, ControlEdgeIntoARegionMovesToTheFusedNode) {
+  LinearAndOther plain;
+  Result<ExecutionPlan> unordered = plan_graph(std::move(plain.b).build().value(), fusing_table());
+  ASSERT_TRUE(unordered.is_ok()) << unordered.status().to_string();
+  EXPECT_THAT(run_order(*unordered), ElementsAre("fc_bias", "other"));
+
+  // The inner matmul waits for "other": after fusion the fused node does.
+  LinearAndOther f;
+  f.b.run_after(f.fc, f.other);
+  Result<ExecutionPlan> plan = plan_graph(std::move(f.b).build().value(), fusing_table());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->report().fusions.size(), 1u);
+  EXPECT_EQ(plan->report().fusions[0].rule, "linear");
+  EXPECT_THAT(run_order(*plan), ElementsAre("other", "fc_bias"));
+  const Graph& g = plan->graph();
+  const Node& fused = g.node(g.find_node("fc_bias"));
+  EXPECT_EQ(fused.op, OpKind::kLinear);
+  ASSERT_EQ(fused.after.size(), 1u);
+  EXPECT_EQ(g.value(fused.after[0]).name, "other");
+}
+
+TEST(Fusion, ControlEdgeInsideARegionVanishesWithIt) {
+  LinearAndOther f;
+  f.b.run_after(f.fc_bias, f.fc);  // already implied by the data edge
+  Result<ExecutionPlan> plan = plan_graph(std::move(f.b).build().value(), fusing_table());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->report().fusions.size(), 1u);
+  const Graph& g = plan->graph();
+  EXPECT_TRUE(g.node(g.find_node("fc_bias")).after.empty());
+}
+
+TEST(Fusion, ControlEdgeOutOfAnInnerNodeBlocksFusion) {
+  LinearAndOther f;
+  f.b.run_after(f.other, f.fc);  // "other" must follow the inner matmul
+  Result<ExecutionPlan> plan = plan_graph(std::move(f.b).build().value(), fusing_table());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_TRUE(plan->report().fusions.empty());
+  ASSERT_EQ(plan->report().skipped_fusions.size(), 1u);
+  EXPECT_THAT(plan->report().skipped_fusions[0].reason, HasSubstr("inner node 'fc'"));
+  EXPECT_THAT(plan->report().skipped_fusions[0].reason, HasSubstr("control edge"));
+  EXPECT_THAT(run_order(*plan), ElementsAre("fc", "fc_bias", "other"));
+}
+
+TEST(Fusion, ControlEdgeOutOfTheOutputNodeStaysOnTheFusedNode) {
+  // "other" follows the region's output node, whose value the fused node keeps.
+  LinearAndOther f;
+  f.b.run_after(f.other, f.fc_bias);
+  Result<ExecutionPlan> plan = plan_graph(std::move(f.b).build().value(), fusing_table());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->report().fusions.size(), 1u);
+  EXPECT_THAT(run_order(*plan), ElementsAre("fc_bias", "other"));
+  const Graph& g = plan->graph();
+  const Node& other = g.node(g.find_node("other"));
+  ASSERT_EQ(other.after.size(), 1u);
+  EXPECT_EQ(g.value(other.after[0]).producer, g.find_node("fc_bias"));
+}
+
 TEST(Fusion, FusionCanBeTurnedOff) {
   KernelBindingTable t;
   register_basic(t, BackendId::kCpu, "test");

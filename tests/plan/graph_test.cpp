@@ -177,6 +177,158 @@ TEST(Graph, TopologicalOrderIsStableAndRespectsEdges) {
   EXPECT_EQ(*order, (std::vector<std::int32_t>{0, 1, 2}));
 }
 
+// --- control edges ---------------------------------------------------------------
+
+// Four independent relus of one input, added a, b, c, d.
+struct FourRelus {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4});
+  ValueId a = b.relu(x, "a");
+  ValueId bv = b.relu(x, "b");
+  ValueId c = b.relu(x, "c");
+  ValueId d = b.relu(x, "d");
+  FourRelus() {
+    for (ValueId v : {a, bv, c, d}) b.output(v);
+  }
+};
+
+std::vector<std::int32_t> order_of(const Graph& g) {
+  Result<std::vector<std::int32_t>> order = g.topological_order();
+  EXPECT_TRUE(order.is_ok()) << order.status().to_string();
+  return order.is_ok() ? *order : std::vector<std::int32_t>{};
+}
+
+TEST(GraphControlEdges, RunAfterMovesOnlyWhatItMust) {
+  FourRelus without;
+  Result<Graph> plain = std::move(without.b).build();
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_EQ(order_of(*plain), (std::vector<std::int32_t>{0, 1, 2, 3}));
+
+  // "a" waits for "d"; b and c keep their places ahead of both.
+  FourRelus with;
+  with.b.run_after(with.a, with.d);
+  Result<Graph> g = std::move(with.b).build();
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(order_of(*g), (std::vector<std::int32_t>{1, 2, 3, 0}));
+  EXPECT_EQ(g->node(0).after, (std::vector<ValueId>{with.d}));
+}
+
+TEST(GraphControlEdges, EdgesChainAndRepeatsAreHarmless) {
+  FourRelus f;
+  f.b.run_after(f.a, f.c);
+  f.b.run_after(f.c, f.d);
+  f.b.run_after(f.a, f.c);  // the same edge again
+  Result<Graph> g = std::move(f.b).build();
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(g->node(0).after.size(), 1u);
+  EXPECT_EQ(order_of(*g), (std::vector<std::int32_t>{1, 3, 2, 0}));
+}
+
+TEST(GraphControlEdges, EdgeAlongADataEdgeKeepsTheOrder) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4});
+  ValueId first = b.relu(x, "first");
+  ValueId second = b.relu(first, "second");
+  b.run_after(second, first);
+  b.output(second);
+  Result<Graph> g = std::move(b).build();
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(order_of(*g), (std::vector<std::int32_t>{0, 1}));
+}
+
+TEST(GraphControlEdges, CycleThroughAControlEdgeIsRefusedAtBuild) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {4});
+  ValueId first = b.relu(x, "first");
+  ValueId second = b.relu(first, "second");
+  b.run_after(first, second);  // but "second" reads "first"
+  b.output(second);
+  EXPECT_TRUE(b.status().is_ok());  // a longer cycle is found by build()
+  Result<Graph> g = std::move(b).build();
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  const std::string_view m = g.status().message();
+  EXPECT_NE(m.find("cycle"), std::string_view::npos) << m;
+  EXPECT_NE(m.find("control edge \"'first' runs after 'second'\""), std::string_view::npos) << m;
+}
+
+TEST(GraphControlEdges, DataCycleIsNotBlamedOnAControlEdge) {
+  Graph g = two_node_graph();
+  Status s = g.validate();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.message().find("control edge"), std::string_view::npos) << s.to_string();
+}
+
+TEST(GraphControlEdges, NodeCannotRunAfterItself) {
+  FourRelus f;
+  f.b.run_after(f.a, f.a);
+  EXPECT_EQ(f.b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(f.b.status().message().find("'a' cannot run after itself"), std::string_view::npos)
+      << f.b.status().to_string();
+  EXPECT_FALSE(std::move(f.b).build().is_ok());
+}
+
+TEST(GraphControlEdges, RunAfterRefusesWhatIsNotANodeOutput) {
+  {
+    FourRelus f;
+    f.b.run_after(f.a, ValueId{});
+    EXPECT_NE(f.b.status().message().find("does not exist"), std::string_view::npos)
+        << f.b.status().to_string();
+  }
+  {
+    FourRelus f;
+    f.b.run_after(ValueId{1000}, f.a);
+    EXPECT_NE(f.b.status().message().find("does not exist"), std::string_view::npos)
+        << f.b.status().to_string();
+  }
+  {
+    FourRelus f;
+    f.b.run_after(f.a, f.x);
+    EXPECT_NE(f.b.status().message().find("'x' (input) is not a node output"),
+              std::string_view::npos)
+        << f.b.status().to_string();
+    EXPECT_FALSE(std::move(f.b).build().is_ok());
+  }
+  {
+    FourRelus f;
+    ValueId view = f.b.reshape(f.d, {2, 2}, "d_view");
+    f.b.run_after(f.a, view);
+    EXPECT_NE(f.b.status().message().find("view's source"), std::string_view::npos)
+        << f.b.status().to_string();
+  }
+}
+
+TEST(GraphControlEdges, ValidateRefusesDanglingControlEdges) {
+  FourRelus f;
+  Result<Graph> built = std::move(f.b).build();
+  ASSERT_TRUE(built.is_ok());
+
+  Graph dangling = *built;
+  dangling.mutable_node(0).after.push_back(ValueId{42});
+  Status s = dangling.validate();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("node 'a' runs after value #42"), std::string_view::npos)
+      << s.to_string();
+  EXPECT_FALSE(dangling.topological_order().is_ok());
+
+  Graph on_input = *built;
+  on_input.mutable_node(0).after.push_back(f.x);
+  s = on_input.validate();
+  EXPECT_NE(s.message().find("'x' (input), which is not a node output"), std::string_view::npos)
+      << s.to_string();
+  EXPECT_FALSE(on_input.topological_order().is_ok());
+
+  // A node-output value that no node produces.
+  Graph orphan = *built;
+  Value v;
+  v.name = "orphan";
+  v.shape = Shape{4};
+  v.kind = ValueKind::kNodeOutput;
+  orphan.mutable_node(0).after.push_back(orphan.add_value(v));
+  EXPECT_FALSE(orphan.validate().is_ok());
+  EXPECT_FALSE(orphan.topological_order().is_ok());
+}
+
 TEST(Graph, InferOutputFollowsOpsContracts) {
   const OpParams p;
   auto infer = [&](OpKind op, std::vector<OperandInfo> in) { return infer_output(op, in, p); };

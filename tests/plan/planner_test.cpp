@@ -313,6 +313,110 @@ TEST(DtypeReconciliation, WithoutCastKernelsTheNodeFailsWithTheMiss) {
 
 // --- buffers and copies -------------------------------------------------------------
 
+// --- control edges ---------------------------------------------------------------
+
+// The graph nodes of bucket 0's kernel steps, in the order the executor runs them.
+std::vector<std::string> step_order(const ExecutionPlan& plan) {
+  std::vector<std::string> names;
+  for (const detail::PlannedStep& s : plan.bucket(0).steps) {
+    if (s.node >= 0) names.push_back(plan.graph().node(s.node).name);
+  }
+  return names;
+}
+
+std::ptrdiff_t position(const std::vector<std::string>& names, std::string_view name) {
+  auto it = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(it, names.end()) << name;
+  return it - names.begin();
+}
+
+// "reader" is added first, so without an edge it runs first.
+Graph reader_writer_graph(bool edge) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kF32, {2, 4});
+  ValueId w = b.constant_f32("w", {4, 4}, ramp(16, 7));
+  ValueId reader = b.relu(x, "reader");
+  ValueId writer = b.matmul(x, w, "writer");
+  if (edge) b.run_after(reader, writer);
+  b.output(reader);
+  b.output(writer);
+  return std::move(b).build().value();
+}
+
+TableSnapshot basic_table() {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  return finalize(std::move(t));
+}
+
+TEST(PlannerControlEdges, StepsFollowControlEdges) {
+  Result<ExecutionPlan> plain = plan_graph(reader_writer_graph(false), basic_table());
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_EQ(step_order(*plain), (std::vector<std::string>{"reader", "writer"}));
+
+  Result<ExecutionPlan> plan = plan_graph(reader_writer_graph(true), basic_table());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(step_order(*plan), (std::vector<std::string>{"writer", "reader"}));
+  // The report lists nodes in the order they run.
+  ASSERT_EQ(plan->report().buckets[0].nodes.size(), 2u);
+  EXPECT_EQ(plan->report().buckets[0].nodes[0].name, "writer");
+}
+
+TEST(PlannerControlEdges, CycleThroughAControlEdgeIsRefusedAtPlanTime) {
+  Graph g = reader_writer_graph(true);
+  // "writer" after "reader" as well: the two edges close a cycle.
+  const ValueId reader = g.node(g.find_node("reader")).output;
+  g.mutable_node(g.find_node("writer")).after.push_back(reader);
+  Result<ExecutionPlan> plan = plan_graph(g, basic_table());
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("cycle"));
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("control edge"));
+}
+
+TEST(PlannerControlEdges, DanglingControlEdgeIsRefusedAtPlanTime) {
+  Graph g = reader_writer_graph(false);
+  g.mutable_node(0).after.push_back(ValueId{99});
+  Result<ExecutionPlan> plan = plan_graph(g, basic_table());
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("dangling control edge"));
+}
+
+TEST(PlannerControlEdges, CastInsertionKeepsControlEdges) {
+  KernelBindingTable t;
+  register_basic(t, BackendId::kCpu, "test");
+  t.register_kernel(OpKind::kCast, {DType::kBF16, DType::kF32}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kBF16, DType::kF32, cpu::Variant::kRef),
+                    opts("cast_bf16_f32", OpKind::kCast));
+  t.register_kernel(OpKind::kCast, {DType::kF32, DType::kBF16}, BackendId::kCpu,
+                    cpu::cast_kernel(DType::kF32, DType::kBF16, cpu::Variant::kRef),
+                    opts("cast_f32_bf16", OpKind::kCast));
+  // Added late, sum, early; ordered early -> sum -> late by control edges alone.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::kBF16, {2, 3});
+  ValueId y = b.input("y", DType::kBF16, {2, 3});
+  ValueId z = b.input("z", DType::kF32, {2, 3});
+  ValueId late = b.relu(z, "late");
+  ValueId sum = b.add(x, y, "sum");  // bf16: served through casts
+  ValueId early = b.relu(z, "early");
+  b.run_after(late, sum);
+  b.run_after(sum, early);
+  for (ValueId v : {late, sum, early}) b.output(v);
+  Result<ExecutionPlan> plan = plan_graph(std::move(b).build().value(), finalize(std::move(t)));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->report().casts.size(), 3u);
+  const std::vector<std::string> order = step_order(*plan);
+  EXPECT_LT(position(order, "early"), position(order, "sum")) << ::testing::PrintToString(order);
+  // "late" waited for sum's result, which the output cast now produces.
+  EXPECT_LT(position(order, "sum"), position(order, "sum.cast_out"));
+  EXPECT_LT(position(order, "sum.cast_out"), position(order, "late"));
+  const Graph& g = plan->graph();
+  const Node& late_node = g.node(g.find_node("late"));
+  ASSERT_EQ(late_node.after.size(), 1u);
+  EXPECT_EQ(g.value(late_node.after[0]).producer, g.find_node("sum.cast_out"));
+}
+
 TEST(BufferPlan, ChainReusesMemoryByLiveness) {
   KernelBindingTable t;
   register_basic(t, BackendId::kCpu, "test");
