@@ -8,6 +8,8 @@
 // Example
 //   Status add_f32(const KernelCall& call) {
 //     const TensorView& a = call.inputs[0];
+//     if (a.dtype() != DType::kF32)
+//       return invalid_argument_error(fmt::format("{}: a is {}", call.name, name(a.dtype())));
 //     ...
 //     return Status::ok();
 //   }
@@ -15,6 +17,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "switchyard/function_ref.h"
 #include "switchyard/status.h"
@@ -85,6 +88,11 @@ struct KernelCall {
   std::span<const TensorView> outputs;
   const OpParams& params;
   ExecContext& ctx;
+  // The registered name of the entry being called ("matmul_f32_q4_k_f32__cpu_avx2"),
+  // for the kernel's error messages: the executor and the conformance harness pass
+  // BindingEntry::name, so a kernel never formats its own name. Empty when a caller
+  // calls a kernel function directly without an entry.
+  std::string_view name = {};
 };
 
 using KernelFn = Status (*)(const KernelCall& call);

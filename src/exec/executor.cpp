@@ -163,7 +163,7 @@ struct Executor::State {
         ctx.stream = options.streams[static_cast<std::size_t>(step.backend)];
         const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
                               std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
-                              ctx};
+                              ctx, step.entry->name};
         Status st = step.fn(call);
         if (!st.is_ok()) [[unlikely]]
           return node_error(step, st);

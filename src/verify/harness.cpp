@@ -77,7 +77,8 @@ class CaseRunner {
     const KernelCall call{.inputs = in_views,
                           .outputs = std::span<const TensorView>(&out_view, 1),
                           .params = params_,
-                          .ctx = ctx};
+                          .ctx = ctx,
+                          .name = entry_.name};
     const Status status = entry_.fn(call);
     if (!status.is_ok()) {
       outcome.failure = VerifyFailure::kKernelError;

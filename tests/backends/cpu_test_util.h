@@ -120,7 +120,7 @@ inline Status call_entry(const BindingEntry& entry, std::vector<TensorView> inpu
     pool = std::make_unique<ThreadPool>(threads);
     ctx.runner = pool.get();
   }
-  KernelCall call{inputs, outputs, params, ctx};
+  KernelCall call{inputs, outputs, params, ctx, entry.name};
   return entry.fn(call);
 }
 

@@ -318,7 +318,7 @@ TEST(DtypeReconciliation, WithoutCastKernelsTheNodeFailsWithTheMiss) {
 // The graph nodes of bucket 0's kernel steps, in the order the executor runs them.
 std::vector<std::string> step_order(const ExecutionPlan& plan) {
   std::vector<std::string> names;
-  for (const detail::PlannedStep& s : plan.bucket(0).steps) {
+  for (const PlannedStep& s : plan.bucket(0).steps) {
     if (s.node >= 0) names.push_back(plan.graph().node(s.node).name);
   }
   return names;
