@@ -52,6 +52,12 @@ expect 2 "run --tokens -1" -- "$tool" run --tokens -1
 expect 2 "run --model-type with a model file" -- \
   "$tool" run "$work/tiny-f32.gguf" --model-type q4_k
 expect 2 "run --model-type nonsense" -- "$tool" run --model-type q9_z
+# --backend parses against the compiled backends and names them when it refuses.
+expect 2 "run --backend unknown" -- "$tool" run --backend tpu
+contains err "unknown backend 'tpu' (compiled: cpu" "the refusal lists the compiled backends"
+expect 2 "run --backend known but not compiled" -- "$tool" run --backend metal
+contains err "'metal' is not compiled into this build" "the refusal says it is not compiled"
+expect 0 "run --backend auto" -- "$tool" run --backend auto --prompt-tokens 4 --tokens 2
 printf 'GGUF\003\000\000\000' >"$work/truncated.gguf"
 expect 2 "run a truncated file" -- "$tool" run "$work/truncated.gguf"
 contains err "truncated.gguf\|truncated\|ends" "the error names the problem"

@@ -75,7 +75,7 @@ Result<BackendId> pick_backend(std::string_view text) {
   Result<BackendId> backend = parse_compiled_backend(text);
   if (!backend.is_ok()) {
     return invalid_argument_error(
-        fmt::format("run: --backend: {} or auto", backend.status().message()));
+        fmt::format("run: --backend: {}; or give auto", backend.status().message()));
   }
   return backend;
 }
