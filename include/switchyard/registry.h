@@ -178,10 +178,11 @@ struct StrictPolicy {
 
 // Parses SWITCHYARD_STRICT_KERNELS. "", "0", "false", "off" -> off; "1", "true",
 // "on" -> all; otherwise a comma-separated list in which each item is an op family
-// ("matmul", "attention"), else an op ("rms_norm"), else a role ("attn_q"). Roles
-// are free-form, so every other word is a role; to_string() echoes how each item
-// was read, and the strict failure prints it, so a misspelt family shows up there.
-[[nodiscard]] StrictPolicy parse_strict_policy(std::string_view text);
+// ("matmul", "attention"), an op ("rms_norm") or a role written "role:attn_q"
+// (roles are free-form, so they carry a prefix: a bare word that is neither a
+// family nor an op is a typo). kInvalidArgument names every item that is none of
+// these and lists the families.
+[[nodiscard]] Result<StrictPolicy> parse_strict_policy(std::string_view text);
 
 // The quant kind or dense dtype a probe records for a key: the first block-quantized
 // operand when there is one, else the first operand (f32 for an empty list). Pass
@@ -241,13 +242,16 @@ struct RegistryConfig {
 
   // SWITCHYARD_KERNEL_REGISTRY ("0"/"false"/"off" disables, "1"/"true"/"on"/
   // "verbose" prints the table at seal) and SWITCHYARD_STRICT_KERNELS, read once
-  // per process and cached.
+  // per process and cached. A value that does not parse never weakens strictness:
+  // an unusable strict policy means strict for everything, an unusable registry
+  // switch leaves the registry on, and either is noted for check_environment()
+  // (environment.h).
   [[nodiscard]] static const RegistryConfig& from_environment();
 
   // The configuration those two variables' values give (null: unset), without
-  // reading the environment.
-  [[nodiscard]] static RegistryConfig from_variables(const char* kernel_registry,
-                                                     const char* strict_kernels);
+  // reading the environment. kInvalidArgument when either does not parse.
+  [[nodiscard]] static Result<RegistryConfig> from_variables(const char* kernel_registry,
+                                                             const char* strict_kernels);
 };
 
 // A registry instance. There is one process-wide instance (global_registry());

@@ -117,6 +117,12 @@ class [[nodiscard]] Status {
 [[nodiscard]] Status unavailable_error(std::string message);
 [[nodiscard]] Status internal_error(std::string message);
 
+// `text` made safe to put in a one-line message: printable ASCII is kept, every
+// other byte (newlines, escape sequences, UTF-8) is written as \xNN, and what is
+// longer than `max_bytes` after escaping is cut with "..." and the input's length.
+// For anything a message takes from a file, the command line or the environment.
+[[nodiscard]] std::string printable(std::string_view text, std::size_t max_bytes = 96);
+
 namespace detail {
 [[noreturn]] void check_failed(const char* condition, const char* file, int line,
                                std::string_view message);

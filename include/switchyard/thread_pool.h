@@ -79,8 +79,13 @@ class ThreadPool final : public ParallelRunner {
   int sleeping_workers_ = 0;  // guarded by mutex_
 };
 
-// SWITCHYARD_THREADS when set to a positive integer, else the number of hardware
-// threads. Read once per process.
+// The most threads a pool is given: far beyond any machine's useful count, small
+// enough that a mistyped number cannot exhaust the process.
+inline constexpr int kMaxThreads = 1024;
+
+// SWITCHYARD_THREADS when set to an integer from 1 to kMaxThreads, else the number
+// of hardware threads (an unusable value is noted for check_environment()). Read
+// once per process.
 [[nodiscard]] int default_thread_count();
 
 // A process-wide pool of default_thread_count() threads, created on first use.

@@ -1,5 +1,7 @@
 #include "switchyard/status.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace switchyard {
@@ -34,6 +36,24 @@ std::string Status::to_string() const {
 Status Status::with_context(std::string_view context) const {
   if (is_ok()) return *this;
   return Status(rep_->code, fmt::format("{}: {}", context, rep_->message), rep_->payload);
+}
+
+std::string printable(std::string_view text, std::size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes) + 8);
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    const std::size_t width = (byte >= 0x20 && byte < 0x7f && byte != '\\') ? 1 : 4;
+    if (out.size() + width > max_bytes) {
+      return fmt::format("{}... ({} bytes)", out, text.size());
+    }
+    if (width == 1) {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return out;
 }
 
 Status invalid_argument_error(std::string message) {

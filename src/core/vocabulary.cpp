@@ -32,7 +32,8 @@ Result<T> parse_among(const std::array<T, N>& all, std::string_view text, std::s
     if (!valid.empty()) valid += ", ";
     valid += name(value);
   }
-  return invalid_argument_error(fmt::format("unknown {} '{}'; valid: {}", what, text, valid));
+  return invalid_argument_error(
+      fmt::format("unknown {} '{}'; valid: {}", what, printable(text, 40), valid));
 }
 
 }  // namespace

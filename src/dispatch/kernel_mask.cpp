@@ -28,8 +28,9 @@ Result<std::optional<T>> parse_field(std::string_view field, std::string_view pa
   if (field == "*") return std::optional<T>();
   Result<T> parsed = parse(field);
   if (!parsed.is_ok()) {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("kernel mask '{}': {}", pattern, parsed.status().message()));
+    return Status(
+        StatusCode::kInvalidArgument,
+        fmt::format("kernel mask '{}': {}", printable(pattern, 60), parsed.status().message()));
   }
   return std::optional<T>(*parsed);
 }
@@ -65,7 +66,7 @@ Result<KernelMaskPattern> parse_kernel_mask_pattern(std::string_view text) {
     return invalid_argument_error(fmt::format(
         "kernel mask '{}': expected backend:op:dtype (three fields, '*' for any), got {} "
         "field(s)",
-        pattern, fields.size()));
+        printable(pattern, 60), fields.size()));
   }
   KernelMaskPattern out;
   SWITCHYARD_ASSIGN_OR_RETURN(
@@ -85,7 +86,7 @@ Result<KernelMask> KernelMask::parse(std::string_view spec) {
     const std::string_view item = trim(spec.substr(start, comma - start));
     if (item.empty()) {
       return invalid_argument_error(
-          fmt::format("kernel mask '{}': empty pattern between commas", trim(spec)));
+          fmt::format("kernel mask '{}': empty pattern between commas", printable(trim(spec), 60)));
     }
     SWITCHYARD_ASSIGN_OR_RETURN(KernelMaskPattern p, parse_kernel_mask_pattern(item));
     if (std::find(patterns.begin(), patterns.end(), p) == patterns.end()) patterns.push_back(p);

@@ -37,6 +37,7 @@
 #include <fmt/format.h>
 
 #include "switchyard/dispatch.h"
+#include "switchyard/environment.h"
 
 namespace switchyard {
 namespace {
@@ -58,12 +59,14 @@ struct Published {
 // and ignoring it quietly would be the silent behaviour masking exists to avoid,
 // so it is printed where the user will see it.
 KernelMask mask_from_environment() {
-  const char* spec = std::getenv("SWITCHYARD_MASK_KERNELS");
+  const char* spec = read_environment(EnvVar::kMaskKernels);
   if (spec == nullptr) return {};
   Result<KernelMask> mask = KernelMask::parse(spec);
   if (!mask.is_ok()) {
     fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS ignored, nothing is masked: {}\n",
                mask.status().message());
+    note_environment_problem(EnvVar::kMaskKernels,
+                             fmt::format("{}; nothing is masked", mask.status().message()));
     return {};
   }
   return *std::move(mask);

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "switchyard/environment.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -185,13 +189,17 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
 
 int default_thread_count() {
   static const int count = [] {
-    if (const char* env = std::getenv("SWITCHYARD_THREADS")) {
+    const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (const char* env = read_environment(EnvVar::kThreads)) {
       int value = 0;
       const char* end = env + std::strlen(env);
       auto [ptr, ec] = std::from_chars(env, end, value);
-      if (ec == std::errc() && ptr == end && value > 0) return value;
+      if (ec == std::errc() && ptr == end && value >= 1 && value <= kMaxThreads) return value;
+      note_environment_problem(EnvVar::kThreads,
+                               fmt::format("'{}' is not a thread count from 1 to {}; using {}",
+                                           printable(env, 40), kMaxThreads, hardware));
     }
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return hardware;
   }();
   return count;
 }

@@ -25,6 +25,7 @@
 
 #include "registry/report_format.h"
 #include "switchyard/dispatch.h"
+#include "switchyard/environment.h"
 
 namespace switchyard {
 
@@ -216,31 +217,44 @@ std::string StrictPolicy::to_string() const {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-StrictPolicy parse_strict_policy(std::string_view text) {
+Result<StrictPolicy> parse_strict_policy(std::string_view text) {
   const std::string word = lower(trim(text));
   if (word.empty() || word == "0" || word == "false" || word == "off") return StrictPolicy::off();
   if (word == "1" || word == "true" || word == "on") return StrictPolicy::all();
   StrictPolicy policy{.mode = StrictPolicy::Mode::kSelected};
+  std::vector<std::string> unknown;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = text.find(',', start);
     const std::string_view item = trim(text.substr(start, comma - start));
-    if (!item.empty()) {
-      if (Result<OpFamily> family = parse_op_family(item); family.is_ok()) {
-        if (std::find(policy.families.begin(), policy.families.end(), *family) ==
-            policy.families.end()) {
-          policy.families.push_back(*family);
-        }
-      } else if (Result<OpKind> op = parse_op(item); op.is_ok()) {
-        if (std::find(policy.ops.begin(), policy.ops.end(), *op) == policy.ops.end()) {
-          policy.ops.push_back(*op);
-        }
-      } else if (std::find(policy.roles.begin(), policy.roles.end(), item) == policy.roles.end()) {
-        policy.roles.emplace_back(item);
+    constexpr std::string_view kRolePrefix = "role:";
+    if (item.starts_with(kRolePrefix) && !trim(item.substr(kRolePrefix.size())).empty()) {
+      const std::string_view role = trim(item.substr(kRolePrefix.size()));
+      if (std::find(policy.roles.begin(), policy.roles.end(), role) == policy.roles.end()) {
+        policy.roles.emplace_back(role);
       }
+    } else if (Result<OpFamily> family = parse_op_family(item); family.is_ok()) {
+      if (std::find(policy.families.begin(), policy.families.end(), *family) ==
+          policy.families.end()) {
+        policy.families.push_back(*family);
+      }
+    } else if (Result<OpKind> op = parse_op(item); op.is_ok()) {
+      if (std::find(policy.ops.begin(), policy.ops.end(), *op) == policy.ops.end()) {
+        policy.ops.push_back(*op);
+      }
+    } else if (!item.empty()) {
+      unknown.push_back(fmt::format("'{}'", printable(item, 40)));
     }
     if (comma == std::string_view::npos) break;
     start = comma + 1;
+  }
+  if (!unknown.empty()) {
+    std::vector<std::string_view> families;
+    for (OpFamily f : kAllOpFamilies) families.push_back(name(f));
+    return invalid_argument_error(fmt::format(
+        "strict policy: {} {} not 1/true/on, 0/false/off, an op family ({}), an op or "
+        "role:<role>",
+        fmt::join(unknown, ", "), unknown.size() == 1 ? "is" : "are", fmt::join(families, ", ")));
   }
   if (policy.families.empty() && policy.ops.empty() && policy.roles.empty()) {
     return StrictPolicy::off();
@@ -250,21 +264,55 @@ StrictPolicy parse_strict_policy(std::string_view text) {
 
 // --- configuration --------------------------------------------------------------
 
-RegistryConfig RegistryConfig::from_variables(const char* kernel_registry,
-                                              const char* strict_kernels) {
+Result<RegistryConfig> RegistryConfig::from_variables(const char* kernel_registry,
+                                                      const char* strict_kernels) {
   RegistryConfig c;
   if (kernel_registry != nullptr) {
     const std::string word = lower(trim(kernel_registry));
-    c.enabled = !(word == "0" || word == "false" || word == "off");
-    c.verbose = word == "1" || word == "true" || word == "on" || word == "verbose";
+    if (word == "0" || word == "false" || word == "off") {
+      c.enabled = false;
+    } else if (word == "1" || word == "true" || word == "on" || word == "verbose") {
+      c.verbose = true;
+    } else if (!word.empty()) {
+      return invalid_argument_error(
+          fmt::format("kernel registry: '{}' is not 0/false/off or 1/true/on/verbose",
+                      printable(kernel_registry, 40)));
+    }
   }
-  if (strict_kernels != nullptr) c.strict = parse_strict_policy(strict_kernels);
+  if (strict_kernels != nullptr) {
+    SWITCHYARD_ASSIGN_OR_RETURN(c.strict, parse_strict_policy(strict_kernels));
+  }
   return c;
 }
 
+// Note [A misspelt strict policy is strict]
+// A value that does not parse must not weaken what the user asked for: a typo in
+// SWITCHYARD_STRICT_KERNELS makes the registry strict for everything (and the
+// problem is noted for check_environment(), which the tool turns into exit 2); an
+// unusable SWITCHYARD_KERNEL_REGISTRY leaves the registry on, as when unset.
 const RegistryConfig& RegistryConfig::from_environment() {
-  static const RegistryConfig config = from_variables(std::getenv("SWITCHYARD_KERNEL_REGISTRY"),
-                                                      std::getenv("SWITCHYARD_STRICT_KERNELS"));
+  static const RegistryConfig config = [] {
+    const char* registry = read_environment(EnvVar::kKernelRegistry);
+    const char* strict = read_environment(EnvVar::kStrictKernels);
+    RegistryConfig c;
+    if (Result<RegistryConfig> r = from_variables(registry, nullptr); r.is_ok()) {
+      c = *std::move(r);
+    } else {
+      note_environment_problem(EnvVar::kKernelRegistry,
+                               fmt::format("{}; the registry stays on", r.status().message()));
+    }
+    if (strict != nullptr) {
+      if (Result<StrictPolicy> policy = parse_strict_policy(strict); policy.is_ok()) {
+        c.strict = *std::move(policy);
+      } else {
+        c.strict = StrictPolicy::all();
+        note_environment_problem(
+            EnvVar::kStrictKernels,
+            fmt::format("{}; strict mode is on for every op", policy.status().message()));
+      }
+    }
+    return c;
+  }();
   return config;
 }
 

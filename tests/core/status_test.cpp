@@ -84,3 +84,27 @@ TEST(ResultDeathTest, ResultFromOkStatusAborts) {
 
 }  // namespace
 }  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+TEST(Printable, KeepsPrintableAsciiAndEscapesEverythingElse) {
+  EXPECT_EQ(printable("blk.0.attn_q.weight"), "blk.0.attn_q.weight");
+  EXPECT_EQ(printable("a\nb"), "a\\x0ab");
+  EXPECT_EQ(printable("\x1b[31mred"), "\\x1b[31mred");
+  EXPECT_EQ(printable("back\\slash"), "back\\x5cslash");
+  EXPECT_EQ(printable("gr\xc3\xbc\xc3\x9f"), "gr\\xc3\\xbc\\xc3\\x9f");
+  EXPECT_EQ(printable(std::string_view("a\0b", 3)), "a\\x00b");
+}
+
+TEST(Printable, CutsLongTextAndSaysHowLongItWas) {
+  const std::string long_text(1000, 'x');
+  const std::string out = printable(long_text, 20);
+  EXPECT_EQ(out, std::string(20, 'x') + "... (1000 bytes)");
+  // An escape is never cut in half.
+  const std::string escaped = printable(std::string(30, '\n'), 10);
+  EXPECT_EQ(escaped, "\\x0a\\x0a... (30 bytes)");
+}
+
+}  // namespace
+}  // namespace switchyard

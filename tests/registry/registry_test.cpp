@@ -399,7 +399,7 @@ TEST(RegistryTest, StrictFamilyListFailsOnlyForThoseFamilies) {
   r.set_strict_policy(StrictPolicy::only({OpFamily::kAttention, OpFamily::kSoftmax}));
   EXPECT_TRUE(r.seal_or_error().is_ok());
 
-  r.set_strict_policy(parse_strict_policy("matmul,attention"));
+  r.set_strict_policy(parse_strict_policy("matmul,attention").value());
   Result<SealReport> matmul = r.seal_or_error();
   ASSERT_FALSE(matmul.is_ok());
   const auto* failure = matmul.status().payload<StrictKernelFailure>();
@@ -411,13 +411,13 @@ TEST(RegistryTest, StrictFamilyListFailsOnlyForThoseFamilies) {
   EXPECT_THAT(std::string(matmul.status().message()), HasSubstr("family matmul"));
   EXPECT_THAT(std::string(matmul.status().message()), Not(HasSubstr("rms_norm")));
 
-  r.set_strict_policy(parse_strict_policy("attn_norm"));
+  r.set_strict_policy(parse_strict_policy("role:attn_norm").value());
   Result<SealReport> by_role = r.seal_or_error();
   ASSERT_FALSE(by_role.is_ok());
   ASSERT_EQ(by_role.status().payload<StrictKernelFailure>()->report.strict_violations().size(), 1u);
   EXPECT_THAT(std::string(by_role.status().message()), HasSubstr("rms_norm"));
 
-  r.set_strict_policy(parse_strict_policy("rms_norm"));
+  r.set_strict_policy(parse_strict_policy("rms_norm").value());
   EXPECT_FALSE(r.seal_or_error().is_ok());
 }
 
@@ -431,25 +431,46 @@ TEST(RegistryTest, RuntimeFusedOpsBelongToTheFusedFamily) {
   const SealReport report = r.seal();
   ASSERT_EQ(report.violations.size(), 1u);
   EXPECT_EQ(report.violations[0].op_name(), fmt::format("fused#{}", kFirstFusedOpId));
-  r.set_strict_policy(parse_strict_policy("fused"));
+  r.set_strict_policy(parse_strict_policy("fused").value());
   EXPECT_FALSE(r.seal_or_error().is_ok());
-  r.set_strict_policy(parse_strict_policy("matmul"));
+  r.set_strict_policy(parse_strict_policy("matmul").value());
   EXPECT_TRUE(r.seal_or_error().is_ok());
 }
 
 TEST(RegistryTest, ParseStrictPolicy) {
   for (const char* off : {"", "0", "false", "off", " OFF ", ",,"}) {
-    EXPECT_EQ(parse_strict_policy(off).mode, StrictPolicy::Mode::kOff) << off;
+    EXPECT_EQ(parse_strict_policy(off).value().mode, StrictPolicy::Mode::kOff) << off;
   }
   for (const char* all : {"1", "true", "on", "True"}) {
-    EXPECT_EQ(parse_strict_policy(all).mode, StrictPolicy::Mode::kAll) << all;
+    EXPECT_EQ(parse_strict_policy(all).value().mode, StrictPolicy::Mode::kAll) << all;
   }
-  const StrictPolicy p = parse_strict_policy(" matmul , Attention,rms_norm,attn_q,matmul,");
+  const StrictPolicy p =
+      parse_strict_policy(" matmul , Attention,rms_norm,role:attn_q,matmul,").value();
   EXPECT_EQ(p.mode, StrictPolicy::Mode::kSelected);
   EXPECT_EQ(p.families, (std::vector<OpFamily>{OpFamily::kMatmul, OpFamily::kAttention}));
   EXPECT_EQ(p.ops, (std::vector<OpKind>{OpKind::kRmsNorm}));
   EXPECT_EQ(p.roles, (std::vector<std::string>{"attn_q"}));
   EXPECT_EQ(p.to_string(), "family matmul, family attention, op rms_norm, role attn_q");
+}
+
+// Note [A misspelt strict policy is strict]: a word that is neither a family, an op
+// nor a role: item is refused, never read as "strict about nothing".
+TEST(RegistryTest, ParseStrictPolicyRefusesWhatItCannotRead) {
+  for (const char* typo : {"ture", "matmull", "matmul,atention", "attn_q", "role:", "yes"}) {
+    Result<StrictPolicy> p = parse_strict_policy(typo);
+    ASSERT_FALSE(p.is_ok()) << typo;
+    EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(p.status().message(), HasSubstr("matmul")) << "lists the families";
+    EXPECT_THAT(p.status().message(), Not(HasSubstr("\n")));
+  }
+  Result<StrictPolicy> two = parse_strict_policy("matmull,atention,rms_norm");
+  ASSERT_FALSE(two.is_ok());
+  EXPECT_THAT(two.status().message(), HasSubstr("'matmull', 'atention' are not"));
+  // Control bytes from the environment are escaped: the message stays one line.
+  Result<StrictPolicy> hostile = parse_strict_policy("ma\ntmul\x1b[31m");
+  ASSERT_FALSE(hostile.is_ok());
+  EXPECT_EQ(hostile.status().message().find('\n'), std::string::npos);
+  EXPECT_EQ(hostile.status().message().find('\x1b'), std::string::npos);
 }
 
 TEST(RegistryTest, RepresentativeDtypeIsTheQuantizedWeight) {
@@ -558,23 +579,26 @@ namespace switchyard {
 namespace {
 
 TEST(RegistryConfigTest, VariablesSwitchRecordingVerbosityAndStrictness) {
-  const RegistryConfig unset = RegistryConfig::from_variables(nullptr, nullptr);
+  const RegistryConfig unset = RegistryConfig::from_variables(nullptr, nullptr).value();
   EXPECT_TRUE(unset.enabled);
   EXPECT_FALSE(unset.verbose);
   EXPECT_FALSE(unset.strict.enabled());
   for (const char* off : {"0", "false", "OFF"}) {
-    EXPECT_FALSE(RegistryConfig::from_variables(off, nullptr).enabled) << off;
+    EXPECT_FALSE(RegistryConfig::from_variables(off, nullptr).value().enabled) << off;
   }
   for (const char* verbose : {"1", "true", "on", "verbose"}) {
-    const RegistryConfig c = RegistryConfig::from_variables(verbose, nullptr);
+    const RegistryConfig c = RegistryConfig::from_variables(verbose, nullptr).value();
     EXPECT_TRUE(c.enabled && c.verbose) << verbose;
   }
-  const RegistryConfig strict = RegistryConfig::from_variables("", "matmul,attention");
+  const RegistryConfig strict = RegistryConfig::from_variables("", "matmul,attention").value();
   EXPECT_TRUE(strict.enabled);
   EXPECT_FALSE(strict.verbose);
   EXPECT_EQ(strict.strict.families,
             (std::vector<OpFamily>{OpFamily::kMatmul, OpFamily::kAttention}));
-  EXPECT_EQ(RegistryConfig::from_variables(nullptr, "on").strict.mode, StrictPolicy::Mode::kAll);
+  EXPECT_EQ(RegistryConfig::from_variables(nullptr, "on").value().strict.mode,
+            StrictPolicy::Mode::kAll);
+  EXPECT_FALSE(RegistryConfig::from_variables("maybe", nullptr).is_ok());
+  EXPECT_FALSE(RegistryConfig::from_variables(nullptr, "strict").is_ok());
 }
 
 // These run in a fresh process (the threadsafe death-test style re-executes the

@@ -52,6 +52,26 @@ expect 2 "run --tokens -1" -- "$tool" run --tokens -1
 expect 2 "run --model-type with a model file" -- \
   "$tool" run "$work/tiny-f32.gguf" --model-type q4_k
 expect 2 "run --model-type nonsense" -- "$tool" run --model-type q9_z
+# The environment: a misspelt name or an unusable value is a usage error at start-up
+# (exit 2) naming it; strict mode is never turned off by a typo.
+SWITCHYARD_STRICT_KERNELS=ture expect 2 "strict policy typo" -- "$tool" coverage
+contains err "SWITCHYARD_STRICT_KERNELS: strict policy: 'ture'" "the typo is named"
+SWITCHYARD_STRICT_KERNEL=1 expect 2 "misspelt variable name" -- "$tool" coverage
+contains err "SWITCHYARD_STRICT_KERNEL is not a Switchyard variable" "the name is refused"
+SWITCHYARD_CPU_DISABLE=avx3 expect 2 "unknown CPU feature" -- "$tool" coverage
+contains err "unknown CPU feature 'avx3'" "the feature is named"
+SWITCHYARD_THREADS=lots expect 2 "thread count that is not a number" -- "$tool" coverage
+SWITCHYARD_THREADS=0 expect 2 "thread count 0" -- "$tool" coverage
+SWITCHYARD_KERNEL_REGISTRY=maybe expect 2 "registry switch" -- "$tool" coverage
+SWITCHYARD_MASK_KERNELS='cpu:matmul' expect 2 "malformed mask" -- "$tool" coverage
+contains err "expected backend:op:dtype" "the mask error says the form"
+SWITCHYARD_STRICT_KERNELS=$'matmul\n\e[31m' expect 2 "control bytes in a variable" -- "$tool" coverage
+if [[ $(wc -l <"$work/err") -ne 1 ]]; then
+  echo "FAIL: an environment error spans $(wc -l <"$work/err") lines"
+  failures=$((failures + 1))
+fi
+SWITCHYARD_STRICT_KERNELS='matmul,role:attn_v' expect 0 "strict list with a role" -- "$tool" coverage
+
 # --backend parses against the compiled backends and names them when it refuses.
 expect 2 "run --backend unknown" -- "$tool" run --backend tpu
 contains err "unknown backend 'tpu' (compiled: cpu" "the refusal lists the compiled backends"

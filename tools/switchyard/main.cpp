@@ -3,6 +3,9 @@
 
 #include "command.h"
 #include "switchyard/backends.h"
+#include "switchyard/environment.h"
+#include "switchyard/registry.h"
+#include "switchyard/thread_pool.h"
 
 namespace switchyard::tool {
 
@@ -44,5 +47,10 @@ int main(int argc, char** argv) {
   if (Result<std::uint64_t> table = install_builtin_table(); !table.is_ok()) {
     return report_failure(table.status());
   }
+  // Every SWITCHYARD_* variable is read by now or here, and a misspelt name or an
+  // unusable value is a usage error before any work starts.
+  (void)RegistryConfig::from_environment();
+  (void)default_thread_count();
+  if (Status env = check_environment(); !env.is_ok()) return report_failure(env);
   return selected();
 }

@@ -1,10 +1,21 @@
 #include "backends/cpu/cpu_features.h"
 
-#include <cstdlib>
+#include <algorithm>
+#include <array>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "switchyard/environment.h"
 
 namespace switchyard::cpu {
 namespace {
+
+// What SWITCHYARD_CPU_DISABLE may name.
+constexpr std::array<std::string_view, 7> kDisableable = {
+    "avx2", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "avx512_vbmi", "gfni"};
 
 bool disabled(std::string_view list, std::string_view feature) {
   while (!list.empty()) {
@@ -14,6 +25,27 @@ bool disabled(std::string_view list, std::string_view feature) {
     list.remove_prefix(comma + 1);
   }
   return false;
+}
+
+// An item the list may not hold is noted for check_environment(); the known
+// features in the same list are still turned off.
+void note_unknown_features(std::string_view list) {
+  std::vector<std::string> unknown;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    if (!item.empty() &&
+        std::find(kDisableable.begin(), kDisableable.end(), item) == kDisableable.end()) {
+      unknown.push_back(fmt::format("'{}'", printable(item, 40)));
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  if (!unknown.empty()) {
+    note_environment_problem(EnvVar::kCpuDisable,
+                             fmt::format("unknown CPU feature {} (known: {}); nothing else changes",
+                                         fmt::join(unknown, ", "), fmt::join(kDisableable, ", ")));
+  }
 }
 
 CpuFeatures detect() {
@@ -30,8 +62,9 @@ CpuFeatures detect() {
   f.gfni = f.avx512 && __builtin_cpu_supports("gfni");
   f.avx512_vbmi = f.avx512 && __builtin_cpu_supports("avx512vbmi");
 #endif
-  if (const char* env = std::getenv("SWITCHYARD_CPU_DISABLE")) {
+  if (const char* env = read_environment(EnvVar::kCpuDisable)) {
     const std::string_view list(env);
+    note_unknown_features(list);
     if (disabled(list, "avx2")) f = CpuFeatures{};
     if (disabled(list, "f16c")) f.f16c = false;
     if (disabled(list, "avx512")) {
