@@ -49,6 +49,26 @@ if command -v python3 >/dev/null && ! python3 -m json.tool "$work/out" >/dev/nul
 fi
 expect 2 "run a missing file" -- "$tool" run "$work/missing.gguf"
 expect 2 "run --tokens -1" -- "$tool" run --tokens -1
+# Every numeric flag is range-checked at parse time: a usage error naming the flag.
+expect 2 "run --threads 100000" -- "$tool" run --threads 100000
+contains err "threads" "the refusal names the flag"
+expect 2 "run --tokens beyond any context" -- "$tool" run --tokens 99999999999999999999
+expect 2 "run --prompt-tokens 0" -- "$tool" run --prompt-tokens 0
+expect 2 "explain --max-tokens 0" -- "$tool" explain --max-tokens 0
+expect 2 "verify --threads 0" -- "$tool" verify --threads 0 --no-record
+expect 2 "quantize --threads -1" -- "$tool" quantize a b --type q8_0 --threads -1
+# Output that cannot be written is a failure, in one line, not a silent success.
+if [[ -w /dev/full ]]; then
+  "$tool" coverage >/dev/full 2>"$work/err"
+  got=$?
+  if [[ $got -ne 1 || $(wc -l <"$work/err") -ne 1 ]] || ! grep -q "cannot write the output" "$work/err"; then
+    echo "FAIL: coverage to a full disk: exit $got, stderr:"
+    sed 's/^/  /' "$work/err" | head -5
+    failures=$((failures + 1))
+  else
+    echo "ok: coverage to a full disk (exit 1, one line)"
+  fi
+fi
 expect 2 "run --model-type with a model file" -- \
   "$tool" run "$work/tiny-f32.gguf" --model-type q4_k
 expect 2 "run --model-type nonsense" -- "$tool" run --model-type q9_z

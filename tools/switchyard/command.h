@@ -3,22 +3,26 @@
 // the subcommand is chosen, stores the function that runs it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include <CLI/CLI.hpp>
 
+#include "guard.h"
 #include "switchyard/status.h"
+#include "switchyard/thread_pool.h"
 
 namespace switchyard::tool {
 
 // Runs the chosen command and returns the process exit status.
 using CommandMain = std::function<int()>;
 
-// Exit statuses: 0 success, 1 a check failed (verification, strict mode),
-// 2 bad usage or bad input.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitCheckFailed = 1;
-inline constexpr int kExitUsage = 2;
+// Ranges every numeric flag is checked against at parse time (a usage error, exit
+// 2, names the flag, the value and the range). Token counts are checked again
+// against the model's context once it is known.
+inline constexpr std::int64_t kMaxTokenCount = std::int64_t{1} << 20;
+inline const CLI::Range kThreadRange(0, kMaxThreads);  // 0: the default
+inline const CLI::Range kTokenRange(std::int64_t{0}, kMaxTokenCount);
 
 // Prints `status` to stderr and maps its code to an exit status.
 int report_failure(const Status& status);

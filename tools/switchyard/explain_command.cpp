@@ -210,7 +210,8 @@ void add_explain_command(CLI::App& app, CommandMain& selected) {
   sub->add_option("--floor", options->floor,
                   "Precision floor for every node: none, bit-stable or rel:<bound>");
   sub->add_option("--max-tokens", options->max_tokens,
-                  "Largest token count of the prefill bucket (default 512)");
+                  "Largest token count of the prefill bucket (default 512)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
   sub->callback([options, &selected] { selected = [options] { return run_explain(*options); }; });
 }
 

@@ -126,7 +126,8 @@ void add_inspect_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("file", options->path, "GGUF file")->required();
   cmd->add_flag("--json", options->json, "Machine-readable output");
   cmd->add_option("--max-elements", options->max_elements,
-                  "Array elements shown per metadata value (default 8)");
+                  "Array elements shown per metadata value (default 8)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
   cmd->callback([options, &selected] { selected = [options] { return run_inspect(*options); }; });
 }
 

@@ -1,5 +1,6 @@
 // switchyard: the command-line face of the kernel binding table and the runtime.
 #include <cstdio>
+#include <exception>
 
 #include "command.h"
 #include "switchyard/backends.h"
@@ -21,11 +22,9 @@ int report_failure(const Status& status) {
   }
 }
 
-}  // namespace switchyard::tool
+namespace {
 
-int main(int argc, char** argv) {
-  using namespace switchyard;
-  using namespace switchyard::tool;
+int run_command_line(int argc, char** argv) {
   CLI::App app{"switchyard: kernel dispatch you can see"};
   app.require_subcommand(1);
   CommandMain selected;
@@ -53,4 +52,13 @@ int main(int argc, char** argv) {
   (void)default_thread_count();
   if (Status env = check_environment(); !env.is_ok()) return report_failure(env);
   return selected();
+}
+
+}  // namespace
+}  // namespace switchyard::tool
+
+int main(int argc, char** argv) {
+  using namespace switchyard::tool;
+  std::set_terminate(&terminate_in_one_line);
+  return run_guarded([&] { return run_command_line(argc, argv); });
 }

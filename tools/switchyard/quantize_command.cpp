@@ -244,8 +244,8 @@ void add_quantize_command(CLI::App& app, CommandMain& selected) {
                   "blk.1?.attn_v=q8_0)");
   cmd->add_flag("--allow-requantize", options->allow_requantize,
                 "convert tensors that are already quantized (dequantize, quantize again)");
-  cmd->add_option("--threads", options->threads,
-                  "CPU threads (default: SWITCHYARD_THREADS or all)");
+  cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
+      ->check(kThreadRange);
   cmd->add_flag("--dry-run", options->dry_run, "print each tensor's planned type; write nothing");
   cmd->add_flag("--json", options->json, "print the summary as JSON");
   cmd->callback([options, &selected] { selected = [options] { return run_quantize(*options); }; });

@@ -326,10 +326,11 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   std::string help = "auto (the first compiled accelerator, else the host) or one of:";
   for (BackendId b : compiled_backends()) help += fmt::format(" {}", name(b));
   cmd->add_option("--backend", options->backend, help);
-  cmd->add_option("--prompt-tokens", options->prompt_tokens, "prompt length in tokens (64)");
-  cmd->add_option("--tokens", options->tokens, "tokens to generate (32)");
-  cmd->add_option("--threads", options->threads,
-                  "CPU threads (default: SWITCHYARD_THREADS or all)");
+  cmd->add_option("--prompt-tokens", options->prompt_tokens, "prompt length in tokens (64)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+  cmd->add_option("--tokens", options->tokens, "tokens to generate (32)")->check(kTokenRange);
+  cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
+      ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->callback([options, &selected] { selected = [options] { return run(*options); }; });

@@ -219,7 +219,8 @@ void add_verify_command(CLI::App& app, CommandMain& selected) {
   sub->add_flag("--verbose", options->verbose, "Print every case");
   sub->add_option("--seed", options->seed, "Seed of the input generator")->capture_default_str();
   sub->add_option("--threads", options->threads, "Threads of the parallel runs")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxThreads));
   sub->callback([options, &selected] { selected = [options] { return run_verify(*options); }; });
 }
 
