@@ -263,9 +263,13 @@ struct GgufTensorInfo {
 // lives until the last copy (and so every view taken from it) is gone.
 class GgufFile {
  public:
-  // Maps `path` read-only and parses it. kNotFound when the file does not exist,
-  // kUnavailable when it cannot be opened or mapped, parse errors as for parse().
-  // The file must not be truncated while mapped (the OS would fault the reader).
+  // Maps `path` read-only and parses it. kNotFound when the file does not exist;
+  // kInvalidArgument when it is not a regular file (a directory, FIFO, device or
+  // socket is refused without a blocking read) or may not be read; kUnavailable
+  // when the system fails to open or map it; parse errors as for parse(). The
+  // file must not be truncated while mapped: the kernel would fault the reader
+  // (SIGBUS) and no portable way exists to detect it beforehand; a writer that
+  // replaces a model file should do so by rename, as write() does.
   [[nodiscard]] static Result<GgufFile> open(const std::filesystem::path& path);
   // Parses a file held in memory. The bytes are borrowed: they must outlive the
   // result and every view taken from it. Tensor views are aligned only as far as
@@ -358,9 +362,14 @@ class GgufWriter {
   [[nodiscard]] Result<std::vector<std::byte>> serialize() const;
   // Writes the file to `path` atomically: the bytes go to a temporary file in the
   // same directory, which is flushed to disk and then renamed over `path`, so a
-  // reader sees the old file or the complete new one, never a partial one. On an I/O
-  // failure returns kUnavailable (kNotFound for a missing directory) naming the path
-  // and the system's reason, and removes the temporary file.
+  // reader sees the old file or the complete new one, never a partial one. A path
+  // that exists and is not a regular file (a directory, link, FIFO, device) is
+  // refused with kInvalidArgument, never replaced. On an I/O failure (a full disk,
+  // a file-size limit) returns kUnavailable (kNotFound for a missing directory,
+  // kInvalidArgument for a directory that may not be written) naming the path and
+  // the system's reason, removes the temporary file and leaves an existing file at
+  // `path` untouched; SIGINT, SIGTERM and SIGHUP during the write remove it too
+  // (Note [Temporary files and signals] in gguf_writer.cpp).
   [[nodiscard]] Status write(const std::filesystem::path& path) const;
 
  private:

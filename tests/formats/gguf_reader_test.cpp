@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -313,6 +314,30 @@ TEST_F(GgufOpenTest, MapsTheFileAndViewsOutliveCopies) {
   EXPECT_EQ(copy->tensor("a")->first(), view.first());
   // Page-aligned mapping: every tensor is aligned in memory as in the file.
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copy->tensor("b")->first()) % 32, 0u);
+}
+
+// Special files are refused by kind, without a read that could block: a FIFO with
+// no writer would otherwise hang the open forever.
+TEST_F(GgufOpenTest, SpecialFilesAreRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  Result<GgufFile> fifo = GgufFile::open(dir_ / "fifo");
+  ASSERT_FALSE(fifo.is_ok());
+  EXPECT_EQ(fifo.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fifo.status().message().find("is a FIFO"), std::string_view::npos);
+
+  Result<GgufFile> device = GgufFile::open("/dev/zero");
+  ASSERT_FALSE(device.is_ok());
+  EXPECT_NE(device.status().message().find("is a device"), std::string_view::npos);
+
+  Result<GgufFile> directory = GgufFile::open(dir_);
+  ASSERT_FALSE(directory.is_ok());
+  EXPECT_NE(directory.status().message().find("is a directory"), std::string_view::npos);
+
+  // A name with control bytes is printed escaped: the message stays one line.
+  Result<GgufFile> odd = GgufFile::open(dir_ / "bad\nname\x1b[2J.gguf");
+  ASSERT_FALSE(odd.is_ok());
+  EXPECT_EQ(odd.status().message().find('\n'), std::string_view::npos);
+  EXPECT_NE(odd.status().message().find("bad\\x0aname"), std::string_view::npos);
 }
 
 TEST_F(GgufOpenTest, FileErrors) {

@@ -1,4 +1,10 @@
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
 
 #include <cmath>
 #include <cstring>
@@ -336,13 +342,14 @@ TEST_F(GgufWriteFileTest, IoErrorsAreStatusesAndLeaveNothingBehind) {
   EXPECT_EQ(missing_dir.code(), StatusCode::kNotFound);
   EXPECT_NE(missing_dir.message().find("m.gguf"), std::string_view::npos);
 
-  // A directory where the file should go: the rename fails after the data is written.
+  // A directory where the file should go is refused before anything is written.
   std::filesystem::create_directories(dir_ / "taken.gguf" / "child");
   Status onto_dir = writer.write(dir_ / "taken.gguf");
   ASSERT_FALSE(onto_dir.is_ok());
-  EXPECT_EQ(onto_dir.code(), StatusCode::kUnavailable);
-  EXPECT_NE(onto_dir.message().find("rename"), std::string_view::npos);
-  EXPECT_EQ(files_in_dir(), 1u);  // only the directory: the temporary was removed
+  EXPECT_EQ(onto_dir.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(onto_dir.message().find("is a directory"), std::string_view::npos);
+  EXPECT_EQ(files_in_dir(), 1u);  // only the directory, with its child
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "taken.gguf" / "child"));
 
   // A failed serialization writes nothing either.
   writer.metadata().set("general.alignment", GgufValue::u32(3));
@@ -351,6 +358,80 @@ TEST_F(GgufWriteFileTest, IoErrorsAreStatusesAndLeaveNothingBehind) {
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(files_in_dir(), 1u);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "bad.gguf"));
+}
+
+// Only a regular file is ever replaced: a link, a FIFO or a device at the output
+// path stays as it was.
+TEST_F(GgufWriteFileTest, RefusesToReplaceWhatIsNotARegularFile) {
+  GgufWriter writer;
+  ASSERT_TRUE(writer.add_tensor("t", DType::kF32, Shape{1}, counting_bytes(4)).is_ok());
+  const std::filesystem::path target = dir_ / "real.gguf";
+  { std::ofstream(target) << "keep me"; }
+  std::filesystem::create_symlink(target, dir_ / "link.gguf");
+  Status link = writer.write(dir_ / "link.gguf");
+  ASSERT_FALSE(link.is_ok());
+  EXPECT_EQ(link.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(link.message().find("symbolic link"), std::string_view::npos);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ / "link.gguf"));
+
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  Status fifo = writer.write(dir_ / "fifo");
+  ASSERT_FALSE(fifo.is_ok());
+  EXPECT_NE(fifo.message().find("a FIFO"), std::string_view::npos);
+  EXPECT_TRUE(std::filesystem::is_fifo(dir_ / "fifo"));
+
+  Status device = writer.write("/dev/null");
+  ASSERT_FALSE(device.is_ok());
+  EXPECT_NE(device.message().find("a device"), std::string_view::npos);
+  std::ifstream kept(target);
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "keep me");
+  EXPECT_EQ(files_in_dir(), 3u);  // no temporary left anywhere
+}
+
+// A write refused by the system part-way (here a file-size limit, as a full disk
+// would) leaves the existing file untouched and no temporary behind.
+TEST_F(GgufWriteFileTest, AWriteFailingPartWayLeavesTheOldFile) {
+  const std::filesystem::path path = dir_ / "model.gguf";
+  { std::ofstream(path) << "the previous model"; }
+  GgufWriter writer;
+  ASSERT_TRUE(
+      writer.add_tensor("big", DType::kF32, Shape{64 * 1024}, counting_bytes(256 * 1024)).is_ok());
+  // In a child process: the limit must not reach the rest of the suite.
+  auto write_under_a_limit = [&] {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small{};
+    small.rlim_cur = 4096;
+    small.rlim_max = RLIM_INFINITY;
+    if (::setrlimit(RLIMIT_FSIZE, &small) != 0) std::exit(3);
+    const Status st = writer.write(path);
+    const bool ok = !st.is_ok() && st.code() == StatusCode::kUnavailable &&
+                    st.message().find("model.gguf") != std::string_view::npos;
+    std::exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(write_under_a_limit(), ::testing::ExitedWithCode(0), "");
+  std::ifstream kept(path);
+  std::string text;
+  std::getline(kept, text);
+  EXPECT_EQ(text, "the previous model");
+  EXPECT_EQ(files_in_dir(), 1u);
+}
+
+// Note [Temporary files and signals]: a SIGTERM in the middle of a write removes
+// the temporary, and the process still dies of the signal.
+TEST_F(GgufWriteFileTest, ASignalDuringTheWriteRemovesTheTemporary) {
+  GgufWriter writer;
+  ASSERT_TRUE(writer
+                  .add_tensor_source("slow", DType::kF32, Shape{8, 4},
+                                     [](std::int64_t, std::int64_t, std::span<std::byte> out) {
+                                       std::fill(out.begin(), out.end(), std::byte{1});
+                                       std::raise(SIGTERM);
+                                       return Status::ok();
+                                     })
+                  .is_ok());
+  EXPECT_EXIT((void)writer.write(dir_ / "m.gguf"), ::testing::KilledBySignal(SIGTERM), "");
+  EXPECT_EQ(files_in_dir(), 0u);
 }
 
 }  // namespace

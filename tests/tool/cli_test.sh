@@ -132,6 +132,46 @@ expect 2 "quantize with a malformed rule" -- \
   "$tool" quantize "$work/tiny-f32.gguf" "$work/x.gguf" --type q4_k --tensor-type 'attn_v'
 [[ ! -e "$work/x.gguf" ]] || { echo "FAIL: a failed quantize left an output file"; failures=$((failures + 1)); }
 
+# Hostile inputs and outputs: special files are refused without blocking, an
+# output that is not a regular file is never replaced, the input never changes.
+input_sum=$(sha256sum "$work/tiny-f32.gguf" | cut -d' ' -f1)
+mkfifo "$work/fifo"
+expect 2 "inspect a FIFO (no writer: must not block)" -- timeout 20 "$tool" inspect "$work/fifo"
+contains err "is a FIFO" "the refusal names the kind of file"
+expect 2 "inspect a directory" -- "$tool" inspect "$work"
+contains err "is a directory" "the refusal says it is a directory"
+expect 2 "inspect a device" -- "$tool" inspect /dev/zero
+expect 2 "run a FIFO" -- timeout 20 "$tool" run "$work/fifo"
+mkdir "$work/outdir"
+expect 2 "quantize onto a directory" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/outdir" --type q8_0
+[[ -d "$work/outdir" ]] || { echo "FAIL: the directory was replaced"; failures=$((failures + 1)); }
+expect 2 "quantize onto a FIFO" -- \
+  timeout 20 "$tool" quantize "$work/tiny-f32.gguf" "$work/fifo" --type q8_0
+[[ -p "$work/fifo" ]] || { echo "FAIL: the FIFO was replaced"; failures=$((failures + 1)); }
+ln -s "$work/tiny-f32.gguf" "$work/link.gguf"
+expect 2 "quantize onto its input through a symbolic link" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/link.gguf" --type q8_0
+ln "$work/tiny-f32.gguf" "$work/hard.gguf"
+expect 2 "quantize onto its input through a hard link" -- \
+  "$tool" quantize "$work/tiny-f32.gguf" "$work/hard.gguf" --type q8_0
+rm "$work/hard.gguf"
+expect 2 "save the embedded model onto a directory" -- \
+  "$tool" run --save-model "$work/outdir" --prompt-tokens 2 --tokens 1
+# A write the system refuses part-way (a file-size limit stands in for a full
+# disk): exit 1 naming the file, the old output untouched, no temporary left.
+echo "old output" >"$work/kept.gguf"
+expect 1 "quantize under a 64 KiB file-size limit" -- \
+  bash -c 'ulimit -f 64; exec "$0" "$@"' "$tool" quantize "$work/tiny-f32.gguf" "$work/kept.gguf" --type f16
+contains err "kept.gguf" "the write error names the output"
+[[ $(cat "$work/kept.gguf") == "old output" ]] || { echo "FAIL: the old output changed"; failures=$((failures + 1)); }
+if compgen -G "$work/*.tmp.*" >/dev/null; then
+  echo "FAIL: a temporary file was left behind: $(ls "$work"/*.tmp.*)"
+  failures=$((failures + 1))
+fi
+[[ $(sha256sum "$work/tiny-f32.gguf" | cut -d' ' -f1) == "$input_sum" ]] ||
+  { echo "FAIL: an input file changed"; failures=$((failures + 1)); }
+
 # verify and coverage
 expect 0 "verify one op" -- "$tool" verify --op rms_norm
 expect 2 "verify an unknown op" -- "$tool" verify --op no_such_op

@@ -1,4 +1,5 @@
 // switchyard: the command-line face of the kernel binding table and the runtime.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -60,5 +61,8 @@ int run_command_line(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace switchyard::tool;
   std::set_terminate(&terminate_in_one_line);
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported like a
+  // full disk, instead of killing the process with a core dump.
+  std::signal(SIGXFSZ, SIG_IGN);
   return run_guarded([&] { return run_command_line(argc, argv); });
 }

@@ -202,23 +202,39 @@ bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t* sum) {
 }  // namespace
 
 Result<GgufFile> GgufFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string shown = printable(path.string(), 200);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // before fstat could refuse it. It changes nothing for the mapping below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
-    std::string message = fmt::format("cannot open '{}': {}", path.string(), std::strerror(error));
-    if (error == ENOENT) return not_found_error(std::move(message));
-    return unavailable_error(std::move(message));
+    std::string message = fmt::format("cannot open '{}': {}", shown, std::strerror(error));
+    switch (error) {
+      case ENOENT: return not_found_error(std::move(message));
+      case EACCES:
+      case EISDIR:
+      case ELOOP:
+      case ENOTDIR:
+      case ENAMETOOLONG:
+      case ENXIO: return invalid_argument_error(std::move(message));
+      default: return unavailable_error(std::move(message));
+    }
   }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int error = errno;
     ::close(fd);
-    return unavailable_error(
-        fmt::format("cannot stat '{}': {}", path.string(), std::strerror(error)));
+    return unavailable_error(fmt::format("cannot stat '{}': {}", shown, std::strerror(error)));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return invalid_argument_error(fmt::format("'{}' is not a regular file", path.string()));
+    const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
+                       : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "not a regular file";
+    return invalid_argument_error(
+        fmt::format("'{}' is {}; only a regular file can be read as GGUF", shown, kind));
   }
   auto mapping = std::make_shared<Mapping>();
   mapping->size = static_cast<std::size_t>(st.st_size);
@@ -227,8 +243,7 @@ Result<GgufFile> GgufFile::open(const std::filesystem::path& path) {
     if (address == MAP_FAILED) {
       const int error = errno;
       ::close(fd);
-      return unavailable_error(
-          fmt::format("cannot map '{}': {}", path.string(), std::strerror(error)));
+      return unavailable_error(fmt::format("cannot map '{}': {}", shown, std::strerror(error)));
     }
     mapping->address = address;
   }
@@ -240,7 +255,7 @@ Result<GgufFile> GgufFile::open(const std::filesystem::path& path) {
       std::span<const std::byte>(static_cast<const std::byte*>(mapping->address), mapping->size);
   file.mapping_ = std::move(mapping);
   Result<GgufFile> parsed = parse_into(std::move(file));
-  if (!parsed.is_ok()) return parsed.status().with_context(path.string());
+  if (!parsed.is_ok()) return parsed.status().with_context(shown);
   return parsed;
 }
 
