@@ -1,0 +1,36 @@
+// Fuzz target: the GGUF reader on arbitrary bytes, and everything a caller then
+// does with a file that parsed: metadata rendering, tensor views and the data
+// walk that converts every row to f32.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "switchyard/gguf.h"
+#include "switchyard/quant.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace switchyard;
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  Result<GgufFile> file = GgufFile::parse(bytes);
+  if (!file.is_ok()) {
+    (void)file.status().to_string();
+    return 0;
+  }
+  for (const auto& entry : file->metadata().entries()) (void)entry.value.to_string(4);
+  std::vector<float> row;
+  for (const GgufTensorInfo& info : file->tensors()) {
+    const std::span<const std::byte> tensor = file->tensor_bytes(info);
+    const std::int64_t cols = info.shape.rank() > 0 ? info.shape[info.shape.rank() - 1] : 1;
+    Result<std::int64_t> row_size = row_bytes(info.dtype, cols);
+    if (!row_size.is_ok() || *row_size <= 0 || cols > (1 << 16)) continue;
+    row.resize(static_cast<std::size_t>(cols));
+    // The first rows only: enough to reach every block decoder without making a
+    // large (valid) tensor slow to fuzz.
+    for (std::size_t at = 0; at + static_cast<std::size_t>(*row_size) <= tensor.size() && at < 4096;
+         at += static_cast<std::size_t>(*row_size)) {
+      (void)row_to_f32(info.dtype, tensor.subspan(at, static_cast<std::size_t>(*row_size)), row);
+    }
+  }
+  return 0;
+}
