@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, second command: builds everything and runs every test.
 #   1. the GoogleTest suite (dev preset: optimised, warnings as errors);
-#   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (asan preset), and the concurrency tests under ThreadSanitizer (tsan);
+#   2. the concurrency tests again under ThreadSanitizer (tsan preset);
 #   3. the SIMD objects hold no code for instruction sets their callers do not
 #      check (scripts/check_isa.sh);
 #   4. the tool's own checks on the built-in table (coverage, conformance).
@@ -19,12 +18,6 @@ ctest --preset dev
 
 echo "== instruction sets of the SIMD objects"
 bash scripts/check_isa.sh build/dev
-
-echo "== the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (asan)"
-cmake --preset asan >/dev/null
-cmake --build --preset asan --target switchyard_tests switchyard
-ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1" \
-  ctest --preset asan
 
 echo "== concurrency tests under ThreadSanitizer (tsan)"
 cmake --preset tsan >/dev/null

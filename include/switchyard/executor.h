@@ -86,6 +86,15 @@ class Executor {
   // planned shape (symbols consistently sized). Errors name the failing node.
   [[nodiscard]] Status run(std::span<const TensorView> inputs, std::span<const TensorView> outputs);
 
+  // As run(), checking after every kernel step on a host-memory backend that its
+  // output holds only finite values: kFailedPrecondition names the first node (in
+  // step order) whose output holds a NaN or an infinity, the element and the value.
+  // The run stops there. For finding where a non-finite value came from once run()
+  // produced one (a NaN weight, a block scale that decodes to infinity): every
+  // output is scanned, so it costs a read of every activation.
+  [[nodiscard]] Status run_checking_finite(std::span<const TensorView> inputs,
+                                           std::span<const TensorView> outputs);
+
   [[nodiscard]] const ExecStats& stats() const;
   [[nodiscard]] const ExecutionPlan& plan() const;
 

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -121,5 +122,14 @@ class TensorView {
 
 // "f32[2, 3]" with strides when not contiguous.
 [[nodiscard]] std::string describe(const TensorView& view);
+
+// The first element (in row-major order of the view's shape) of an f32, f16 or
+// bf16 view in host memory that is NaN or infinite, with its value; nullopt when
+// every element is finite or the dtype is not one of those three.
+struct NonFinite {
+  std::int64_t index = 0;
+  double value = 0;
+};
+[[nodiscard]] std::optional<NonFinite> first_non_finite(const TensorView& view);
 
 }  // namespace switchyard

@@ -1,8 +1,12 @@
 #include "switchyard/tensor.h"
 
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
+
+#include "switchyard/half.h"
 
 namespace switchyard {
 
@@ -131,6 +135,37 @@ std::string describe(const TensorView& view) {
   }
   if (view.offset() != 0) text += fmt::format(" offset {}", view.offset());
   return text;
+}
+
+std::optional<NonFinite> first_non_finite(const TensorView& view) {
+  const DType t = view.dtype();
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) return std::nullopt;
+  const int rank = view.rank();
+  const std::int64_t n = view.numel();
+  const auto* base = static_cast<const std::byte*>(view.data());
+  const std::int64_t size = dense_bytes(t);
+  std::array<std::int64_t, kMaxRank> index{};
+  std::int64_t at = view.offset();  // element offset of `index`
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::byte* p = base + at * size;
+    float value;
+    if (t == DType::kF32) {
+      std::memcpy(&value, p, sizeof value);
+    } else {
+      std::uint16_t half;
+      std::memcpy(&half, p, sizeof half);
+      value = t == DType::kF16 ? f16_to_f32(half) : bf16_to_f32(half);
+    }
+    if (!std::isfinite(value)) return NonFinite{i, value};
+    // Advance the index like an odometer, innermost dimension first.
+    for (int d = rank - 1; d >= 0; --d) {
+      at += view.stride(d);
+      if (++index[static_cast<std::size_t>(d)] < view.dim(d)) break;
+      at -= view.stride(d) * view.dim(d);
+      index[static_cast<std::size_t>(d)] = 0;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace switchyard

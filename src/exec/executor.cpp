@@ -144,9 +144,10 @@ struct Executor::State {
   }
 
   // The dispatch loop: pre-resolved function pointers over pre-built operand spans.
-  // kProfile adds a clock read around each step (ExecutorOptions::profile); the
-  // unprofiled instantiation has no timing code at all.
-  template <bool kProfile>
+  // kProfile adds a clock read around each step (ExecutorOptions::profile) and
+  // kCheckFinite a scan of each kernel's output (run_checking_finite); the plain
+  // instantiation has neither.
+  template <bool kProfile, bool kCheckFinite = false>
   Status run_steps(Instance& inst) {
     using Clock = std::chrono::steady_clock;
     ExecProfile* profile = options.profile;
@@ -167,6 +168,9 @@ struct Executor::State {
         Status st = step.fn(call);
         if (!st.is_ok()) [[unlikely]]
           return node_error(step, st);
+        if constexpr (kCheckFinite) {
+          SWITCHYARD_RETURN_IF_ERROR(check_finite(step, ops[step.num_inputs]));
+        }
       } else {
         // The side that is not host memory drives the copy (backend_memory.h).
         BackendMemory* mem = memory_for(ops[0].backend());
@@ -186,6 +190,46 @@ struct Executor::State {
       }
     }
     return Status::ok();
+  }
+
+  // Binds the caller's tensors and picks the bucket: everything a run does before
+  // its steps.
+  Result<Instance*> prepare_run(std::span<const TensorView> inputs,
+                                std::span<const TensorView> outputs) {
+    const std::uint64_t generation = plan->table_generation();
+    if (generation != 0 && generation != current_generation()) {
+      return failed_precondition_error(
+          fmt::format("run: the plan was made against table generation {}, the published table is "
+                      "generation {}; plan again",
+                      generation, current_generation()));
+    }
+    SWITCHYARD_RETURN_IF_ERROR(bind_external(inputs, outputs));
+    SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, select());
+    if (!inst->bound || inst->bound_sizes != sizes) {
+      SWITCHYARD_RETURN_IF_ERROR(bind_sizes(*inst));
+    } else {
+      for (std::size_t ext = 0; ext < inst->external.size(); ++ext) {
+        if (inst->external_bound[ext] == external_ptrs[ext]) continue;
+        for (std::uint32_t operand : inst->external[ext]) {
+          const OperandRef& ref = inst->plan->operands[operand];
+          inst->views[operand] = make_view(external_ptrs[ext], plan->graph().value(ref.value).dtype,
+                                           inst->layouts[operand], ref.backend);
+        }
+        inst->external_bound[ext] = external_ptrs[ext];
+      }
+    }
+    ++stats.runs;
+    if (stats.last_bucket != inst->plan->name) stats.last_bucket = inst->plan->name;
+    return inst;
+  }
+
+  Status check_finite(const PlannedStep& s, const TensorView& out) const {
+    if (!memory_for(s.backend)->host_addressable()) return Status::ok();
+    const std::optional<NonFinite> bad = first_non_finite(out);
+    if (!bad) return Status::ok();
+    return node_error(s, failed_precondition_error(fmt::format(
+                             "wrote {} at element {} of {}, the first non-finite value of the run",
+                             bad->value, bad->index, out.shape().to_string())));
   }
 
   Status node_error(const PlannedStep& s, const Status& st) const {
@@ -316,37 +360,17 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
 }
 
 Status Executor::run(std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
-  State& s = *state_;
-  const std::uint64_t generation = s.plan->table_generation();
-  if (generation != 0 && generation != current_generation()) {
-    return failed_precondition_error(
-        fmt::format("run: the plan was made against table generation {}, the published table is "
-                    "generation {}; plan again",
-                    generation, current_generation()));
+  SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, state_->prepare_run(inputs, outputs));
+  if (state_->options.profile != nullptr) [[unlikely]] {
+    return state_->run_steps<true>(*inst);
   }
-  SWITCHYARD_RETURN_IF_ERROR(s.bind_external(inputs, outputs));
-  SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, s.select());
-  if (!inst->bound || inst->bound_sizes != s.sizes) {
-    SWITCHYARD_RETURN_IF_ERROR(s.bind_sizes(*inst));
-  } else {
-    for (std::size_t ext = 0; ext < inst->external.size(); ++ext) {
-      if (inst->external_bound[ext] == s.external_ptrs[ext]) continue;
-      for (std::uint32_t operand : inst->external[ext]) {
-        const OperandRef& ref = inst->plan->operands[operand];
-        inst->views[operand] =
-            State::make_view(s.external_ptrs[ext], s.plan->graph().value(ref.value).dtype,
-                             inst->layouts[operand], ref.backend);
-      }
-      inst->external_bound[ext] = s.external_ptrs[ext];
-    }
-  }
-  ++s.stats.runs;
-  if (s.stats.last_bucket != inst->plan->name) s.stats.last_bucket = inst->plan->name;
+  return state_->run_steps<false>(*inst);
+}
 
-  if (s.options.profile != nullptr) [[unlikely]] {
-    return s.run_steps<true>(*inst);
-  }
-  return s.run_steps<false>(*inst);
+Status Executor::run_checking_finite(std::span<const TensorView> inputs,
+                                     std::span<const TensorView> outputs) {
+  SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, state_->prepare_run(inputs, outputs));
+  return state_->run_steps<false, true>(*inst);
 }
 
 }  // namespace switchyard

@@ -417,6 +417,24 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   for (std::size_t i = 0; i < s.inputs.size(); ++i) s.inputs[i] = slots[s.input_slots[i]];
   for (std::size_t i = 0; i < s.outputs.size(); ++i) s.outputs[i] = slots[s.output_slots[i]];
   SWITCHYARD_RETURN_IF_ERROR(s.executor->run(s.inputs, s.outputs));
+  // Note [Non-finite logits]
+  // A NaN or an infinity in the logits means a wrong answer however it got there (a
+  // NaN weight, a block scale that decodes to infinity, an overflow), and a sampler
+  // would quietly pick some token anyway. Scanning the logits costs a read of
+  // n x vocab floats, small beside the step. Only when they are bad is the step run
+  // again with every node's output checked, to name the node that produced the
+  // first non-finite value; the re-run writes the same cache rows with the same
+  // values, and the position does not advance.
+  if (const std::optional<NonFinite> bad = first_non_finite(slots[3])) {
+    Status origin = s.executor->run_checking_finite(s.inputs, s.outputs);
+    if (!origin.is_ok()) {
+      return origin.with_context(fmt::format("llama: non-finite logits at position {}", past));
+    }
+    return failed_precondition_error(
+        fmt::format("llama: logit {} at position {} is {}, and a checked re-run of the step "
+                    "found no node that writes a non-finite value",
+                    bad->index, past, bad->value));
+  }
   s.position = kv;
 
   if (!s.exec_profile.node_ns.empty()) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -250,6 +251,35 @@ TEST(LlamaForwardTest, F32ModelMatchesFloat64Reference) {
   const std::vector<float> got = eval(*model, t);
   const std::vector<double> ref = testing::LlamaReference(file).logits(t);
   EXPECT_LT(max_scaled_error(got, ref), 1e-4);
+}
+
+// Note [Non-finite logits]: a NaN in one weight makes the step fail, naming the
+// node that wrote the first NaN, and the position does not move.
+TEST(LlamaForwardTest, NonFiniteLogitsAreRefusedNamingTheNode) {
+  Result<SyntheticModel> m = generate_synthetic_llama(test_config());
+  ASSERT_TRUE(m.is_ok());
+  bool poisoned = false;
+  for (SyntheticTensor& t : m->tensors) {
+    if (t.name != "blk.1.ffn_down.weight") continue;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(t.data.data() + 4 * 5, &nan, sizeof nan);
+    poisoned = true;
+  }
+  ASSERT_TRUE(poisoned);
+  Result<GgufWriter> w = synthetic_model_writer(*m);
+  ASSERT_TRUE(w.is_ok());
+  GgufFile file = write_and_open(*w, "nan");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(4, model->config().vocab_size);
+  std::vector<float> logits(t.size() * static_cast<std::size_t>(model->config().vocab_size));
+  const Status st = model->eval(t, logits);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("blk.1.ffn_down"), std::string_view::npos) << st.to_string();
+  EXPECT_NE(st.message().find("nan"), std::string_view::npos) << st.to_string();
+  EXPECT_EQ(model->position(), 0);
 }
 
 // Mixed quantized weights (q4_k, q8_0, q6_k): the reference uses the exact
