@@ -504,30 +504,11 @@ const std::vector<Row>& dense_rows() {
 // Quantized kernels (issue 5): matmul with block-quantized weights, get_rows
 // from quantized tables, casts from quantized types. Kept in one block.
 
-// The quantized dtypes with a matmul weight kernel, get_rows and casts: every
-// block format GGUF stores, including the activation formats (a q8_0 / q8_k
-// tensor is a valid, if unusual, weight).
-constexpr DType kQuantTypes[] = {DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
-                                 DType::kQ8_0,   DType::kQ8_1,   DType::kQ2_K, DType::kQ3_K,
-                                 DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K, DType::kQ8_K,
-                                 DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
-
-// The weight formats with an AVX2 integer dot product.
-constexpr DType kQuantAvx2Types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                                     DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                                     DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
-                                     DType::kMXFP4};
-
-// The weight formats with an AVX-512 VNNI integer dot product (all of AVX2's).
-constexpr DType kQuantAvx512Types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                                       DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                                       DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
-                                       DType::kMXFP4};
-
-template <DType W, std::size_t N>
-constexpr bool listed(const DType (&types)[N]) {
-  return std::find(std::begin(types), std::end(types), W) != std::end(types);
-}
+// Every block-quantized dtype (kQuantizedDTypes, from dtype.def) has a portable
+// matmul weight kernel, get_rows and casts, the activation formats included (a
+// q8_0 / q8_k tensor is a valid, if unusual, weight). The integer-dot siblings, AVX2
+// and AVX-512 VNNI, serve the weight formats (is_quantized_weight_format): a
+// format added to dtype.def as a weight format needs their tiles (quant/).
 
 // Quantized matmul costs: the default matmul roofline (weight bytes at the
 // format's size) with the flops scaled by how many instructions each sibling
@@ -563,7 +544,7 @@ PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 template <DType W>
 void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
   const std::string w(name(W));
-  if (avx512 && listed<W>(kQuantAvx512Types)) {
+  if (avx512 && is_quantized_weight_format(W)) {
     out.push_back({OpKind::kMatmul,
                    {kF32, W, kF32},
                    &matmul_quant_avx512_for<W>,
@@ -572,7 +553,7 @@ void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
                     .cost = &quant_matmul_cost<1>,
                     .source = "avx512"}});
   }
-  if (avx2 && listed<W>(kQuantAvx2Types)) {
+  if (avx2 && is_quantized_weight_format(W)) {
     out.push_back({OpKind::kMatmul,
                    {kF32, W, kF32},
                    &matmul_quant_avx2_for<W>,
@@ -619,7 +600,7 @@ void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
 
 template <std::size_t... I>
 void add_all_quant_rows(std::vector<Row>& out, bool avx512, bool avx2, std::index_sequence<I...>) {
-  (add_quant_rows<kQuantTypes[I]>(out, avx512, avx2), ...);
+  (add_quant_rows<kQuantizedDTypes[I]>(out, avx512, avx2), ...);
 }
 
 // Built per process: which SIMD siblings exist depends on the running CPU.
@@ -629,7 +610,7 @@ const std::vector<Row>& quant_rows() {
     const CpuFeatures& cpu = cpu_features();
     // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd).
     add_all_quant_rows(out, cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
-                       std::make_index_sequence<std::size(kQuantTypes)>{});
+                       std::make_index_sequence<kQuantizedDTypes.size()>{});
     return out;
   }();
   return kRows;
