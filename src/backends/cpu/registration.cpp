@@ -8,6 +8,7 @@
 // relative and absolute bounds are against the exact (float64) result of the op on
 // the stored input values. An element passes when it is within any one bound.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "backends/cpu/quant/quant_kernels.h"
 #include "backends/cpu/registration.h"
 #include "backends/cpu/rowwise/rowwise.h"
+#include "backends/cpu/simd_rows.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -136,32 +138,58 @@ KernelOptions options(std::string name, Variant v, PrecisionGuarantee precision,
 
 std::string suffix(Variant v) { return fmt::format("__cpu_{}", variant_suffix(v)); }
 
-// f32 relative error of the SIMD transcendental rows (simd_vec.h), measured over
-// the whole f32 range by cpu_elementwise_test with a margin; gelu's argument is
-// itself rounded, which scales the exp error by up to |2y| where the result is tiny.
-// Rows that store f16 evaluate the exponential to f16 accuracy (Note [Exponentials
-// for f16 results]): 1e-5 more, checked on every f16 input.
-double simd_unary_rel(OpKind op, DType t) {
-  const double f16_exp = t == kF16 ? 1e-5 : 0.0;
-  switch (op) {
-    case OpKind::kExp: return 4e-7 + f16_exp;
-    case OpKind::kSigmoid:
-    case OpKind::kSilu: return 6e-7 + f16_exp;
-    case OpKind::kTanh: return 6e-7;
-    case OpKind::kGelu: return 2e-5 + f16_exp;
-    case OpKind::kRsqrt: return 1.2e-7;
-    default: return 0;
+// How a unary op's siblings compute, for their precision claims.
+struct UnaryAccuracy {
+  // One correctly rounded f32 operation (neg, relu, sqrt, scale): exact in f32 and
+  // in the SIMD rows alike.
+  bool exact = false;
+  // Otherwise the f32 relative error of the SIMD rows (simd_vec.h), measured over
+  // the whole f32 range by cpu_elementwise_test with a margin; gelu's argument is
+  // itself rounded, which scales the exp error by up to |2y| where the result is
+  // tiny.
+  double simd_rel = 0;
+  // Rows that store f16 evaluate the exponential to f16 accuracy (Note
+  // [Exponentials for f16 results]): 1e-5 more, checked on every f16 input.
+  bool f16_exp = false;
+};
+
+// One per unary op of op.def; an op added there without a line here does not
+// compile (Note [Per-op code over kOpsOfFamily] in op.h).
+template <OpKind kOp>
+constexpr UnaryAccuracy unary_accuracy() {
+  if constexpr (kOp == OpKind::kNeg || kOp == OpKind::kRelu || kOp == OpKind::kSqrt ||
+                kOp == OpKind::kScale) {
+    return {.exact = true};
+  } else if constexpr (kOp == OpKind::kExp) {
+    return {.simd_rel = 4e-7, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kSigmoid || kOp == OpKind::kSilu) {
+    return {.simd_rel = 6e-7, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kTanh) {
+    return {.simd_rel = 6e-7};
+  } else if constexpr (kOp == OpKind::kGelu) {
+    return {.simd_rel = 2e-5, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kRsqrt) {
+    return {.simd_rel = 1.2e-7};
+  } else {
+    // gelu_erf has no SIMD row (has_simd_unary_row); a new op must say how its rows
+    // compute.
+    static_assert(!has_simd_unary_row(kOp), "a unary op with a SIMD row has no stated accuracy");
+    return {};
   }
 }
 
-bool is_exact_unary(OpKind op) {
-  return op == OpKind::kNeg || op == OpKind::kRelu || op == OpKind::kSqrt || op == OpKind::kScale;
+template <std::size_t... I>
+constexpr auto unary_accuracies(std::index_sequence<I...>) {
+  return std::array<UnaryAccuracy, sizeof...(I)>{
+      unary_accuracy<kOpsOfFamily<OpFamily::kUnary>[I]>()...};
 }
+constexpr auto kUnaryAccuracy =
+    unary_accuracies(std::make_index_sequence<kOpsOfFamily<OpFamily::kUnary>.size()>{});
 
 void append_elementwise_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kBroadcasting{.strided_input = true, .broadcast_input = true};
   constexpr KernelCaps kStrided{.strided_input = true};
-  for (OpKind op : kBinaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kBinary>) {
     for (DType t : kFloatDTypes) {
       for (Variant v : variants()) {
         const KernelFn fn = binary_kernel(op, t, v);
@@ -175,15 +203,17 @@ void append_elementwise_rows(std::vector<Row>& rows) {
       }
     }
   }
-  for (OpKind op : kUnaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kUnary>) {
+    const UnaryAccuracy& accuracy = kUnaryAccuracy[index_in_family(op)];
     for (DType t : kFloatDTypes) {
       for (Variant v : variants()) {
         const KernelFn fn = unary_kernel(op, t, v);
         if (fn == nullptr) continue;
-        PrecisionGuarantee p = is_exact_unary(op) && t == kF32 ? exact() : rounded_once();
+        PrecisionGuarantee p = accuracy.exact && t == kF32 ? exact() : rounded_once();
         // Polynomial SIMD functions; the max_abs covers results that underflow.
-        if (v != Variant::kRef && !is_exact_unary(op)) {
-          p = f32_bound(simd_unary_rel(op, t), 1e-37, t);
+        if (v != Variant::kRef && !accuracy.exact) {
+          const double rel = accuracy.simd_rel + (accuracy.f16_exp && t == kF16 ? 1e-5 : 0.0);
+          p = f32_bound(rel, 1e-37, t);
         }
         rows.push_back({op,
                         {t, t},

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "backends/cpu/simd_rows.h"
 
@@ -24,23 +25,26 @@ const ElementwiseSimd& simd_table(Variant v) {
 
 // --- binary ------------------------------------------------------------------
 
-template <BinaryFn kOp>
+// The per-op formulas follow Note [Per-op code over kOpsOfFamily] in op.h: one
+// branch per op of the family, instantiated for each through by_family below.
+template <OpKind kOp>
 float binary_scalar(float a, float b) {
-  if constexpr (kOp == BinaryFn::kAdd) return a + b;
-  if constexpr (kOp == BinaryFn::kSub) return a - b;
-  if constexpr (kOp == BinaryFn::kMul) return a * b;
-  if constexpr (kOp == BinaryFn::kDiv) return a / b;
+  if constexpr (kOp == OpKind::kAdd) {
+    return a + b;
+  } else if constexpr (kOp == OpKind::kSub) {
+    return a - b;
+  } else if constexpr (kOp == OpKind::kMul) {
+    return a * b;
+  } else if constexpr (kOp == OpKind::kDiv) {
+    return a / b;
+  } else {
+    static_assert(kNoCodeForOp<kOp>, "a binary op of op.def has no reference formula here");
+  }
 }
 
-constexpr OpKind binary_op_kind(BinaryFn f) {
-  constexpr OpKind kOps[] = {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv};
-  return kOps[static_cast<int>(f)];
-}
-
-template <BinaryFn kOp, typename S, Variant kVariant>
+template <OpKind kOp, typename S, Variant kVariant>
 Status binary_kernel_impl(const KernelCall& call) {
-  constexpr OpKind kKind = binary_op_kind(kOp);
-  const std::string kName = kernel_name(kKind, kDTypeOf<S>, kVariant);
+  const std::string kName = kernel_name(kOp, kDTypeOf<S>, kVariant);
   SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
   const TensorView& a = call.inputs[0];
   const TensorView& b = call.inputs[1];
@@ -55,7 +59,7 @@ Status binary_kernel_impl(const KernelCall& call) {
   S* po = static_cast<S*>(out.data());
   BinaryRowFn simd = nullptr;
   if constexpr (kVariant != Variant::kRef) {
-    simd = simd_table(kVariant).binary[static_cast<int>(kOp)][static_cast<int>(kStorageOf<S>)];
+    simd = simd_table(kVariant).binary[index_in_family(kOp)][static_cast<int>(kStorageOf<S>)];
   }
   // One row: SIMD where the last dimension allows it, else element by element.
   auto row = [&](std::int64_t ia, std::int64_t sa, std::int64_t ib, std::int64_t sb,
@@ -94,7 +98,7 @@ Status binary_kernel_impl(const KernelCall& call) {
   return Status::ok();
 }
 
-template <BinaryFn kOp, Variant kVariant>
+template <OpKind kOp, Variant kVariant>
 KernelFn binary_for_dtype(DType t) {
   switch (t) {
     case DType::kF32: return &binary_kernel_impl<kOp, float, kVariant>;
@@ -104,57 +108,64 @@ KernelFn binary_for_dtype(DType t) {
   }
 }
 
+// The kernel of `op` at `t`, through a table with one slot per op of `kFamily`
+// (kOpsOfFamily): every op of the family gets its kernels, and an op of another
+// family gets none.
+template <OpFamily kFamily, template <OpKind, Variant> class Pick, Variant kVariant,
+          std::size_t... I>
+KernelFn by_family(OpKind op, DType t, std::index_sequence<I...>) {
+  using PerDType = KernelFn (*)(DType);
+  static constexpr PerDType kByOp[] = {&Pick<kOpsOfFamily<kFamily>[I], kVariant>::fn...};
+  return op_family(op) == kFamily ? kByOp[index_in_family(op)](t) : nullptr;
+}
+
+template <OpKind kOp, Variant kVariant>
+struct PickBinary {
+  static KernelFn fn(DType t) { return binary_for_dtype<kOp, kVariant>(t); }
+};
+
 template <Variant kVariant>
 KernelFn binary_for(OpKind op, DType t) {
-  switch (op) {
-    case OpKind::kAdd: return binary_for_dtype<BinaryFn::kAdd, kVariant>(t);
-    case OpKind::kSub: return binary_for_dtype<BinaryFn::kSub, kVariant>(t);
-    case OpKind::kMul: return binary_for_dtype<BinaryFn::kMul, kVariant>(t);
-    case OpKind::kDiv: return binary_for_dtype<BinaryFn::kDiv, kVariant>(t);
-    default: return nullptr;
-  }
+  return by_family<OpFamily::kBinary, PickBinary, kVariant>(
+      op, t, std::make_index_sequence<kOpsOfFamily<OpFamily::kBinary>.size()>{});
 }
 
 // --- unary -------------------------------------------------------------------
 
 // The reference value of a unary op. Transcendental functions are evaluated in
 // double so the only error left is the final rounding.
+// The reference value of a unary op. Transcendental functions are evaluated in
+// double so the only error left is the final rounding.
 template <OpKind kOp>
 float unary_scalar(float xf, float scale) {
   const double x = xf;
-  if constexpr (kOp == OpKind::kNeg) return -xf;
-  if constexpr (kOp == OpKind::kRelu) return xf > 0.0f ? xf : 0.0f;
-  if constexpr (kOp == OpKind::kScale) return xf * scale;
-  if constexpr (kOp == OpKind::kSqrt) return std::sqrt(xf);
-  if constexpr (kOp == OpKind::kRsqrt) return static_cast<float>(1.0 / std::sqrt(x));
-  if constexpr (kOp == OpKind::kExp) return static_cast<float>(std::exp(x));
-  if constexpr (kOp == OpKind::kSigmoid) return static_cast<float>(1.0 / (1.0 + std::exp(-x)));
-  if constexpr (kOp == OpKind::kSilu) return static_cast<float>(x / (1.0 + std::exp(-x)));
-  if constexpr (kOp == OpKind::kTanh) return static_cast<float>(std::tanh(x));
-  if constexpr (kOp == OpKind::kGelu) {
+  if constexpr (kOp == OpKind::kNeg) {
+    return -xf;
+  } else if constexpr (kOp == OpKind::kRelu) {
+    return xf > 0.0f ? xf : 0.0f;
+  } else if constexpr (kOp == OpKind::kScale) {
+    return xf * scale;
+  } else if constexpr (kOp == OpKind::kSqrt) {
+    return std::sqrt(xf);
+  } else if constexpr (kOp == OpKind::kRsqrt) {
+    return static_cast<float>(1.0 / std::sqrt(x));
+  } else if constexpr (kOp == OpKind::kExp) {
+    return static_cast<float>(std::exp(x));
+  } else if constexpr (kOp == OpKind::kSigmoid) {
+    return static_cast<float>(1.0 / (1.0 + std::exp(-x)));
+  } else if constexpr (kOp == OpKind::kSilu) {
+    return static_cast<float>(x / (1.0 + std::exp(-x)));
+  } else if constexpr (kOp == OpKind::kTanh) {
+    return static_cast<float>(std::tanh(x));
+  } else if constexpr (kOp == OpKind::kGelu) {
     // 0.5 x (1 + tanh(y)) written as x / (1 + e^(-2y)), which does not cancel.
     const double y = 0.7978845608028654 * (x + 0.044715 * x * x * x);
     return static_cast<float>(x / (1.0 + std::exp(-2.0 * y)));
-  }
-  if constexpr (kOp == OpKind::kGeluErf) {
+  } else if constexpr (kOp == OpKind::kGeluErf) {
     // 0.5 x (1 + erf(x / sqrt 2)) == 0.5 x erfc(-x / sqrt 2), exact for negative x.
     return static_cast<float>(0.5 * x * std::erfc(-x * 0.7071067811865476));
-  }
-}
-
-constexpr int unary_simd_index(OpKind op) {
-  switch (op) {
-    case OpKind::kNeg: return static_cast<int>(UnaryFn::kNeg);
-    case OpKind::kExp: return static_cast<int>(UnaryFn::kExp);
-    case OpKind::kSilu: return static_cast<int>(UnaryFn::kSilu);
-    case OpKind::kGelu: return static_cast<int>(UnaryFn::kGelu);
-    case OpKind::kRelu: return static_cast<int>(UnaryFn::kRelu);
-    case OpKind::kSqrt: return static_cast<int>(UnaryFn::kSqrt);
-    case OpKind::kRsqrt: return static_cast<int>(UnaryFn::kRsqrt);
-    case OpKind::kSigmoid: return static_cast<int>(UnaryFn::kSigmoid);
-    case OpKind::kTanh: return static_cast<int>(UnaryFn::kTanh);
-    case OpKind::kScale: return static_cast<int>(UnaryFn::kScale);
-    default: return -1;
+  } else {
+    static_assert(kNoCodeForOp<kOp>, "a unary op of op.def has no reference formula here");
   }
 }
 
@@ -175,7 +186,7 @@ Status unary_kernel_impl(const KernelCall& call) {
     SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kName));
     SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
     const UnaryRowFn fn =
-        simd_table(kVariant).unary[unary_simd_index(kOp)][static_cast<int>(kStorageOf<S>)];
+        simd_table(kVariant).unary[index_in_family(kOp)][static_cast<int>(kStorageOf<S>)];
     const S* bx = px + x.offset();
     S* bo = po + out.offset();
     call.ctx.parallel_for(out.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
@@ -204,7 +215,7 @@ Status unary_kernel_impl(const KernelCall& call) {
 
 template <OpKind kOp, Variant kVariant>
 KernelFn unary_for_dtype(DType t) {
-  if constexpr (kVariant != Variant::kRef && unary_simd_index(kOp) < 0) {
+  if constexpr (kVariant != Variant::kRef && !has_simd_unary_row(kOp)) {
     return nullptr;
   } else {
     switch (t) {
@@ -216,22 +227,15 @@ KernelFn unary_for_dtype(DType t) {
   }
 }
 
+template <OpKind kOp, Variant kVariant>
+struct PickUnary {
+  static KernelFn fn(DType t) { return unary_for_dtype<kOp, kVariant>(t); }
+};
+
 template <Variant kVariant>
 KernelFn unary_for(OpKind op, DType t) {
-  switch (op) {
-    case OpKind::kNeg: return unary_for_dtype<OpKind::kNeg, kVariant>(t);
-    case OpKind::kExp: return unary_for_dtype<OpKind::kExp, kVariant>(t);
-    case OpKind::kSilu: return unary_for_dtype<OpKind::kSilu, kVariant>(t);
-    case OpKind::kGelu: return unary_for_dtype<OpKind::kGelu, kVariant>(t);
-    case OpKind::kGeluErf: return unary_for_dtype<OpKind::kGeluErf, kVariant>(t);
-    case OpKind::kRelu: return unary_for_dtype<OpKind::kRelu, kVariant>(t);
-    case OpKind::kSqrt: return unary_for_dtype<OpKind::kSqrt, kVariant>(t);
-    case OpKind::kRsqrt: return unary_for_dtype<OpKind::kRsqrt, kVariant>(t);
-    case OpKind::kSigmoid: return unary_for_dtype<OpKind::kSigmoid, kVariant>(t);
-    case OpKind::kTanh: return unary_for_dtype<OpKind::kTanh, kVariant>(t);
-    case OpKind::kScale: return unary_for_dtype<OpKind::kScale, kVariant>(t);
-    default: return nullptr;
-  }
+  return by_family<OpFamily::kUnary, PickUnary, kVariant>(
+      op, t, std::make_index_sequence<kOpsOfFamily<OpFamily::kUnary>.size()>{});
 }
 
 // --- casts -------------------------------------------------------------------
