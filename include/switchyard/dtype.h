@@ -89,8 +89,7 @@ inline constexpr std::array<DTypeInfo, kDTypeCount> kDTypeInfos = {{
 // Whether `t` is a block format that activations are quantized to for an integer
 // dot product (q8_0, q8_1, q8_k).
 [[nodiscard]] constexpr bool is_activation_format(DType t) {
-  return (static_cast<unsigned>(info(t).role) & static_cast<unsigned>(DTypeRole::kActivation)) !=
-         0;
+  return (static_cast<unsigned>(info(t).role) & static_cast<unsigned>(DTypeRole::kActivation)) != 0;
 }
 [[nodiscard]] constexpr bool is_quantized_weight_format(DType t) {
   return is_quantized(t) && is_weight_format(t);

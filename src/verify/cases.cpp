@@ -135,8 +135,8 @@ struct Domain {
 // Through the tails of the s-shaped functions.
 constexpr Domain kWide{-6.0, 6.0};
 
-Result<std::vector<Case>> unary_cases(OpKind op, const DTypeList& d, const KernelCaps& caps,
-                                      Gen& g, Domain domain) {
+Result<std::vector<Case>> unary_cases(OpKind op, const DTypeList& d, const KernelCaps& caps, Gen& g,
+                                      Domain domain) {
   if (d.size() != 2 || !all_same_float(d))
     return unsupported(op, d, "takes x, out of one float dtype");
   auto make = [&](const std::vector<std::int64_t>& dims) {

@@ -65,18 +65,18 @@ TEST(DTypeTest, RolesAndFileTypesMatchGguf) {
     int file_type;
   };
   const Expected expected[] = {
-      {DType::kF64, false, false, -1},     {DType::kF32, true, false, 0},
-      {DType::kF16, true, false, 1},       {DType::kBF16, true, false, 32},
-      {DType::kI64, false, false, -1},     {DType::kI32, false, false, -1},
-      {DType::kI16, false, false, -1},     {DType::kI8, false, false, -1},
-      {DType::kU8, false, false, -1},      {DType::kBool, false, false, -1},
-      {DType::kQ4_0, true, false, 2},      {DType::kQ4_1, true, false, 3},
-      {DType::kQ5_0, true, false, 8},      {DType::kQ5_1, true, false, 9},
-      {DType::kQ8_0, true, true, 7},       {DType::kQ8_1, false, true, -1},
-      {DType::kQ2_K, true, false, 10},     {DType::kQ3_K, true, false, 11},
-      {DType::kQ4_K, true, false, 14},     {DType::kQ5_K, true, false, 16},
-      {DType::kQ6_K, true, false, 18},     {DType::kQ8_K, false, true, -1},
-      {DType::kIQ4_NL, true, false, 25},   {DType::kIQ4_XS, true, false, 30},
+      {DType::kF64, false, false, -1},   {DType::kF32, true, false, 0},
+      {DType::kF16, true, false, 1},     {DType::kBF16, true, false, 32},
+      {DType::kI64, false, false, -1},   {DType::kI32, false, false, -1},
+      {DType::kI16, false, false, -1},   {DType::kI8, false, false, -1},
+      {DType::kU8, false, false, -1},    {DType::kBool, false, false, -1},
+      {DType::kQ4_0, true, false, 2},    {DType::kQ4_1, true, false, 3},
+      {DType::kQ5_0, true, false, 8},    {DType::kQ5_1, true, false, 9},
+      {DType::kQ8_0, true, true, 7},     {DType::kQ8_1, false, true, -1},
+      {DType::kQ2_K, true, false, 10},   {DType::kQ3_K, true, false, 11},
+      {DType::kQ4_K, true, false, 14},   {DType::kQ5_K, true, false, 16},
+      {DType::kQ6_K, true, false, 18},   {DType::kQ8_K, false, true, -1},
+      {DType::kIQ4_NL, true, false, 25}, {DType::kIQ4_XS, true, false, 30},
       {DType::kMXFP4, true, false, 38},
   };
   ASSERT_EQ(std::size(expected), static_cast<std::size_t>(kDTypeCount));
