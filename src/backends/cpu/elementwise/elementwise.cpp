@@ -10,15 +10,6 @@
 namespace switchyard::cpu {
 namespace {
 
-// --- names -------------------------------------------------------------------
-
-std::string_view op_name(OpKind op) { return name(op); }
-
-// The kernel's registered name, for error messages ("add_f16__cpu_avx2").
-std::string kernel_name(OpKind op, DType t, Variant v) {
-  return fmt::format("{}_{}__cpu_{}", op_name(op), name(t), variant_suffix(v));
-}
-
 const ElementwiseSimd& simd_table(Variant v) {
   return v == Variant::kAvx512 ? elementwise_avx512() : elementwise_avx2();
 }
@@ -44,16 +35,16 @@ float binary_scalar(float a, float b) {
 
 template <OpKind kOp, typename S, Variant kVariant>
 Status binary_kernel_impl(const KernelCall& call) {
-  const std::string kName = kernel_name(kOp, kDTypeOf<S>, kVariant);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
   const TensorView& a = call.inputs[0];
   const TensorView& b = call.inputs[1];
   const TensorView& out = call.outputs[0];
   for (const TensorView* t : {&a, &b, &out}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, kDTypeOf<S>, kName));
-    SWITCHYARD_RETURN_IF_ERROR(check_same_shape(*t, out, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, kDTypeOf<S>, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_same_shape(*t, out, kernel));
   }
-  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kernel));
   const S* pa = static_cast<const S*>(a.data());
   const S* pb = static_cast<const S*>(b.data());
   S* po = static_cast<S*>(out.data());
@@ -171,20 +162,20 @@ float unary_scalar(float xf, float scale) {
 
 template <OpKind kOp, typename S, Variant kVariant>
 Status unary_kernel_impl(const KernelCall& call) {
-  const std::string kName = kernel_name(kOp, kDTypeOf<S>, kVariant);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kernel));
   const float scale = call.params.scale;
   const S* px = static_cast<const S*>(x.data());
   S* po = static_cast<S*>(out.data());
   if constexpr (kVariant != Variant::kRef) {
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kName));
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
     const UnaryRowFn fn =
         simd_table(kVariant).unary[index_in_family(kOp)][static_cast<int>(kStorageOf<S>)];
     const S* bx = px + x.offset();
@@ -287,16 +278,15 @@ To convert(From v) {
 
 template <typename From, typename To, Variant kVariant>
 Status cast_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("cast_{}_{}__cpu_{}", name(kDTypeOf<From>),
-                                        name(kDTypeOf<To>), variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
   const TensorView& in = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(in, kDTypeOf<From>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<To>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(in, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(in, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(in, kDTypeOf<From>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<To>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(in, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(in, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   const From* src = in.first_as<const From>();
   To* dst = out.first_as<To>();
   if constexpr (kVariant != Variant::kRef) {
