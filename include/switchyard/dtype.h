@@ -6,9 +6,14 @@
 // All size arithmetic goes through `row_bytes`, which refuses rows that do not split
 // into whole blocks and sizes that overflow.
 //
+// Every per-dtype fact is a column of dtype.def (kind, role, GGUF ids), and every
+// list of dtypes is a filter over those columns (`dtypes_where`), never a second
+// hand-written list that could drift from the first.
+//
 // Example
 //   SWITCHYARD_ASSIGN_OR_RETURN(int64_t bytes, row_bytes(DType::kQ4_K, 4096));
 //   // 4096 / 256 blocks * 144 bytes = 2304
+//   for (DType w : kQuantizedWeightDTypes) ...  // q4_0 ... mxfp4, not q8_1 or q8_k
 #pragma once
 
 #include <array>
