@@ -247,7 +247,7 @@ BENCHMARK_CAPTURE(BM_FfnSwiglu, f32_avx512, DType::kF32, std::string("ffn_swiglu
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_FfnSwiglu, f16_avx512, DType::kF16,
-                  std::string("ffn_swiglu_f32_f16__cpu_avx512"))
+                  std::string("ffn_swiglu_f32_f16_f16_f16_f32__cpu_avx512"))
     ->Arg(1)
     ->Arg(128)
     ->Unit(benchmark::kMillisecond)
@@ -257,7 +257,8 @@ BENCHMARK_CAPTURE(BM_FfnSwiglu, f32_avx2, DType::kF32, std::string("ffn_swiglu_f
     ->Arg(128)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_FfnSwiglu, f16_avx2, DType::kF16, std::string("ffn_swiglu_f32_f16__cpu_avx2"))
+BENCHMARK_CAPTURE(BM_FfnSwiglu, f16_avx2, DType::kF16,
+                  std::string("ffn_swiglu_f32_f16_f16_f16_f32__cpu_avx2"))
     ->Arg(1)
     ->Arg(128)
     ->Unit(benchmark::kMillisecond)

@@ -29,6 +29,7 @@
 // Attention is compute-bound: it reports GFLOP/s (of the op's default cost-model
 // flop count, the same for every sibling).
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -127,8 +128,10 @@ BENCHMARK(BM_Stream)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(
 // One benchmark per CPU sibling at a key.
 struct OpBench {
   std::string label;
-  // The registered kernel name without its `__cpu_<variant>` suffix.
-  std::string kernel;
+  // What the kernel's variant names after its instruction set (kernel_name in
+  // binding_table.h): "w" for a norm with a weight, "in2" for a two-input concat;
+  // empty for most.
+  std::string extra;
   OpKind op;
   DTypeList dtypes;
   std::vector<Shape> shapes;  // inputs then the output
@@ -232,68 +235,63 @@ std::vector<OpBench> op_benches(std::int64_t row_count) {
   OpParams last;
   last.axis = -1;
   return {
-      {"add/f32", "add_f32", OpKind::kAdd, {f32, f32, f32}, {flat, flat, flat}, none},
-      {"mul/bf16", "mul_bf16", OpKind::kMul, {bf16, bf16, bf16}, {flat, flat, flat}, none},
+      {"add/f32", "", OpKind::kAdd, {f32, f32, f32}, {flat, flat, flat}, none},
+      {"mul/bf16", "", OpKind::kMul, {bf16, bf16, bf16}, {flat, flat, flat}, none},
       {"add_row_broadcast/f32",
-       "add_f32",
+       "",
        OpKind::kAdd,
        {f32, f32, f32},
        {rows, {4096}, rows},
        none,
        false,
        true},
-      {"scale/f32", "scale_f32", OpKind::kScale, {f32, f32}, {flat, flat}, scaled},
-      {"exp/f32", "exp_f32", OpKind::kExp, {f32, f32}, {flat, flat}, none},
-      {"silu/f32", "silu_f32", OpKind::kSilu, {f32, f32}, {flat, flat}, none},
-      {"gelu/f32", "gelu_f32", OpKind::kGelu, {f32, f32}, {flat, flat}, none},
-      {"silu/f16", "silu_f16", OpKind::kSilu, {f16, f16}, {flat, flat}, none},
-      {"cast/f32_f16", "cast_f32_f16", OpKind::kCast, {f32, f16}, {flat, flat}, none},
-      {"cast/bf16_f32", "cast_bf16_f32", OpKind::kCast, {bf16, f32}, {flat, flat}, none},
-      {"rms_norm_w/f32",
-       "rms_norm_f32_w",
-       OpKind::kRmsNorm,
-       {f32, f32, f32},
-       {rows, {4096}, rows},
-       none},
+      {"scale/f32", "", OpKind::kScale, {f32, f32}, {flat, flat}, scaled},
+      {"exp/f32", "", OpKind::kExp, {f32, f32}, {flat, flat}, none},
+      {"silu/f32", "", OpKind::kSilu, {f32, f32}, {flat, flat}, none},
+      {"gelu/f32", "", OpKind::kGelu, {f32, f32}, {flat, flat}, none},
+      {"silu/f16", "", OpKind::kSilu, {f16, f16}, {flat, flat}, none},
+      {"cast/f32_f16", "", OpKind::kCast, {f32, f16}, {flat, flat}, none},
+      {"cast/bf16_f32", "", OpKind::kCast, {bf16, f32}, {flat, flat}, none},
+      {"rms_norm_w/f32", "w", OpKind::kRmsNorm, {f32, f32, f32}, {rows, {4096}, rows}, none},
       {"layer_norm_wb/f32",
-       "layer_norm_f32_wb",
+       "wb",
        OpKind::kLayerNorm,
        {f32, f32, f32, f32},
        {rows, {4096}, {4096}, rows},
        none},
-      {"softmax/f32", "softmax_f32", OpKind::kSoftmax, {f32, f32}, {rows, rows}, scaled},
-      {"sum/f32", "sum_f32", OpKind::kSum, {f32, f32}, {rows, {row_count, 1}}, none},
+      {"softmax/f32", "", OpKind::kSoftmax, {f32, f32}, {rows, rows}, scaled},
+      {"sum/f32", "", OpKind::kSum, {f32, f32}, {rows, {row_count, 1}}, none},
       {"rope/f32",
-       "rope_f32_i32",
+       "",
        OpKind::kRope,
        {f32, i32, f32},
        {{4096, 32, 128}, {4096}, {4096, 32, 128}},
        none},
       {"get_rows/f16_f32",
-       "get_rows_f16_i32_f32",
+       "",
        OpKind::kGetRows,
        {f16, i32, f32},
        {{8192, 2048}, {4096}, {4096, 2048}},
        none},
-      {"copy/f32", "copy_f32", OpKind::kCopy, {f32, f32}, {flat, flat}, none},
-      {"transpose/f32", "transpose_f32", OpKind::kTranspose, {f32, f32}, {rows, rows}, none},
-      {"transpose/f16", "transpose_f16", OpKind::kTranspose, {f16, f16}, {rows, rows}, none},
+      {"copy/f32", "", OpKind::kCopy, {f32, f32}, {flat, flat}, none},
+      {"transpose/f32", "", OpKind::kTranspose, {f32, f32}, {rows, rows}, none},
+      {"transpose/f16", "", OpKind::kTranspose, {f16, f16}, {rows, rows}, none},
       // Two halves of each row (runs of 8 KiB), and attention heads of 64 f16
       // joined into heads of 128 (runs of 128 bytes).
       {"concat_halves/f32",
-       "concat2_f32",
+       "in2",
        OpKind::kConcat,
        {f32, f32, f32},
        {{row_count, 2048}, {row_count, 2048}, rows},
        last},
       {"concat_heads/f16",
-       "concat2_f16",
+       "in2",
        OpKind::kConcat,
        {f16, f16, f16},
        {{4 * row_count, 8, 64}, {4 * row_count, 8, 64}, {4 * row_count, 8, 128}},
        last},
       {"attention/f32",
-       "attention_f32_f32",
+       "",
        OpKind::kAttention,
        {f32, f32, f32, f32},
        {{1, 64, 32, 128}, {1, 512, 8, 128}, {1, 512, 8, 128}, {1, 64, 32, 128}},
@@ -301,7 +299,7 @@ std::vector<OpBench> op_benches(std::int64_t row_count) {
        true},
       // One decoding step of a llama-7B-shaped layer against a 1024-token cache.
       {"attention_decode/f32",
-       "attention_f32_f32",
+       "",
        OpKind::kAttention,
        {f32, f32, f32, f32},
        {{1, 1, 32, 128}, {1, 1024, 8, 128}, {1, 1024, 8, 128}, {1, 1, 32, 128}},
@@ -320,7 +318,9 @@ const bool kRegistered = [] {
     for (const OpBench& spec : op_benches(row_count)) {
       if (row_count != kL3Rows && !streaming(spec)) continue;
       for (const char* variant : {"avx512", "avx2", "ref"}) {
-        const std::string kernel = spec.kernel + "__cpu_" + variant;
+        const std::string kernel = kernel_name(
+            spec.op, spec.dtypes, BackendId::kCpu,
+            spec.extra.empty() ? std::string(variant) : fmt::format("{}_{}", variant, spec.extra));
         benchmark::RegisterBenchmark((family + spec.label + "/" + kernel).c_str(),
                                      [spec, kernel, rows = row_count](benchmark::State& state) {
                                        run_op(state, spec, kernel, rows);

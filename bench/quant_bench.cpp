@@ -155,10 +155,8 @@ void BM_QuantDotInCache(benchmark::State& state, DType t, std::string_view sourc
   run_quant_matmul(state, t, source, 1, 256, false);
 }
 
-constexpr DType kFormats[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                              DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                              DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
-                              DType::kMXFP4};
+// The weight formats, which the integer-dot siblings serve.
+constexpr auto kFormats = kQuantizedWeightDTypes;
 
 // One benchmark per format and SIMD sibling the CPU runs (`<name>/<fmt>/<source>`),
 // so siblings are compared in the same run.

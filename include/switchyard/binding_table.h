@@ -46,6 +46,7 @@
 #include <source_location>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -145,7 +146,8 @@ using ShapeAdmitFn = bool (*)(std::span<const Shape> shapes);
 // Optional metadata of a registration. Every field has a safe default; use
 // designated initializers: {.name = "...", .precision = ..., .source = "openblas"}.
 struct KernelOptions {
-  // The kernel's name, unique in the table: `<op>_<dtypes>__<backend>_<variant>`.
+  // The kernel's name, unique in the table: `<op>_<dtypes>__<backend>_<variant>`,
+  // as kernel_name() builds it.
   std::string name;
   KernelCaps caps{};
   PrecisionGuarantee precision{};
@@ -466,6 +468,33 @@ class KernelBindingTable {
   bool finalized_ = false;
   std::uint64_t generation_ = 0;
 };
+
+// The name a backend registers a kernel under, built from its key alone (the
+// XNNPACK convention; a name says what the kernel is):
+//
+//   <op>_<dtypes>__<backend>_<variant>
+//
+//   <op>       the op's name in op.def, or "fused<id>" for a runtime-fused id
+//   <dtypes>   the operands' dtype names in key order (inputs, then outputs)
+//              joined by '_', collapsed to one name when every operand has it
+//   <backend>  the backend's name in backend.def
+//   <variant>  which sibling at the key: its instruction set or library first
+//              ("ref", "avx2", "openblas"), then whatever else tells it from the
+//              other kernels of the backend whose names would otherwise agree
+//              ("avx2_matvec" for a sibling serving one row; "ref_mask" where an
+//              extra input leaves the collapsed dtypes unchanged). Empty: the name
+//              ends after <backend>.
+//
+//   kernel_name(OpKind::kMatmul, {kF32, kF32, kF32}, BackendId::kCpu, "ref")
+//       == "matmul_f32__cpu_ref"
+//   kernel_name(OpKind::kMatmul, {kF32, kQ4_K, kF32}, BackendId::kCpu, "avx2")
+//       == "matmul_f32_q4_k_f32__cpu_avx2"
+//
+// Names must be unique in a table (finalize() refuses a repeat): two keys of one
+// op whose dtypes collapse alike ({f32, f32} and {f32, f32, f32}) need variants
+// that differ. A backend's registration builds every name through this function.
+[[nodiscard]] std::string kernel_name(BindingKey key, const DTypeList& dtypes, BackendId backend,
+                                      std::string_view variant);
 
 // "add(f32,f32,f32)@cpu", or "fused#16384(...)" for a runtime-fused key without a
 // table at hand.

@@ -1,5 +1,6 @@
 // Roofline estimates and the per-family default cost functions.
 #include <algorithm>
+#include <utility>
 
 #include "switchyard/cost.h"
 #include "switchyard/kernel.h"
@@ -76,6 +77,37 @@ double element_bytes(DType t) {
   return static_cast<double>(block_bytes(t)) / static_cast<double>(block_elems(t));
 }
 
+namespace {
+
+// A fused op has no family model: each names its own (Note [Per-op code over
+// kOpsOfFamily] in op.h), so a fused op added to op.def does not compile until
+// it does.
+template <OpKind kOp>
+constexpr CostFn fused_cost_of() {
+  if constexpr (kOp == OpKind::kFfnSwiglu) {
+    return &ffn_cost;
+  } else if constexpr (kOp == OpKind::kLinear) {
+    return &matmul_cost;
+  } else if constexpr (kOp == OpKind::kRmsNormMul) {
+    return &streaming_cost<6>;
+  } else {
+    static_assert(kNoCodeForOp<kOp>, "a fused op of op.def has no default cost model");
+    return &unknown_cost;
+  }
+}
+
+template <std::size_t... I>
+CostFn fused_cost(OpKind op, std::index_sequence<I...>) {
+  static constexpr CostFn kByOp[] = {fused_cost_of<kOpsOfFamily<OpFamily::kFused>[I]>()...};
+  return kByOp[index_in_family(op)];
+}
+
+CostFn fused_cost(OpKind op) {
+  return fused_cost(op, std::make_index_sequence<kOpsOfFamily<OpFamily::kFused>.size()>{});
+}
+
+}  // namespace
+
 CostFn default_cost_for(OpKind op) {
   switch (op_family(op)) {
     case OpFamily::kBinary:
@@ -89,10 +121,7 @@ CostFn default_cost_for(OpKind op) {
     case OpFamily::kReduce: return &streaming_cost<5>;
     case OpFamily::kMatmul: return &matmul_cost;
     case OpFamily::kAttention: return &attention_cost;
-    case OpFamily::kFused:
-      return op == OpKind::kFfnSwiglu ? &ffn_cost
-             : op == OpKind::kLinear  ? &matmul_cost
-                                      : &streaming_cost<6>;
+    case OpFamily::kFused: return fused_cost(op);
   }
   return &unknown_cost;
 }

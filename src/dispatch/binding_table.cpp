@@ -91,6 +91,29 @@ std::string describe_key(BindingKey key, const DTypeList& dtypes, BackendId back
   return fmt::format("{}({})@{}", key_name(key), dtypes.to_string(), name(backend));
 }
 
+std::string kernel_name(BindingKey key, const DTypeList& dtypes, BackendId backend,
+                        std::string_view variant) {
+  std::string text;
+  if (auto op = key.static_op()) {
+    text = name(*op);
+  } else {
+    text = fmt::format("fused{}", key.raw());
+  }
+  const std::span<const DType> d = dtypes.span();
+  const bool one_dtype = std::all_of(d.begin(), d.end(), [&](DType t) { return t == d[0]; });
+  for (std::size_t i = 0; i < (one_dtype ? std::min<std::size_t>(d.size(), 1) : d.size()); ++i) {
+    text += '_';
+    text += name(d[i]);
+  }
+  text += "__";
+  text += name(backend);
+  if (!variant.empty()) {
+    text += '_';
+    text += variant;
+  }
+  return text;
+}
+
 std::string describe_site(const std::source_location& site) {
   std::string_view file = site.file_name();
   // Paths are build-machine specific; from "src/" or "tests/" on they are stable.

@@ -17,38 +17,13 @@
 namespace switchyard {
 namespace {
 
-// Types a weight can be stored in: the dense float types and the block formats
-// quant.h quantizes, except the activation-only q8_1 and q8_k.
-bool storable(DType t) {
-  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) return true;
-  return is_quantized(t) && t != DType::kQ8_1 && t != DType::kQ8_K && can_quantize(t);
-}
+// Types a weight can be stored in: dtype.def's weight formats (the dense float types
+// and the block formats except the activation-only q8_1 and q8_k), as far as
+// quant.h quantizes them.
+bool storable(DType t) { return is_weight_format(t) && (!is_quantized(t) || can_quantize(t)); }
 
 constexpr std::string_view kStorableText =
     "f32, f16, bf16 or a block-quantized weight format (q8_1 and q8_k are for activations)";
-
-// The common `general.file_type` numbering ("mostly X") of the plain types.
-std::optional<std::uint32_t> plain_file_type(DType t) {
-  switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ4_1: return 3;
-    case DType::kQ8_0: return 7;
-    case DType::kQ5_0: return 8;
-    case DType::kQ5_1: return 9;
-    case DType::kQ2_K: return 10;
-    case DType::kQ3_K: return 11;
-    case DType::kQ4_K: return 14;
-    case DType::kQ5_K: return 16;
-    case DType::kQ6_K: return 18;
-    case DType::kIQ4_NL: return 25;
-    case DType::kIQ4_XS: return 30;
-    case DType::kBF16: return 32;
-    case DType::kMXFP4: return 38;
-    default: return std::nullopt;
-  }
-}
 
 struct Preset {
   std::string_view name;
@@ -246,7 +221,7 @@ Result<QuantizeTarget> parse_quantize_target(std::string_view text) {
   auto accepted = [] {
     std::vector<std::string_view> names;
     for (DType t : kAllDTypes) {
-      if (storable(t) && plain_file_type(t)) names.push_back(name(t));
+      if (storable(t) && gguf_file_type(t)) names.push_back(name(t));
     }
     return fmt::format("a preset ({}) or a type ({})", fmt::join(kPresetNames, ", "),
                        fmt::join(names, ", "));
@@ -256,7 +231,7 @@ Result<QuantizeTarget> parse_quantize_target(std::string_view text) {
     return invalid_argument_error(
         fmt::format("quantize type '{}' is unknown; expected {}", text, accepted()));
   }
-  const std::optional<std::uint32_t> file_type = plain_file_type(*dtype);
+  const std::optional<std::uint32_t> file_type = gguf_file_type(*dtype);
   if (!storable(*dtype) || !file_type) {
     return invalid_argument_error(
         fmt::format("quantize type '{}': a model cannot be stored as {}; expected {}", text, lower,

@@ -64,12 +64,10 @@ std::vector<float> uniform_values(std::uint64_t seed, std::string_view name, std
   return values;
 }
 
-// Dense float types, and the block formats quant.h quantizes except the
-// activation-only ones (q8_1, q8_k), which GGUF files never use for weights.
-bool storable(DType t) {
-  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) return true;
-  return is_quantized(t) && t != DType::kQ8_1 && t != DType::kQ8_K && can_quantize(t);
-}
+// dtype.def's weight formats (dense float types, and the block formats except the
+// activation-only q8_1 and q8_k, which GGUF files never use for weights), as far
+// as quant.h quantizes them.
+bool storable(DType t) { return is_weight_format(t) && (!is_quantized(t) || can_quantize(t)); }
 
 constexpr std::string_view kStorableText =
     "f32, f16, bf16 and the block-quantized weight formats (not q8_1 or q8_k, which are for "

@@ -778,6 +778,9 @@ void quantize_iq4(const float* x, int groups, std::uint8_t* d_f16, std::uint8_t*
 // ---------------------------------------------------------------------------
 // Dequantizers, one block each.
 
+// Both switches name every dtype of dtype.def, without a default: a block format
+// added there does not build until it has a quantizer and a dequantizer here
+// (-Wswitch, warnings are errors). The dense dtypes fall through to the check.
 void dequant_block(DType t, const std::uint8_t* p, float* y) {
   switch (t) {
     case DType::kQ4_0: {
@@ -949,8 +952,19 @@ void dequant_block(DType t, const std::uint8_t* p, float* y) {
       }
       return;
     }
-    default: SWITCHYARD_CHECK_MSG(false, "dequant_block: not a block-quantized dtype");
+    case DType::kF64:
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI64:
+    case DType::kI32:
+    case DType::kI16:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool: break;
   }
+  // The callers check is_quantized first; a dense dtype here is a programmer error.
+  SWITCHYARD_CHECK_MSG(false, "dequant_block: not a block-quantized dtype");
 }
 
 void quant_block(DType t, const float* x, std::uint8_t* p) {
@@ -976,8 +990,18 @@ void quant_block(DType t, const float* x, std::uint8_t* p) {
       return quantize_iq4(x, 8, b.d, b.qs, &b);
     }
     case DType::kMXFP4: return quantize_mxfp4(x, *reinterpret_cast<BlockMXFP4*>(p));
-    default: SWITCHYARD_CHECK_MSG(false, "quant_block: not a block-quantized dtype");
+    case DType::kF64:
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI64:
+    case DType::kI32:
+    case DType::kI16:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kBool: break;
   }
+  SWITCHYARD_CHECK_MSG(false, "quant_block: not a block-quantized dtype");
 }
 
 Status check_sizes(DType t, std::int64_t elems, std::size_t bytes, std::string_view what) {

@@ -52,56 +52,44 @@ RefOutput make_output(Shape shape) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-Result<RefOutput> binary(OpKind op, std::span<const RefTensor> in) {
+// The elementwise ops take their formula from compute_reference's switch, which
+// names every op: a binary or unary op added to op.def does not build until it
+// has one there.
+template <typename Formula>
+Result<RefOutput> binary(OpKind op, std::span<const RefTensor> in, Formula formula) {
   SWITCHYARD_RETURN_IF_ERROR(expect_arity(op, in, 2, 2));
   if (!(in[0].shape == in[1].shape)) {
     return contract_error(op, "operands must have one (broadcast) shape");
   }
   RefOutput out = make_output(in[0].shape);
   for (std::size_t i = 0; i < out.values.size(); ++i) {
-    const double a = in[0].values[i];
-    const double b = in[1].values[i];
-    double r = 0.0;
-    switch (op) {
-      case OpKind::kAdd: r = a + b; break;
-      case OpKind::kSub: r = a - b; break;
-      case OpKind::kMul: r = a * b; break;
-      default: r = a / b; break;
-    }
+    const double r = formula(in[0].values[i], in[1].values[i]);
     out.values[i] = r;
     out.scale[i] = std::abs(r);
   }
   return out;
 }
 
-Result<RefOutput> unary(OpKind op, std::span<const RefTensor> in, const OpParams& p) {
+template <typename Formula>
+Result<RefOutput> unary(OpKind op, std::span<const RefTensor> in, Formula formula) {
   SWITCHYARD_RETURN_IF_ERROR(expect_arity(op, in, 1, 1));
   RefOutput out = make_output(in[0].shape);
-  const double k = std::sqrt(2.0 / std::numbers::pi);
   for (std::size_t i = 0; i < out.values.size(); ++i) {
-    const double x = in[0].values[i];
-    double r = 0.0;
-    switch (op) {
-      case OpKind::kNeg: r = -x; break;
-      case OpKind::kExp: r = std::exp(x); break;
-      case OpKind::kSilu: r = x * sigmoid(x); break;
-      // 1 + tanh(u) and 1 + erf(v) cancel in the negative tail, even in double
-      // (a relative error of ~1e-7 at x = -6). The same functions written without
-      // the cancellation: 1 + tanh(u) = 2 sigmoid(2u), 1 + erf(v) = erfc(-v).
-      case OpKind::kGelu: r = x * sigmoid(2.0 * k * (x + 0.044715 * x * x * x)); break;
-      case OpKind::kGeluErf: r = 0.5 * x * std::erfc(-x / std::numbers::sqrt2); break;
-      case OpKind::kRelu: r = x > 0.0 ? x : 0.0; break;
-      case OpKind::kSqrt: r = std::sqrt(x); break;
-      case OpKind::kRsqrt: r = 1.0 / std::sqrt(x); break;
-      case OpKind::kSigmoid: r = sigmoid(x); break;
-      case OpKind::kTanh: r = std::tanh(x); break;
-      default: r = x * static_cast<double>(p.scale); break;
-    }
+    const double r = formula(in[0].values[i]);
     out.values[i] = r;
     out.scale[i] = std::abs(r);
   }
   return out;
 }
+
+// 1 + tanh(u) and 1 + erf(v) cancel in the negative tail, even in double (a
+// relative error of ~1e-7 at x = -6). The same functions written without the
+// cancellation: 1 + tanh(u) = 2 sigmoid(2u), 1 + erf(v) = erfc(-v).
+double gelu(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return x * sigmoid(2.0 * k * (x + 0.044715 * x * x * x));
+}
+double gelu_erf(double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt2); }
 
 Result<RefOutput> cast(std::span<const RefTensor> in, DType out_dtype) {
   SWITCHYARD_RETURN_IF_ERROR(expect_arity(OpKind::kCast, in, 1, 1));
@@ -344,26 +332,29 @@ Result<RefOutput> get_rows(std::span<const RefTensor> in) {
   return out;
 }
 
-Result<RefOutput> reduce(OpKind op, std::span<const RefTensor> in) {
+enum class Reduction : std::uint8_t { kSum, kMean, kMax };
+
+Result<RefOutput> reduce(OpKind op, Reduction how, std::span<const RefTensor> in) {
   SWITCHYARD_RETURN_IF_ERROR(expect_arity(op, in, 1, 1));
   const Shape& x = in[0].shape;
   if (x.rank() < 1 || x.inner() < 1) return contract_error(op, "x must be [..., D] with D >= 1");
   const std::int64_t d = x.inner();
+  const bool max = how == Reduction::kMax;
   RefOutput out = make_output(with_dims(x, x.rank() - 1, {1}));
   for (std::int64_t r = 0; r < x.numel() / d; ++r) {
     const double* row = in[0].values.data() + r * d;
-    double acc = op == OpKind::kMax ? -kInf : 0.0;
+    double acc = max ? -kInf : 0.0;
     double mag = 0.0;
     for (std::int64_t i = 0; i < d; ++i) {
-      acc = op == OpKind::kMax ? std::max(acc, row[i]) : acc + row[i];
+      acc = max ? std::max(acc, row[i]) : acc + row[i];
       mag += std::abs(row[i]);
     }
-    if (op == OpKind::kMean) {
+    if (how == Reduction::kMean) {
       acc /= static_cast<double>(d);
       mag /= static_cast<double>(d);
     }
     out.values[r] = acc;
-    out.scale[r] = op == OpKind::kMax ? std::abs(acc) : mag;
+    out.scale[r] = max ? std::abs(acc) : mag;
   }
   return out;
 }
@@ -583,22 +574,28 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
       return invalid_argument_error("reference: an operand's values do not match its shape");
     }
   }
+  // Exhaustive, no default: an op added to op.def does not build until it has a
+  // reference here (-Wswitch, warnings are errors).
+  using X = double;
   switch (op) {
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv: return binary(op, inputs);
-    case OpKind::kNeg:
-    case OpKind::kExp:
-    case OpKind::kSilu:
-    case OpKind::kGelu:
-    case OpKind::kGeluErf:
-    case OpKind::kRelu:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kSigmoid:
-    case OpKind::kTanh:
-    case OpKind::kScale: return unary(op, inputs, params);
+    case OpKind::kAdd: return binary(op, inputs, [](X a, X b) { return a + b; });
+    case OpKind::kSub: return binary(op, inputs, [](X a, X b) { return a - b; });
+    case OpKind::kMul: return binary(op, inputs, [](X a, X b) { return a * b; });
+    case OpKind::kDiv: return binary(op, inputs, [](X a, X b) { return a / b; });
+    case OpKind::kNeg: return unary(op, inputs, [](X x) { return -x; });
+    case OpKind::kExp: return unary(op, inputs, [](X x) { return std::exp(x); });
+    case OpKind::kSilu: return unary(op, inputs, [](X x) { return x * sigmoid(x); });
+    case OpKind::kGelu: return unary(op, inputs, &gelu);
+    case OpKind::kGeluErf: return unary(op, inputs, &gelu_erf);
+    case OpKind::kRelu: return unary(op, inputs, [](X x) { return x > 0.0 ? x : 0.0; });
+    case OpKind::kSqrt: return unary(op, inputs, [](X x) { return std::sqrt(x); });
+    case OpKind::kRsqrt: return unary(op, inputs, [](X x) { return 1.0 / std::sqrt(x); });
+    case OpKind::kSigmoid: return unary(op, inputs, &sigmoid);
+    case OpKind::kTanh: return unary(op, inputs, [](X x) { return std::tanh(x); });
+    case OpKind::kScale: {
+      const double scale = params.scale;
+      return unary(op, inputs, [scale](X x) { return x * scale; });
+    }
     case OpKind::kCast: return cast(inputs, out_dtype);
     case OpKind::kMatmul: return matmul(inputs);
     case OpKind::kRmsNorm:
@@ -607,9 +604,9 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
     case OpKind::kSoftmax: return softmax(inputs, params);
     case OpKind::kRope: return rope(inputs, params);
     case OpKind::kGetRows: return get_rows(inputs);
-    case OpKind::kSum:
-    case OpKind::kMean:
-    case OpKind::kMax: return reduce(op, inputs);
+    case OpKind::kSum: return reduce(op, Reduction::kSum, inputs);
+    case OpKind::kMean: return reduce(op, Reduction::kMean, inputs);
+    case OpKind::kMax: return reduce(op, Reduction::kMax, inputs);
     case OpKind::kCopy: return copy(inputs);
     case OpKind::kTranspose: return transpose(inputs);
     case OpKind::kConcat: return concat(inputs, params);
@@ -617,8 +614,9 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
     case OpKind::kLinear: return linear(inputs);
     case OpKind::kFfnSwiglu: return ffn_swiglu(inputs);
   }
+  // Only a value outside OpKind's enumerators gets here.
   return invalid_argument_error(
-      fmt::format("reference: op #{} has no reference", static_cast<int>(op)));
+      fmt::format("reference: op #{} is not an op of op.def", static_cast<int>(op)));
 }
 
 }  // namespace switchyard::verify_detail

@@ -62,7 +62,7 @@ TEST(CpuElementwiseTest, AddIsHandCheckable) {
 }
 
 TEST(CpuElementwiseTest, BinaryOpsMatchDoubleAtOddSizes) {
-  for (OpKind op : cpu::kBinaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kBinary>) {
     for (DType t : kFloats) {
       const std::vector<BindingEntry> entries = cpu_entries(op, {t, t, t});
       ASSERT_FALSE(entries.empty()) << name(op) << " " << name(t);
@@ -84,7 +84,7 @@ TEST(CpuElementwiseTest, BinaryOpsMatchDoubleAtOddSizes) {
 }
 
 TEST(CpuElementwiseTest, BinaryOpsBroadcastRowsAndScalars) {
-  for (OpKind op : cpu::kBinaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kBinary>) {
     for (DType t : kFloats) {
       for (std::int64_t n : kOddSizes) {
         Tensor a = Tensor::of(t, {3, n}, random_values(3 * n, -4, 4, 3));
@@ -143,7 +143,7 @@ TEST(CpuElementwiseTest, BinaryOpsTakeStridedInputs) {
 TEST(CpuElementwiseTest, UnaryOpsMatchDoubleAtOddSizes) {
   OpParams params;
   params.scale = -0.375f;
-  for (OpKind op : cpu::kUnaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kUnary>) {
     for (DType t : kFloats) {
       const std::vector<BindingEntry> entries = cpu_entries(op, {t, t});
       ASSERT_FALSE(entries.empty()) << name(op) << " " << name(t);
@@ -289,7 +289,7 @@ TEST(CpuElementwiseTest, SimdSiblingsOfExactOpsMatchTheReferenceBitForBit) {
   for (DType t : kFloats) {
     Tensor a = Tensor::of(t, {n}, random_values(n, -50, 50, 11));
     Tensor b = Tensor::of(t, {n}, random_values(n, 0.25, 9, 12));
-    for (OpKind op : cpu::kBinaryOps) {
+    for (OpKind op : kOpsOfFamily<OpFamily::kBinary>) {
       const std::vector<BindingEntry> entries = cpu_entries(op, {t, t, t});
       Tensor ref(t, {n});
       ASSERT_TRUE(call_entry(entries.back(), {a.view(), b.view()}, {ref.view()}).is_ok());

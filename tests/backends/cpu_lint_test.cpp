@@ -1,11 +1,15 @@
 // Lint of the CPU backend's registrations: every op it registers has a bit-stable
 // kernel, no entry keeps the unknown cost, and every registered entry can be
 // launched on a small valid call. Also: SIMD siblings appear only on CPUs that run
-// them, and siblings at a key keep the best-first, reference-last order.
+// them, siblings at a key keep the best-first, reference-last order, names follow
+// kernel_name, and a kernel's errors carry the name of the entry it was called as.
+#include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 
 #include "backends/cpu/cpu_features.h"
+#include "backends/cpu/elementwise/elementwise.h"
 #include "backends/cpu/registration.h"
 #include "backends/cpu_cases.h"
 
@@ -85,6 +89,49 @@ TEST(CpuLintTest, SimdSiblingsMatchTheCpuAndComeBeforeTheReference) {
     ASSERT_GE(add.size(), 2u);
     EXPECT_EQ(add.back().source, "portable");
   }
+}
+
+// Every CPU name is kernel_name's for its key, and its variant starts with the
+// source the row claims: "ref" for the portable kernels, else the instruction set
+// or library ("avx2", "avx512_matvec", "openblas").
+TEST(CpuLintTest, EveryNameFollowsTheKeyAndItsSource) {
+  for (const KernelBindingTable::Row& row : cpu::registration_rows()) {
+    const std::string stem = kernel_name(row.key, row.dtypes, BackendId::kCpu, "") + "_";
+    ASSERT_TRUE(row.options.name.starts_with(stem)) << row.options.name << " vs " << stem;
+    const std::string variant = row.options.name.substr(stem.size());
+    const std::string isa = row.options.source == "portable" ? "ref" : row.options.source;
+    EXPECT_TRUE(variant == isa || variant.starts_with(isa + "_"))
+        << row.options.name << ": variant " << variant << ", source " << row.options.source;
+  }
+}
+
+// A kernel's error names the entry it was called as (KernelCall::name), and a
+// direct call without an entry says so. The kernels of gemm/ and quant/ (matmul,
+// linear, ffn_swiglu, the quantized operands) still format their own names and
+// are left out.
+TEST(CpuLintTest, ErrorsNameTheEntryTheCallCarries) {
+  const TableSnapshot table = current_table();
+  int checked = 0;
+  for (const auto& ref : table->entries()) {
+    if (ref.slot.backend != BackendId::kCpu || !ref.slot.key.is_static()) continue;
+    const OpKind op = *ref.slot.key.static_op();
+    const std::span<const DType> d = ref.slot.dtypes.span();
+    if (op == OpKind::kMatmul || op == OpKind::kLinear || op == OpKind::kFfnSwiglu ||
+        std::any_of(d.begin(), d.end(), [](DType t) { return is_quantized(t); })) {
+      continue;
+    }
+    // No operands at all: every kernel refuses the arity before reading one.
+    const Status s = call_entry(ref.entry, {}, {});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << ref.entry.name;
+    EXPECT_TRUE(s.message().starts_with(ref.entry.name + ": ")) << s.to_string();
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+  const KernelFn add = cpu::binary_kernel(OpKind::kAdd, DType::kF32, cpu::Variant::kRef);
+  OpParams params;
+  ExecContext ctx;
+  const Status direct = add({.inputs = {}, .outputs = {}, .params = params, .ctx = ctx});
+  EXPECT_TRUE(direct.message().starts_with("(unnamed kernel): ")) << direct.to_string();
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
+#include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -51,6 +54,59 @@ TEST(DTypeTest, BlockLayoutsMatchTheGgufSpecification) {
   }
   EXPECT_EQ(dtype_from_gguf(-1), std::nullopt);
   EXPECT_EQ(dtype_from_gguf(1000), std::nullopt);
+}
+
+// The roles and file types as llama.cpp's ggml.h / llama.h state them, written out
+// here so that a slip in dtype.def's columns shows as a difference.
+TEST(DTypeTest, RolesAndFileTypesMatchGguf) {
+  struct Expected {
+    DType t;
+    bool weight, activation;
+    int file_type;
+  };
+  const Expected expected[] = {
+      {DType::kF64, false, false, -1},   {DType::kF32, true, false, 0},
+      {DType::kF16, true, false, 1},     {DType::kBF16, true, false, 32},
+      {DType::kI64, false, false, -1},   {DType::kI32, false, false, -1},
+      {DType::kI16, false, false, -1},   {DType::kI8, false, false, -1},
+      {DType::kU8, false, false, -1},    {DType::kBool, false, false, -1},
+      {DType::kQ4_0, true, false, 2},    {DType::kQ4_1, true, false, 3},
+      {DType::kQ5_0, true, false, 8},    {DType::kQ5_1, true, false, 9},
+      {DType::kQ8_0, true, true, 7},     {DType::kQ8_1, false, true, -1},
+      {DType::kQ2_K, true, false, 10},   {DType::kQ3_K, true, false, 11},
+      {DType::kQ4_K, true, false, 14},   {DType::kQ5_K, true, false, 16},
+      {DType::kQ6_K, true, false, 18},   {DType::kQ8_K, false, true, -1},
+      {DType::kIQ4_NL, true, false, 25}, {DType::kIQ4_XS, true, false, 30},
+      {DType::kMXFP4, true, false, 38},
+  };
+  ASSERT_EQ(std::size(expected), static_cast<std::size_t>(kDTypeCount));
+  for (const Expected& e : expected) {
+    EXPECT_EQ(is_weight_format(e.t), e.weight) << name(e.t);
+    EXPECT_EQ(is_activation_format(e.t), e.activation) << name(e.t);
+    const std::optional<std::uint32_t> want =
+        e.file_type < 0 ? std::nullopt : std::optional<std::uint32_t>(e.file_type);
+    EXPECT_EQ(gguf_file_type(e.t), want) << name(e.t);
+  }
+}
+
+// The filtered lists hold exactly the dtypes their predicate accepts, in dtype.def
+// order.
+TEST(DTypeTest, FilteredListsFollowTheirColumns) {
+  auto expect_filter = [](std::span<const DType> list, bool (*pred)(DType), const char* what) {
+    std::vector<DType> want;
+    for (DType t : kAllDTypes) {
+      if (pred(t)) want.push_back(t);
+    }
+    EXPECT_EQ(std::vector<DType>(list.begin(), list.end()), want) << what;
+  };
+  expect_filter(kQuantizedDTypes, &is_quantized, "kQuantizedDTypes");
+  expect_filter(kWeightDTypes, &is_weight_format, "kWeightDTypes");
+  expect_filter(kQuantizedWeightDTypes, &is_quantized_weight_format, "kQuantizedWeightDTypes");
+  expect_filter(kActivationFormats, &is_activation_format, "kActivationFormats");
+  EXPECT_EQ(kQuantizedDTypes.size(), 15u);
+  EXPECT_EQ(kQuantizedWeightDTypes.size(), 13u);
+  EXPECT_EQ((std::vector<DType>(kActivationFormats.begin(), kActivationFormats.end())),
+            (std::vector<DType>{DType::kQ8_0, DType::kQ8_1, DType::kQ8_K}));
 }
 
 TEST(DTypeTest, RowBytesRejectsPartialBlocksAndOverflow) {

@@ -36,6 +36,25 @@ TEST(BindingTableTest, RegistersAndLooksUpTheFirstSibling) {
   EXPECT_EQ((*hit)->name, "add_a");
 }
 
+TEST(KernelNameTest, CollapsesOneDtypeAndListsMixedOnes) {
+  EXPECT_EQ(kernel_name(OpKind::kMatmul, kF32x3, BackendId::kCpu, "ref"), "matmul_f32__cpu_ref");
+  EXPECT_EQ(kernel_name(OpKind::kMatmul, {DType::kF32, DType::kQ4_K, DType::kF32}, BackendId::kCpu,
+                        "avx2"),
+            "matmul_f32_q4_k_f32__cpu_avx2");
+  EXPECT_EQ(kernel_name(OpKind::kGetRows, {DType::kF16, DType::kI32, DType::kF32}, BackendId::kCpu,
+                        "avx2"),
+            "get_rows_f16_i32_f32__cpu_avx2");
+  // The variant carries what the collapsed dtypes do not say.
+  EXPECT_EQ(kernel_name(OpKind::kMatmul, kF16x3, BackendId::kCpu, "avx512_matvec"),
+            "matmul_f16__cpu_avx512_matvec");
+  EXPECT_EQ(kernel_name(OpKind::kSoftmax, kF32x3, BackendId::kCuda, "ref_mask"),
+            "softmax_f32__cuda_ref_mask");
+  // No variant: the name ends with the backend.
+  EXPECT_EQ(kernel_name(OpKind::kAdd, kF32x3, BackendId::kCpu, ""), "add_f32__cpu");
+  EXPECT_EQ(kernel_name(FusedOpId{kFirstFusedOpId}, kF32x3, BackendId::kCpu, "ref"),
+            "fused16384_f32__cpu_ref");
+}
+
 TEST(BindingTableTest, SiblingsKeepRegistrationOrder) {
   KernelBindingTable table;
   table.register_kernel(OpKind::kMul, kF32x3, BackendId::kCpu, &kernel_c, named("c"));

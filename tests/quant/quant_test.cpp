@@ -17,10 +17,8 @@
 namespace switchyard {
 namespace {
 
-constexpr DType kAllQuant[] = {DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
-                               DType::kQ8_0,   DType::kQ8_1,   DType::kQ2_K, DType::kQ3_K,
-                               DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K, DType::kQ8_K,
-                               DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
+// Every block-quantized dtype in dtype.def.
+constexpr auto kAllQuant = kQuantizedDTypes;
 
 std::vector<std::byte> quantized(DType t, const std::vector<float>& x) {
   std::vector<std::byte> q(

@@ -8,6 +8,16 @@
 
 namespace switchyard::cpu {
 
+// What a kernel's error messages call it: the registered name its call carries
+// (KernelCall::name, set by the executor and the conformance harness from the
+// entry), or "(unnamed kernel)" when a caller ran the function directly, without
+// an entry. A kernel never formats its own name.
+[[nodiscard]] inline std::string_view kernel_label(const KernelCall& call) {
+  return call.name.empty() ? std::string_view("(unnamed kernel)") : call.name;
+}
+
+// The checks below take that label as `kernel`.
+
 // The call has exactly `inputs` inputs and `outputs` outputs, with these dtypes.
 inline Status check_arity(const KernelCall& call, std::size_t inputs, std::size_t outputs,
                           std::string_view kernel) {

@@ -4,13 +4,21 @@
 // SIMD siblings are listed only when the running CPU can execute them
 // (cpu_features()); the order at a key is AVX-512, AVX2, portable reference.
 //
+// Every row goes through row(), which names the kernel from its key and variant
+// with kernel_name (binding_table.h): "matmul_f32_q4_k_f32__cpu_avx2",
+// "softmax_f16__cpu_ref_mask". No name is written by hand here.
+//
 // Precision claims: ULP bounds are in units of the output dtype's last place;
 // relative and absolute bounds are against the exact (float64) result of the op on
 // the stored input values. An element passes when it is within any one bound.
-#include <algorithm>
+#include <array>
 #include <cmath>
-#include <iterator>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "backends/cpu/attention/attention.h"
 #include "backends/cpu/cpu_features.h"
@@ -21,6 +29,7 @@
 #include "backends/cpu/quant/quant_kernels.h"
 #include "backends/cpu/registration.h"
 #include "backends/cpu/rowwise/rowwise.h"
+#include "backends/cpu/simd_rows.h"
 
 namespace switchyard::cpu {
 namespace {
@@ -37,13 +46,25 @@ PrecisionGuarantee sequential_dot() {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, 1e-4, std::nullopt);
 }
 
-KernelOptions reference(std::string name, PrecisionGuarantee precision, OpKind op,
-                        KernelCaps caps = {}) {
-  return {.name = std::move(name),
-          .caps = caps,
-          .precision = precision,
-          .cost = default_cost_for(op),
-          .source = "portable"};
+// Every CPU row is made here, and its name with it: kernel_name(key, cpu, variant),
+// never a name written by hand. `variant` is the sibling's instruction set or
+// library ("ref", "avx2", "openblas"), then whatever tells it from CPU kernels
+// whose names would otherwise agree ("avx2_matvec"; see variant_name). The site
+// is the caller's line, so finalize() names the row that broke a rule.
+Row row(BindingKey key, const DTypeList& dtypes, KernelFn fn, std::string_view variant,
+        KernelOptions options, std::source_location site = std::source_location::current()) {
+  options.name = kernel_name(key, dtypes, BackendId::kCpu, variant);
+  return Row(key, dtypes, fn, std::move(options), site);
+}
+
+// "avx2", or "avx2_mask" with an extra part.
+std::string variant_name(std::string_view isa, std::string_view extra = {}) {
+  return extra.empty() ? std::string(isa) : fmt::format("{}_{}", isa, extra);
+}
+
+// The options of a portable reference kernel with the op's default cost.
+KernelOptions reference(PrecisionGuarantee precision, OpKind op, KernelCaps caps = {}) {
+  return {.caps = caps, .precision = precision, .cost = default_cost_for(op), .source = "portable"};
 }
 
 // ---------------------------------------------------------------------------
@@ -125,71 +146,94 @@ CostEstimate get_rows_cost(const CostInputs& in) {
           kCallOverheadNs, true};
 }
 
-KernelOptions options(std::string name, Variant v, PrecisionGuarantee precision, CostFn cost,
-                      KernelCaps caps = {}) {
-  return {.name = std::move(name),
-          .caps = caps,
+KernelOptions options(Variant v, PrecisionGuarantee precision, CostFn cost, KernelCaps caps = {}) {
+  return {.caps = caps,
           .precision = precision,
           .cost = cost,
           .source = std::string(v == Variant::kRef ? "portable" : variant_suffix(v))};
 }
 
-std::string suffix(Variant v) { return fmt::format("__cpu_{}", variant_suffix(v)); }
+std::string variant_name(Variant v, std::string_view extra = {}) {
+  return variant_name(variant_suffix(v), extra);
+}
 
-// f32 relative error of the SIMD transcendental rows (simd_vec.h), measured over
-// the whole f32 range by cpu_elementwise_test with a margin; gelu's argument is
-// itself rounded, which scales the exp error by up to |2y| where the result is tiny.
-// Rows that store f16 evaluate the exponential to f16 accuracy (Note [Exponentials
-// for f16 results]): 1e-5 more, checked on every f16 input.
-double simd_unary_rel(OpKind op, DType t) {
-  const double f16_exp = t == kF16 ? 1e-5 : 0.0;
-  switch (op) {
-    case OpKind::kExp: return 4e-7 + f16_exp;
-    case OpKind::kSigmoid:
-    case OpKind::kSilu: return 6e-7 + f16_exp;
-    case OpKind::kTanh: return 6e-7;
-    case OpKind::kGelu: return 2e-5 + f16_exp;
-    case OpKind::kRsqrt: return 1.2e-7;
-    default: return 0;
+// How a unary op's siblings compute, for their precision claims.
+struct UnaryAccuracy {
+  // One correctly rounded f32 operation (neg, relu, sqrt, scale): exact in f32 and
+  // in the SIMD rows alike.
+  bool exact = false;
+  // Otherwise the f32 relative error of the SIMD rows (simd_vec.h), measured over
+  // the whole f32 range by cpu_elementwise_test with a margin; gelu's argument is
+  // itself rounded, which scales the exp error by up to |2y| where the result is
+  // tiny.
+  double simd_rel = 0;
+  // Rows that store f16 evaluate the exponential to f16 accuracy (Note
+  // [Exponentials for f16 results]): 1e-5 more, checked on every f16 input.
+  bool f16_exp = false;
+};
+
+// One per unary op of op.def; an op added there without a line here does not
+// compile (Note [Per-op code over kOpsOfFamily] in op.h).
+template <OpKind kOp>
+constexpr UnaryAccuracy unary_accuracy() {
+  if constexpr (kOp == OpKind::kNeg || kOp == OpKind::kRelu || kOp == OpKind::kSqrt ||
+                kOp == OpKind::kScale) {
+    return {.exact = true};
+  } else if constexpr (kOp == OpKind::kExp) {
+    return {.simd_rel = 4e-7, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kSigmoid || kOp == OpKind::kSilu) {
+    return {.simd_rel = 6e-7, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kTanh) {
+    return {.simd_rel = 6e-7};
+  } else if constexpr (kOp == OpKind::kGelu) {
+    return {.simd_rel = 2e-5, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kRsqrt) {
+    return {.simd_rel = 1.2e-7};
+  } else {
+    // gelu_erf has no SIMD row (has_simd_unary_row); a new op must say how its rows
+    // compute.
+    static_assert(!has_simd_unary_row(kOp), "a unary op with a SIMD row has no stated accuracy");
+    return {};
   }
 }
 
-bool is_exact_unary(OpKind op) {
-  return op == OpKind::kNeg || op == OpKind::kRelu || op == OpKind::kSqrt || op == OpKind::kScale;
+template <std::size_t... I>
+constexpr auto unary_accuracies(std::index_sequence<I...>) {
+  return std::array<UnaryAccuracy, sizeof...(I)>{
+      unary_accuracy<kOpsOfFamily<OpFamily::kUnary>[I]>()...};
 }
+constexpr auto kUnaryAccuracy =
+    unary_accuracies(std::make_index_sequence<kOpsOfFamily<OpFamily::kUnary>.size()>{});
 
 void append_elementwise_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kBroadcasting{.strided_input = true, .broadcast_input = true};
   constexpr KernelCaps kStrided{.strided_input = true};
-  for (OpKind op : kBinaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kBinary>) {
     for (DType t : kFloatDTypes) {
       for (Variant v : variants()) {
         const KernelFn fn = binary_kernel(op, t, v);
         if (fn == nullptr) continue;
         rows.push_back(
-            {op,
-             {t, t, t},
-             fn,
-             options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v,
-                     t == kF32 ? exact() : rounded_once(), &stream_cost<1>, kBroadcasting)});
+            row(op, {t, t, t}, fn, variant_name(v),
+                options(v, t == kF32 ? exact() : rounded_once(), &stream_cost<1>, kBroadcasting)));
       }
     }
   }
-  for (OpKind op : kUnaryOps) {
+  for (OpKind op : kOpsOfFamily<OpFamily::kUnary>) {
+    const UnaryAccuracy& accuracy = kUnaryAccuracy[index_in_family(op)];
     for (DType t : kFloatDTypes) {
       for (Variant v : variants()) {
         const KernelFn fn = unary_kernel(op, t, v);
         if (fn == nullptr) continue;
-        PrecisionGuarantee p = is_exact_unary(op) && t == kF32 ? exact() : rounded_once();
+        PrecisionGuarantee p = accuracy.exact && t == kF32 ? exact() : rounded_once();
         // Polynomial SIMD functions; the max_abs covers results that underflow.
-        if (v != Variant::kRef && !is_exact_unary(op)) {
-          p = f32_bound(simd_unary_rel(op, t), 1e-37, t);
+        if (v != Variant::kRef && !accuracy.exact) {
+          const double rel = accuracy.simd_rel + (accuracy.f16_exp && t == kF16 ? 1e-5 : 0.0);
+          p = f32_bound(rel, 1e-37, t);
         }
-        rows.push_back({op,
-                        {t, t},
-                        fn,
-                        options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p,
-                                &stream_cost<8>, v == Variant::kRef ? kStrided : KernelCaps{})});
+        rows.push_back(
+            row(op, {t, t}, fn, variant_name(v),
+                options(v, p, &stream_cost<8>, v == Variant::kRef ? kStrided : KernelCaps{})));
       }
     }
   }
@@ -199,11 +243,8 @@ void append_elementwise_rows(std::vector<Row>& rows) {
       for (Variant v : variants()) {
         const KernelFn fn = cast_kernel(from, to, v);
         if (fn == nullptr) continue;
-        rows.push_back({OpKind::kCast,
-                        {from, to},
-                        fn,
-                        options(fmt::format("cast_{}_{}{}", name(from), name(to), suffix(v)), v,
-                                exact(), &stream_cost<1>)});
+        rows.push_back(row(OpKind::kCast, {from, to}, fn, variant_name(v),
+                           options(v, exact(), &stream_cost<1>)));
       }
     }
   }
@@ -212,7 +253,9 @@ void append_elementwise_rows(std::vector<Row>& rows) {
 void append_rowwise_rows(std::vector<Row>& rows) {
   for (DType t : kFloatDTypes) {
     for (int inputs = 1; inputs <= 3; ++inputs) {
-      for (OpKind op : {OpKind::kRmsNorm, OpKind::kLayerNorm}) {
+      // x alone, x and w, x, w and b: one dtype, so the variant says which.
+      const std::string_view operands = inputs == 1 ? "" : inputs == 2 ? "w" : "wb";
+      for (OpKind op : kOpsOfFamily<OpFamily::kNorm>) {
         for (Variant v : variants()) {
           const KernelFn fn = norm_kernel(op, t, inputs, v);
           if (fn == nullptr) continue;
@@ -227,13 +270,8 @@ void append_rowwise_rows(std::vector<Row>& rows) {
             p = op == OpKind::kRmsNorm ? f32_bound(2e-5, std::nullopt, t)
                                        : f32_bound(2e-5, 1e-4, t);
           }
-          rows.push_back({op, dtypes, fn,
-                          options(fmt::format("{}_{}{}{}", name(op), name(t),
-                                              inputs == 1   ? ""
-                                              : inputs == 2 ? "_w"
-                                                            : "_wb",
-                                              suffix(v)),
-                                  v, p, &stream_cost<5>)});
+          rows.push_back(
+              row(op, dtypes, fn, variant_name(v, operands), options(v, p, &stream_cost<5>)));
         }
       }
     }
@@ -244,13 +282,11 @@ void append_rowwise_rows(std::vector<Row>& rows) {
         // SIMD: polynomial exp of an f32 logit (its rounding scales with |logit|)
         // and an f32 lane sum.
         const PrecisionGuarantee p = v == Variant::kRef ? rounded_once() : f32_bound(2e-5, 1e-6, t);
-        rows.push_back(
-            {OpKind::kSoftmax, mask ? DTypeList{t, t, t} : DTypeList{t, t}, fn,
-             options(fmt::format("softmax_{}{}{}", name(t), mask ? "_mask" : "", suffix(v)), v, p,
-                     &stream_cost<12>)});
+        rows.push_back(row(OpKind::kSoftmax, mask ? DTypeList{t, t, t} : DTypeList{t, t}, fn,
+                           variant_name(v, mask ? "mask" : ""), options(v, p, &stream_cost<12>)));
       }
     }
-    for (OpKind op : {OpKind::kSum, OpKind::kMean, OpKind::kMax}) {
+    for (OpKind op : kOpsOfFamily<OpFamily::kReduce>) {
       for (Variant v : variants()) {
         const KernelFn fn = reduce_kernel(op, t, v);
         if (fn == nullptr) continue;
@@ -259,11 +295,7 @@ void append_rowwise_rows(std::vector<Row>& rows) {
         // row cancels, so it claims no bound.
         PrecisionGuarantee p = op == OpKind::kMax ? exact() : rounded_once();
         if (v != Variant::kRef && op != OpKind::kMax) p = PrecisionGuarantee::no_bound(true, true);
-        rows.push_back(
-            {op,
-             {t, t},
-             fn,
-             options(fmt::format("{}_{}{}", name(op), name(t), suffix(v)), v, p, &reduce_cost)});
+        rows.push_back(row(op, {t, t}, fn, variant_name(v), options(v, p, &reduce_cost)));
       }
     }
   }
@@ -288,52 +320,42 @@ void append_tensor_rows(std::vector<Row>& rows) {
     // within 3 * 2^-25 of |u c| + |v s| (the verify scale).
     for (Variant v : variants()) {
       rows.push_back(
-          {OpKind::kRope,
-           {t, kI32, t},
-           rope_kernel(t, v),
-           options(fmt::format("rope_{}_i32{}", name(t), suffix(v)), v,
-                   v == kRef ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12)
-                             : f32_bound(2e-7, std::nullopt, t),
-                   &stream_cost<6>)});
+          row(OpKind::kRope, {t, kI32, t}, rope_kernel(t, v), variant_name(v),
+              options(v,
+                      v == kRef ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12)
+                                : f32_bound(2e-7, std::nullopt, t),
+                      &stream_cost<6>)));
     }
     for (DType out : kFloatDTypes) {
       for (Variant v : variants()) {
         const KernelFn fn = get_rows_kernel(t, out, v);
         if (fn == nullptr) continue;
-        rows.push_back({OpKind::kGetRows,
-                        {t, kI32, out},
-                        fn,
-                        options(fmt::format("get_rows_{}_i32_{}{}", name(t), name(out), suffix(v)),
-                                v, exact(), &get_rows_cost)});
+        rows.push_back(row(OpKind::kGetRows, {t, kI32, out}, fn, variant_name(v),
+                           options(v, exact(), &get_rows_cost)));
       }
     }
   }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
   for (DType t : kLayoutDTypes) {
-    rows.push_back({OpKind::kCopy,
-                    {t, t},
-                    copy_kernel(t),
-                    options(fmt::format("copy_{}__cpu_ref", name(t)), kRef, exact(),
-                            &stream_cost<0>, kStridedBroadcast)});
+    rows.push_back(row(OpKind::kCopy, {t, t}, copy_kernel(t), variant_name(kRef),
+                       options(kRef, exact(), &stream_cost<0>, kStridedBroadcast)));
     // The SIMD siblings move the same bits as the reference (exact, at any
     // thread count) with the same caps: strided inputs take scalar paths.
     for (Variant v : variants()) {
       const KernelFn fn = transpose_kernel(t, v);
       if (fn == nullptr) continue;
-      rows.push_back({OpKind::kTranspose,
-                      {t, t},
-                      fn,
-                      options(fmt::format("transpose_{}{}", name(t), suffix(v)), v, exact(),
-                              &stream_cost<0>, kStridedBroadcast)});
+      rows.push_back(row(OpKind::kTranspose, {t, t}, fn, variant_name(v),
+                         options(v, exact(), &stream_cost<0>, kStridedBroadcast)));
     }
     for (int inputs = 2; inputs <= kMaxConcatInputs; ++inputs) {
-      std::vector<DType> dtypes(static_cast<std::size_t>(inputs) + 1, t);
+      // One dtype for every input count: the variant says how many ("in3").
+      const std::vector<DType> dtypes(static_cast<std::size_t>(inputs) + 1, t);
+      const std::string count = fmt::format("in{}", inputs);
       for (Variant v : variants()) {
         const KernelFn fn = concat_kernel(t, inputs, v);
         if (fn == nullptr) continue;
-        rows.push_back({OpKind::kConcat, DTypeList(dtypes), fn,
-                        options(fmt::format("concat{}_{}{}", inputs, name(t), suffix(v)), v,
-                                exact(), &stream_cost<0>, kStridedBroadcast)});
+        rows.push_back(row(OpKind::kConcat, DTypeList(dtypes), fn, variant_name(v, count),
+                           options(v, exact(), &stream_cost<0>, kStridedBroadcast)));
       }
     }
   }
@@ -354,13 +376,11 @@ void append_tensor_rows(std::vector<Row>& rows) {
         if (fn == nullptr) continue;
         const bool ref = v == kRef;
         rows.push_back(
-            {OpKind::kAttention, dtypes, fn,
-             options(fmt::format("attention_{}_{}{}{}", name(q), name(kv), mask ? "_mask" : "",
-                                 suffix(v)),
-                     v,
-                     ref ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9)
-                         : f32_bound(1e-4, std::nullopt, q),
-                     ref ? &scalar_attention_cost : default_cost_for(OpKind::kAttention))});
+            row(OpKind::kAttention, dtypes, fn, variant_name(v, mask ? "mask" : ""),
+                options(v,
+                        ref ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-9)
+                            : f32_bound(1e-4, std::nullopt, q),
+                        ref ? &scalar_attention_cost : default_cost_for(OpKind::kAttention))));
       }
     }
   }
@@ -390,95 +410,80 @@ PrecisionGuarantee openblas_dot() {
   return PrecisionGuarantee::bounded(true, false, std::nullopt, 1e-4, std::nullopt);
 }
 
-KernelOptions simd(std::string name, DType out, CostFn cost, const char* source,
-                   ShapeAdmitFn admits = nullptr) {
-  return {.name = std::move(name),
-          .precision = blocked_dot(out),
-          .cost = cost,
-          .source = source,
-          .admits = admits};
-}
-
-std::string dense_name(std::string_view op, DType a, DType w, DType o, std::string_view variant) {
-  if (a == w && w == o) return fmt::format("{}_{}__cpu_{}", op, name(a), variant);
-  return fmt::format("{}_{}_{}_{}__cpu_{}", op, name(a), name(w), name(o), variant);
+// The options of a SIMD GEMM or matvec sibling; `source` is its instruction set.
+KernelOptions simd(DType out, CostFn cost, const char* source, ShapeAdmitFn admits = nullptr) {
+  return {.precision = blocked_dot(out), .cost = cost, .source = source, .admits = admits};
 }
 
 template <DType A, DType W, DType O>
 void add_matmul_rows(std::vector<Row>& rows, const CpuFeatures& cpu, KernelFn reference_fn) {
+  constexpr OpKind kOp = OpKind::kMatmul;
   const DTypeList key{A, W, O};
-  if (cpu.avx512 && cpu.f16c) {
-    rows.push_back({OpKind::kMatmul, key, &matmul_gemm<Isa::kAvx512, A, W, O>,
-                    simd(dense_name("matmul", A, W, O, "avx512"), O, &gemm_cost, "avx512")});
+  const bool avx512 = cpu.avx512 && cpu.f16c;
+  const bool avx2 = cpu.avx2 && cpu.f16c;
+  if (avx512) {
+    rows.push_back(row(kOp, key, &matmul_gemm<Isa::kAvx512, A, W, O>, "avx512",
+                       simd(O, &gemm_cost, "avx512")));
   }
-  if (cpu.avx2 && cpu.f16c) {
-    rows.push_back({OpKind::kMatmul, key, &matmul_gemm<Isa::kAvx2, A, W, O>,
-                    simd(dense_name("matmul", A, W, O, "avx2"), O, &gemm_cost, "avx2")});
+  if (avx2) {
+    rows.push_back(
+        row(kOp, key, &matmul_gemm<Isa::kAvx2, A, W, O>, "avx2", simd(O, &gemm_cost, "avx2")));
   }
-  if (cpu.avx512 && cpu.f16c) {
-    rows.push_back({OpKind::kMatmul, key, &matmul_matvec<Isa::kAvx512, A, W, O>,
-                    simd(dense_name("matmul", A, W, O, "avx512_matvec"), O, &matvec_cost, "avx512",
-                         &admits_single_row)});
+  if (avx512) {
+    rows.push_back(row(kOp, key, &matmul_matvec<Isa::kAvx512, A, W, O>, "avx512_matvec",
+                       simd(O, &matvec_cost, "avx512", &admits_single_row)));
   }
-  if (cpu.avx2 && cpu.f16c) {
-    rows.push_back({OpKind::kMatmul, key, &matmul_matvec<Isa::kAvx2, A, W, O>,
-                    simd(dense_name("matmul", A, W, O, "avx2_matvec"), O, &matvec_cost, "avx2",
-                         &admits_single_row)});
+  if (avx2) {
+    rows.push_back(row(kOp, key, &matmul_matvec<Isa::kAvx2, A, W, O>, "avx2_matvec",
+                       simd(O, &matvec_cost, "avx2", &admits_single_row)));
   }
 #if defined(SWITCHYARD_HAVE_OPENBLAS)
   if constexpr (A == kF32 && W == kF32 && O == kF32) {
-    rows.push_back({OpKind::kMatmul,
-                    key,
-                    &matmul_f32_openblas,
-                    {.name = "matmul_f32__cpu_openblas",
-                     .precision = openblas_dot(),
-                     .cost = &gemm_cost,
-                     .source = "openblas"}});
+    rows.push_back(row(kOp, key, &matmul_f32_openblas, "openblas",
+                       {.precision = openblas_dot(), .cost = &gemm_cost, .source = "openblas"}));
   }
 #endif
-  rows.push_back({OpKind::kMatmul, key, reference_fn,
-                  reference(dense_name("matmul", A, W, O, "ref"),
-                            O == kF32 ? sequential_dot() : blocked_dot(O), OpKind::kMatmul)});
+  rows.push_back(row(kOp, key, reference_fn, "ref",
+                     reference(O == kF32 ? sequential_dot() : blocked_dot(O), kOp)));
 }
 
 template <DType W>
 void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
+  constexpr OpKind kLinear = OpKind::kLinear;
+  constexpr OpKind kFfn = OpKind::kFfnSwiglu;
   const DTypeList linear_key{kF32, W, kF32, kF32};
   const DTypeList ffn_key{kF32, W, W, W, kF32};
-  const std::string linear =
-      W == kF32 ? "linear_f32" : fmt::format("linear_f32_{}_f32_f32", name(W));
-  const std::string ffn = W == kF32 ? "ffn_swiglu_f32" : fmt::format("ffn_swiglu_f32_{}", name(W));
-  if (cpu.avx512 && cpu.f16c) {
-    rows.push_back({OpKind::kLinear, linear_key, &linear_gemm<Isa::kAvx512, W>,
-                    simd(linear + "__cpu_avx512", kF32, &gemm_cost, "avx512")});
+  const bool avx512 = cpu.avx512 && cpu.f16c;
+  const bool avx2 = cpu.avx2 && cpu.f16c;
+  if (avx512) {
+    rows.push_back(row(kLinear, linear_key, &linear_gemm<Isa::kAvx512, W>, "avx512",
+                       simd(kF32, &gemm_cost, "avx512")));
   }
-  if (cpu.avx2 && cpu.f16c) {
-    rows.push_back({OpKind::kLinear, linear_key, &linear_gemm<Isa::kAvx2, W>,
-                    simd(linear + "__cpu_avx2", kF32, &gemm_cost, "avx2")});
+  if (avx2) {
+    rows.push_back(row(kLinear, linear_key, &linear_gemm<Isa::kAvx2, W>, "avx2",
+                       simd(kF32, &gemm_cost, "avx2")));
   }
-  if (cpu.avx512 && cpu.f16c) {
-    rows.push_back(
-        {OpKind::kLinear, linear_key, &linear_matvec<Isa::kAvx512, W>,
-         simd(linear + "__cpu_avx512_matvec", kF32, &matvec_cost, "avx512", &admits_single_row)});
+  if (avx512) {
+    rows.push_back(row(kLinear, linear_key, &linear_matvec<Isa::kAvx512, W>, "avx512_matvec",
+                       simd(kF32, &matvec_cost, "avx512", &admits_single_row)));
   }
-  if (cpu.avx2 && cpu.f16c) {
-    rows.push_back(
-        {OpKind::kLinear, linear_key, &linear_matvec<Isa::kAvx2, W>,
-         simd(linear + "__cpu_avx2_matvec", kF32, &matvec_cost, "avx2", &admits_single_row)});
+  if (avx2) {
+    rows.push_back(row(kLinear, linear_key, &linear_matvec<Isa::kAvx2, W>, "avx2_matvec",
+                       simd(kF32, &matvec_cost, "avx2", &admits_single_row)));
   }
-  rows.push_back({OpKind::kLinear, linear_key, &linear_ref<W>,
-                  reference(linear + "__cpu_ref", sequential_dot(), OpKind::kLinear)});
-  if (cpu.avx512 && cpu.f16c) {
-    rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_fused<Isa::kAvx512, W>,
-                    simd(ffn + "__cpu_avx512", kF32, &ffn_swiglu_cost, "avx512")});
+  rows.push_back(
+      row(kLinear, linear_key, &linear_ref<W>, "ref", reference(sequential_dot(), kLinear)));
+  if (avx512) {
+    rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_fused<Isa::kAvx512, W>, "avx512",
+                       simd(kF32, &ffn_swiglu_cost, "avx512")));
   }
-  if (cpu.avx2 && cpu.f16c) {
-    rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_fused<Isa::kAvx2, W>,
-                    simd(ffn + "__cpu_avx2", kF32, &ffn_swiglu_cost, "avx2")});
+  if (avx2) {
+    rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_fused<Isa::kAvx2, W>, "avx2",
+                       simd(kF32, &ffn_swiglu_cost, "avx2")));
   }
-  KernelOptions ffn_reference = reference(ffn + "__cpu_ref", sequential_dot(), OpKind::kFfnSwiglu);
+  KernelOptions ffn_reference = reference(sequential_dot(), kFfn);
   ffn_reference.cost = &ffn_swiglu_cost;
-  rows.push_back({OpKind::kFfnSwiglu, ffn_key, &ffn_swiglu_ref<W>, std::move(ffn_reference)});
+  rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_ref<W>, "ref", std::move(ffn_reference)));
 }
 
 const std::vector<Row>& dense_rows() {
@@ -504,30 +509,11 @@ const std::vector<Row>& dense_rows() {
 // Quantized kernels (issue 5): matmul with block-quantized weights, get_rows
 // from quantized tables, casts from quantized types. Kept in one block.
 
-// The quantized dtypes with a matmul weight kernel, get_rows and casts: every
-// block format GGUF stores, including the activation formats (a q8_0 / q8_k
-// tensor is a valid, if unusual, weight).
-constexpr DType kQuantTypes[] = {DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
-                                 DType::kQ8_0,   DType::kQ8_1,   DType::kQ2_K, DType::kQ3_K,
-                                 DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K, DType::kQ8_K,
-                                 DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
-
-// The weight formats with an AVX2 integer dot product.
-constexpr DType kQuantAvx2Types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                                     DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                                     DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
-                                     DType::kMXFP4};
-
-// The weight formats with an AVX-512 VNNI integer dot product (all of AVX2's).
-constexpr DType kQuantAvx512Types[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                                       DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                                       DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
-                                       DType::kMXFP4};
-
-template <DType W, std::size_t N>
-constexpr bool listed(const DType (&types)[N]) {
-  return std::find(std::begin(types), std::end(types), W) != std::end(types);
-}
+// Every block-quantized dtype (kQuantizedDTypes, from dtype.def) has a portable
+// matmul weight kernel, get_rows and casts, the activation formats included (a
+// q8_0 / q8_k tensor is a valid, if unusual, weight). The integer-dot siblings, AVX2
+// and AVX-512 VNNI, serve the weight formats (is_quantized_weight_format): a
+// format added to dtype.def as a weight format needs their tiles (quant/).
 
 // Quantized matmul costs: the default matmul roofline (weight bytes at the
 // format's size) with the flops scaled by how many instructions each sibling
@@ -562,64 +548,38 @@ PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 
 template <DType W>
 void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
-  const std::string w(name(W));
-  if (avx512 && listed<W>(kQuantAvx512Types)) {
-    out.push_back({OpKind::kMatmul,
-                   {kF32, W, kF32},
-                   &matmul_quant_avx512_for<W>,
-                   {.name = "matmul_f32_" + w + "_f32__cpu_avx512",
-                    .precision = quant_integer_dot(),
-                    .cost = &quant_matmul_cost<1>,
-                    .source = "avx512"}});
+  constexpr OpKind kMatmul = OpKind::kMatmul;
+  const DTypeList matmul_key{kF32, W, kF32};
+  if (avx512 && is_quantized_weight_format(W)) {
+    out.push_back(
+        row(kMatmul, matmul_key, &matmul_quant_avx512_for<W>, "avx512",
+            {.precision = quant_integer_dot(), .cost = &quant_matmul_cost<1>, .source = "avx512"}));
   }
-  if (avx2 && listed<W>(kQuantAvx2Types)) {
-    out.push_back({OpKind::kMatmul,
-                   {kF32, W, kF32},
-                   &matmul_quant_avx2_for<W>,
-                   {.name = "matmul_f32_" + w + "_f32__cpu_avx2",
-                    .precision = quant_integer_dot(),
-                    .cost = &quant_matmul_cost<2>,
-                    .source = "avx2"}});
+  if (avx2 && is_quantized_weight_format(W)) {
+    out.push_back(
+        row(kMatmul, matmul_key, &matmul_quant_avx2_for<W>, "avx2",
+            {.precision = quant_integer_dot(), .cost = &quant_matmul_cost<2>, .source = "avx2"}));
   }
-  out.push_back({OpKind::kMatmul,
-                 {kF32, W, kF32},
-                 &matmul_quant_ref_for<W>,
-                 {.name = "matmul_f32_" + w + "_f32__cpu_ref",
-                  .precision = quant_reference_dot(),
-                  .cost = &quant_matmul_cost<16>,
-                  .source = "portable"}});
-  out.push_back(
-      {OpKind::kGetRows,
-       {W, DType::kI32, kF32},
-       &get_rows_quant_ref_for<W, kF32>,
-       reference("get_rows_" + w + "_i32_f32__cpu_ref", dequant_to(kF32), OpKind::kGetRows)});
-  out.push_back(
-      {OpKind::kGetRows,
-       {W, DType::kI32, kF16},
-       &get_rows_quant_ref_for<W, kF16>,
-       reference("get_rows_" + w + "_i32_f16__cpu_ref", dequant_to(kF16), OpKind::kGetRows)});
-  out.push_back(
-      {OpKind::kGetRows,
-       {W, DType::kI32, kBF16},
-       &get_rows_quant_ref_for<W, kBF16>,
-       reference("get_rows_" + w + "_i32_bf16__cpu_ref", dequant_to(kBF16), OpKind::kGetRows)});
-  out.push_back({OpKind::kCast,
-                 {W, kF32},
-                 &cast_quant_ref_for<W, kF32>,
-                 reference("cast_" + w + "_f32__cpu_ref", dequant_to(kF32), OpKind::kCast)});
-  out.push_back({OpKind::kCast,
-                 {W, kF16},
-                 &cast_quant_ref_for<W, kF16>,
-                 reference("cast_" + w + "_f16__cpu_ref", dequant_to(kF16), OpKind::kCast)});
-  out.push_back({OpKind::kCast,
-                 {W, kBF16},
-                 &cast_quant_ref_for<W, kBF16>,
-                 reference("cast_" + w + "_bf16__cpu_ref", dequant_to(kBF16), OpKind::kCast)});
+  out.push_back(row(
+      kMatmul, matmul_key, &matmul_quant_ref_for<W>, "ref",
+      {.precision = quant_reference_dot(), .cost = &quant_matmul_cost<16>, .source = "portable"}));
+  out.push_back(row(OpKind::kGetRows, {W, kI32, kF32}, &get_rows_quant_ref_for<W, kF32>, "ref",
+                    reference(dequant_to(kF32), OpKind::kGetRows)));
+  out.push_back(row(OpKind::kGetRows, {W, kI32, kF16}, &get_rows_quant_ref_for<W, kF16>, "ref",
+                    reference(dequant_to(kF16), OpKind::kGetRows)));
+  out.push_back(row(OpKind::kGetRows, {W, kI32, kBF16}, &get_rows_quant_ref_for<W, kBF16>, "ref",
+                    reference(dequant_to(kBF16), OpKind::kGetRows)));
+  out.push_back(row(OpKind::kCast, {W, kF32}, &cast_quant_ref_for<W, kF32>, "ref",
+                    reference(dequant_to(kF32), OpKind::kCast)));
+  out.push_back(row(OpKind::kCast, {W, kF16}, &cast_quant_ref_for<W, kF16>, "ref",
+                    reference(dequant_to(kF16), OpKind::kCast)));
+  out.push_back(row(OpKind::kCast, {W, kBF16}, &cast_quant_ref_for<W, kBF16>, "ref",
+                    reference(dequant_to(kBF16), OpKind::kCast)));
 }
 
 template <std::size_t... I>
 void add_all_quant_rows(std::vector<Row>& out, bool avx512, bool avx2, std::index_sequence<I...>) {
-  (add_quant_rows<kQuantTypes[I]>(out, avx512, avx2), ...);
+  (add_quant_rows<kQuantizedDTypes[I]>(out, avx512, avx2), ...);
 }
 
 // Built per process: which SIMD siblings exist depends on the running CPU.
@@ -629,7 +589,7 @@ const std::vector<Row>& quant_rows() {
     const CpuFeatures& cpu = cpu_features();
     // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd).
     add_all_quant_rows(out, cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
-                       std::make_index_sequence<std::size(kQuantTypes)>{});
+                       std::make_index_sequence<kQuantizedDTypes.size()>{});
     return out;
   }();
   return kRows;

@@ -17,28 +17,20 @@
 #include <cstdint>
 
 #include "backends/cpu/storage.h"
+#include "switchyard/op.h"
 
 namespace switchyard::cpu {
 
-// The binary ops with SIMD rows, in table order.
-enum class BinaryFn : std::uint8_t { kAdd, kSub, kMul, kDiv };
-inline constexpr int kBinaryFnCount = 4;
+// The elementwise tables have one slot per binary and per unary op of op.def,
+// indexed by index_in_family(op), so the lists of ops come from op.def alone.
+inline constexpr int kBinaryOpCount = family_size(OpFamily::kBinary);
+inline constexpr int kUnaryOpCount = family_size(OpFamily::kUnary);
 
-// The unary ops with SIMD rows, in table order. gelu_erf has none: an accurate
-// vector erfc is not worth its code while the op stays off hot paths.
-enum class UnaryFn : std::uint8_t {
-  kNeg,
-  kExp,
-  kSilu,
-  kGelu,
-  kRelu,
-  kSqrt,
-  kRsqrt,
-  kSigmoid,
-  kTanh,
-  kScale
-};
-inline constexpr int kUnaryFnCount = 10;
+// Whether the SIMD files give a unary op a row (its slots stay null otherwise).
+// gelu_erf has none: an accurate vector erfc is not worth its code while the op
+// stays off hot paths. Every other unary op must have one: elementwise_simd.inl
+// does not compile for an op it has no formula for.
+[[nodiscard]] constexpr bool has_simd_unary_row(OpKind op) { return op != OpKind::kGeluErf; }
 
 // out[i] = a[i * sa] op b[i * sb] for i < n; sa and sb are 0 (a broadcast scalar)
 // or 1. Pointers are to the storage type of the table slot.
@@ -50,8 +42,8 @@ using UnaryRowFn = void (*)(const void* x, void* out, std::int64_t n, float para
 using CastRowFn = void (*)(const void* x, void* out, std::int64_t n);
 
 struct ElementwiseSimd {
-  BinaryRowFn binary[kBinaryFnCount][kFloatStorageCount];
-  UnaryRowFn unary[kUnaryFnCount][kFloatStorageCount];
+  BinaryRowFn binary[kBinaryOpCount][kFloatStorageCount];
+  UnaryRowFn unary[kUnaryOpCount][kFloatStorageCount];
   // [from][to]; the diagonal is null.
   CastRowFn cast[kFloatStorageCount][kFloatStorageCount];
 };

@@ -15,7 +15,9 @@ namespace {
 
 // The rows this backend registers: none yet. A row is
 //   {OpKind::kAdd, {DType::kF32, DType::kF32, DType::kF32}, &add_f32, options},
-// with options naming the kernel, its caps, its precision claim and its cost.
+// with options naming the kernel (kernel_name(key, dtypes, BackendId::kNull,
+// "ref") gives "add_f32__null_ref"; build every name with it, as the CPU's row()
+// does), its caps, its precision claim and its cost.
 const std::vector<KernelBindingTable::Row>& registration_rows() {
   static const std::vector<KernelBindingTable::Row> kRows;
   return kRows;

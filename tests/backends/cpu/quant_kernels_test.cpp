@@ -27,14 +27,10 @@
 namespace switchyard::cpu {
 namespace {
 
-constexpr DType kAllQuant[] = {DType::kQ4_0,   DType::kQ4_1,   DType::kQ5_0, DType::kQ5_1,
-                               DType::kQ8_0,   DType::kQ8_1,   DType::kQ2_K, DType::kQ3_K,
-                               DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K, DType::kQ8_K,
-                               DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
-constexpr DType kAvx2Quant[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
-                                DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
-                                DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
-                                DType::kMXFP4};
+// Every block-quantized dtype in dtype.def.
+constexpr auto kAllQuant = kQuantizedDTypes;
+// The weight formats, which the integer-dot siblings serve.
+constexpr auto kAvx2Quant = kQuantizedWeightDTypes;
 
 bool has_avx2() { return cpu_features().avx2 && cpu_features().f16c; }
 bool has_avx512_vnni() {

@@ -19,20 +19,20 @@ struct AttentionShape {
 };
 
 template <typename Q, typename KV, bool kMask>
-Result<AttentionShape> check_attention(const KernelCall& call, const std::string& kName) {
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kMask ? 4 : 3, 1, kName));
+Result<AttentionShape> check_attention(const KernelCall& call, std::string_view kernel) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kMask ? 4 : 3, 1, kernel));
   const TensorView& q = call.inputs[0];
   const TensorView& k = call.inputs[1];
   const TensorView& v = call.inputs[2];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(q, kDTypeOf<Q>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(k, kDTypeOf<KV>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(v, kDTypeOf<KV>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<Q>, kName));
-  for (const TensorView& t : call.inputs) SWITCHYARD_RETURN_IF_ERROR(check_contiguous(t, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(q, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(k, v, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(q, kDTypeOf<Q>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(k, kDTypeOf<KV>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(v, kDTypeOf<KV>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<Q>, kernel));
+  for (const TensorView& t : call.inputs) SWITCHYARD_RETURN_IF_ERROR(check_contiguous(t, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(q, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(k, v, kernel));
   const int rank = q.rank();
   bool ok = rank >= 3 && k.rank() == rank;
   for (int d = 0; ok && d < rank - 3; ++d) ok = q.dim(d) == k.dim(d);
@@ -47,13 +47,13 @@ Result<AttentionShape> check_attention(const KernelCall& call, const std::string
     return invalid_argument_error(fmt::format(
         "{}: q {} and k/v {} are not [..., Sq, H, Dh] and [..., Skv, Hkv, Dh] with H divisible "
         "by Hkv",
-        kName, q.shape().to_string(), k.shape().to_string()));
+        kernel, q.shape().to_string(), k.shape().to_string()));
   }
   if constexpr (kMask) {
     const TensorView& mask = call.inputs[3];
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(mask, kDTypeOf<Q>, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(mask, kDTypeOf<Q>, kernel));
     if (mask.rank() != 2 || mask.dim(0) != s.sq || mask.dim(1) != s.skv) {
-      return invalid_argument_error(fmt::format("{}: mask must have shape [{}, {}], got {}", kName,
+      return invalid_argument_error(fmt::format("{}: mask must have shape [{}, {}], got {}", kernel,
                                                 s.sq, s.skv, mask.shape().to_string()));
     }
     s.mask = mask.first_as<const Q>();
@@ -63,9 +63,8 @@ Result<AttentionShape> check_attention(const KernelCall& call, const std::string
 
 template <typename Q, typename KV, bool kMask>
 Status attention_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("attention_{}_{}{}__cpu_ref", name(kDTypeOf<Q>),
-                                        name(kDTypeOf<KV>), kMask ? "_mask" : "");
-  Result<AttentionShape> checked = check_attention<Q, KV, kMask>(call, kName);
+  const std::string_view kernel = kernel_label(call);
+  Result<AttentionShape> checked = check_attention<Q, KV, kMask>(call, kernel);
   if (!checked.is_ok()) return checked.status();
   // Plain copies, not a structured binding: lambdas below capture them.
   const std::int64_t sq = checked->sq, heads = checked->heads, dh = checked->dh;
@@ -145,10 +144,8 @@ std::int64_t positions_per_item(std::int64_t group) {
 
 template <typename Q, typename KV, bool kMask, Variant kVariant>
 Status attention_simd_impl(const KernelCall& call) {
-  const std::string kName =
-      fmt::format("attention_{}_{}{}__cpu_{}", name(kDTypeOf<Q>), name(kDTypeOf<KV>),
-                  kMask ? "_mask" : "", variant_suffix(kVariant));
-  Result<AttentionShape> checked = check_attention<Q, KV, kMask>(call, kName);
+  const std::string_view kernel = kernel_label(call);
+  Result<AttentionShape> checked = check_attention<Q, KV, kMask>(call, kernel);
   if (!checked.is_ok()) return checked.status();
   const AttentionShape& s = *checked;
   const AttentionSimd& table = attention_table(kVariant);

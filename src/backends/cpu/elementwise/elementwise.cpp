@@ -3,20 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "backends/cpu/simd_rows.h"
 
 namespace switchyard::cpu {
 namespace {
-
-// --- names -------------------------------------------------------------------
-
-std::string_view op_name(OpKind op) { return name(op); }
-
-// The kernel's registered name, for error messages ("add_f16__cpu_avx2").
-std::string kernel_name(OpKind op, DType t, Variant v) {
-  return fmt::format("{}_{}__cpu_{}", op_name(op), name(t), variant_suffix(v));
-}
 
 const ElementwiseSimd& simd_table(Variant v) {
   return v == Variant::kAvx512 ? elementwise_avx512() : elementwise_avx2();
@@ -24,38 +16,41 @@ const ElementwiseSimd& simd_table(Variant v) {
 
 // --- binary ------------------------------------------------------------------
 
-template <BinaryFn kOp>
+// The per-op formulas follow Note [Per-op code over kOpsOfFamily] in op.h: one
+// branch per op of the family, instantiated for each through by_family below.
+template <OpKind kOp>
 float binary_scalar(float a, float b) {
-  if constexpr (kOp == BinaryFn::kAdd) return a + b;
-  if constexpr (kOp == BinaryFn::kSub) return a - b;
-  if constexpr (kOp == BinaryFn::kMul) return a * b;
-  if constexpr (kOp == BinaryFn::kDiv) return a / b;
+  if constexpr (kOp == OpKind::kAdd) {
+    return a + b;
+  } else if constexpr (kOp == OpKind::kSub) {
+    return a - b;
+  } else if constexpr (kOp == OpKind::kMul) {
+    return a * b;
+  } else if constexpr (kOp == OpKind::kDiv) {
+    return a / b;
+  } else {
+    static_assert(kNoCodeForOp<kOp>, "a binary op of op.def has no reference formula here");
+  }
 }
 
-constexpr OpKind binary_op_kind(BinaryFn f) {
-  constexpr OpKind kOps[] = {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv};
-  return kOps[static_cast<int>(f)];
-}
-
-template <BinaryFn kOp, typename S, Variant kVariant>
+template <OpKind kOp, typename S, Variant kVariant>
 Status binary_kernel_impl(const KernelCall& call) {
-  constexpr OpKind kKind = binary_op_kind(kOp);
-  const std::string kName = kernel_name(kKind, kDTypeOf<S>, kVariant);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
   const TensorView& a = call.inputs[0];
   const TensorView& b = call.inputs[1];
   const TensorView& out = call.outputs[0];
   for (const TensorView* t : {&a, &b, &out}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, kDTypeOf<S>, kName));
-    SWITCHYARD_RETURN_IF_ERROR(check_same_shape(*t, out, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, kDTypeOf<S>, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_same_shape(*t, out, kernel));
   }
-  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kernel));
   const S* pa = static_cast<const S*>(a.data());
   const S* pb = static_cast<const S*>(b.data());
   S* po = static_cast<S*>(out.data());
   BinaryRowFn simd = nullptr;
   if constexpr (kVariant != Variant::kRef) {
-    simd = simd_table(kVariant).binary[static_cast<int>(kOp)][static_cast<int>(kStorageOf<S>)];
+    simd = simd_table(kVariant).binary[index_in_family(kOp)][static_cast<int>(kStorageOf<S>)];
   }
   // One row: SIMD where the last dimension allows it, else element by element.
   auto row = [&](std::int64_t ia, std::int64_t sa, std::int64_t ib, std::int64_t sb,
@@ -94,7 +89,7 @@ Status binary_kernel_impl(const KernelCall& call) {
   return Status::ok();
 }
 
-template <BinaryFn kOp, Variant kVariant>
+template <OpKind kOp, Variant kVariant>
 KernelFn binary_for_dtype(DType t) {
   switch (t) {
     case DType::kF32: return &binary_kernel_impl<kOp, float, kVariant>;
@@ -104,78 +99,85 @@ KernelFn binary_for_dtype(DType t) {
   }
 }
 
+// The kernel of `op` at `t`, through a table with one slot per op of `kFamily`
+// (kOpsOfFamily): every op of the family gets its kernels, and an op of another
+// family gets none.
+template <OpFamily kFamily, template <OpKind, Variant> class Pick, Variant kVariant,
+          std::size_t... I>
+KernelFn by_family(OpKind op, DType t, std::index_sequence<I...>) {
+  using PerDType = KernelFn (*)(DType);
+  static constexpr PerDType kByOp[] = {&Pick<kOpsOfFamily<kFamily>[I], kVariant>::fn...};
+  return op_family(op) == kFamily ? kByOp[index_in_family(op)](t) : nullptr;
+}
+
+template <OpKind kOp, Variant kVariant>
+struct PickBinary {
+  static KernelFn fn(DType t) { return binary_for_dtype<kOp, kVariant>(t); }
+};
+
 template <Variant kVariant>
 KernelFn binary_for(OpKind op, DType t) {
-  switch (op) {
-    case OpKind::kAdd: return binary_for_dtype<BinaryFn::kAdd, kVariant>(t);
-    case OpKind::kSub: return binary_for_dtype<BinaryFn::kSub, kVariant>(t);
-    case OpKind::kMul: return binary_for_dtype<BinaryFn::kMul, kVariant>(t);
-    case OpKind::kDiv: return binary_for_dtype<BinaryFn::kDiv, kVariant>(t);
-    default: return nullptr;
-  }
+  return by_family<OpFamily::kBinary, PickBinary, kVariant>(
+      op, t, std::make_index_sequence<kOpsOfFamily<OpFamily::kBinary>.size()>{});
 }
 
 // --- unary -------------------------------------------------------------------
 
 // The reference value of a unary op. Transcendental functions are evaluated in
 // double so the only error left is the final rounding.
+// The reference value of a unary op. Transcendental functions are evaluated in
+// double so the only error left is the final rounding.
 template <OpKind kOp>
 float unary_scalar(float xf, float scale) {
   const double x = xf;
-  if constexpr (kOp == OpKind::kNeg) return -xf;
-  if constexpr (kOp == OpKind::kRelu) return xf > 0.0f ? xf : 0.0f;
-  if constexpr (kOp == OpKind::kScale) return xf * scale;
-  if constexpr (kOp == OpKind::kSqrt) return std::sqrt(xf);
-  if constexpr (kOp == OpKind::kRsqrt) return static_cast<float>(1.0 / std::sqrt(x));
-  if constexpr (kOp == OpKind::kExp) return static_cast<float>(std::exp(x));
-  if constexpr (kOp == OpKind::kSigmoid) return static_cast<float>(1.0 / (1.0 + std::exp(-x)));
-  if constexpr (kOp == OpKind::kSilu) return static_cast<float>(x / (1.0 + std::exp(-x)));
-  if constexpr (kOp == OpKind::kTanh) return static_cast<float>(std::tanh(x));
-  if constexpr (kOp == OpKind::kGelu) {
+  if constexpr (kOp == OpKind::kNeg) {
+    return -xf;
+  } else if constexpr (kOp == OpKind::kRelu) {
+    return xf > 0.0f ? xf : 0.0f;
+  } else if constexpr (kOp == OpKind::kScale) {
+    return xf * scale;
+  } else if constexpr (kOp == OpKind::kSqrt) {
+    return std::sqrt(xf);
+  } else if constexpr (kOp == OpKind::kRsqrt) {
+    return static_cast<float>(1.0 / std::sqrt(x));
+  } else if constexpr (kOp == OpKind::kExp) {
+    return static_cast<float>(std::exp(x));
+  } else if constexpr (kOp == OpKind::kSigmoid) {
+    return static_cast<float>(1.0 / (1.0 + std::exp(-x)));
+  } else if constexpr (kOp == OpKind::kSilu) {
+    return static_cast<float>(x / (1.0 + std::exp(-x)));
+  } else if constexpr (kOp == OpKind::kTanh) {
+    return static_cast<float>(std::tanh(x));
+  } else if constexpr (kOp == OpKind::kGelu) {
     // 0.5 x (1 + tanh(y)) written as x / (1 + e^(-2y)), which does not cancel.
     const double y = 0.7978845608028654 * (x + 0.044715 * x * x * x);
     return static_cast<float>(x / (1.0 + std::exp(-2.0 * y)));
-  }
-  if constexpr (kOp == OpKind::kGeluErf) {
+  } else if constexpr (kOp == OpKind::kGeluErf) {
     // 0.5 x (1 + erf(x / sqrt 2)) == 0.5 x erfc(-x / sqrt 2), exact for negative x.
     return static_cast<float>(0.5 * x * std::erfc(-x * 0.7071067811865476));
-  }
-}
-
-constexpr int unary_simd_index(OpKind op) {
-  switch (op) {
-    case OpKind::kNeg: return static_cast<int>(UnaryFn::kNeg);
-    case OpKind::kExp: return static_cast<int>(UnaryFn::kExp);
-    case OpKind::kSilu: return static_cast<int>(UnaryFn::kSilu);
-    case OpKind::kGelu: return static_cast<int>(UnaryFn::kGelu);
-    case OpKind::kRelu: return static_cast<int>(UnaryFn::kRelu);
-    case OpKind::kSqrt: return static_cast<int>(UnaryFn::kSqrt);
-    case OpKind::kRsqrt: return static_cast<int>(UnaryFn::kRsqrt);
-    case OpKind::kSigmoid: return static_cast<int>(UnaryFn::kSigmoid);
-    case OpKind::kTanh: return static_cast<int>(UnaryFn::kTanh);
-    case OpKind::kScale: return static_cast<int>(UnaryFn::kScale);
-    default: return -1;
+  } else {
+    static_assert(kNoCodeForOp<kOp>, "a unary op of op.def has no reference formula here");
   }
 }
 
 template <OpKind kOp, typename S, Variant kVariant>
 Status unary_kernel_impl(const KernelCall& call) {
-  const std::string kName = kernel_name(kOp, kDTypeOf<S>, kVariant);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_writable(out, kernel));
   const float scale = call.params.scale;
   const S* px = static_cast<const S*>(x.data());
   S* po = static_cast<S*>(out.data());
   if constexpr (kVariant != Variant::kRef) {
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kName));
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
     const UnaryRowFn fn =
-        simd_table(kVariant).unary[unary_simd_index(kOp)][static_cast<int>(kStorageOf<S>)];
+        simd_table(kVariant).unary[index_in_family(kOp)][static_cast<int>(kStorageOf<S>)];
     const S* bx = px + x.offset();
     S* bo = po + out.offset();
     call.ctx.parallel_for(out.numel(), kElementGrain, [&](std::int64_t begin, std::int64_t end) {
@@ -204,7 +206,7 @@ Status unary_kernel_impl(const KernelCall& call) {
 
 template <OpKind kOp, Variant kVariant>
 KernelFn unary_for_dtype(DType t) {
-  if constexpr (kVariant != Variant::kRef && unary_simd_index(kOp) < 0) {
+  if constexpr (kVariant != Variant::kRef && !has_simd_unary_row(kOp)) {
     return nullptr;
   } else {
     switch (t) {
@@ -216,22 +218,15 @@ KernelFn unary_for_dtype(DType t) {
   }
 }
 
+template <OpKind kOp, Variant kVariant>
+struct PickUnary {
+  static KernelFn fn(DType t) { return unary_for_dtype<kOp, kVariant>(t); }
+};
+
 template <Variant kVariant>
 KernelFn unary_for(OpKind op, DType t) {
-  switch (op) {
-    case OpKind::kNeg: return unary_for_dtype<OpKind::kNeg, kVariant>(t);
-    case OpKind::kExp: return unary_for_dtype<OpKind::kExp, kVariant>(t);
-    case OpKind::kSilu: return unary_for_dtype<OpKind::kSilu, kVariant>(t);
-    case OpKind::kGelu: return unary_for_dtype<OpKind::kGelu, kVariant>(t);
-    case OpKind::kGeluErf: return unary_for_dtype<OpKind::kGeluErf, kVariant>(t);
-    case OpKind::kRelu: return unary_for_dtype<OpKind::kRelu, kVariant>(t);
-    case OpKind::kSqrt: return unary_for_dtype<OpKind::kSqrt, kVariant>(t);
-    case OpKind::kRsqrt: return unary_for_dtype<OpKind::kRsqrt, kVariant>(t);
-    case OpKind::kSigmoid: return unary_for_dtype<OpKind::kSigmoid, kVariant>(t);
-    case OpKind::kTanh: return unary_for_dtype<OpKind::kTanh, kVariant>(t);
-    case OpKind::kScale: return unary_for_dtype<OpKind::kScale, kVariant>(t);
-    default: return nullptr;
-  }
+  return by_family<OpFamily::kUnary, PickUnary, kVariant>(
+      op, t, std::make_index_sequence<kOpsOfFamily<OpFamily::kUnary>.size()>{});
 }
 
 // --- casts -------------------------------------------------------------------
@@ -283,16 +278,15 @@ To convert(From v) {
 
 template <typename From, typename To, Variant kVariant>
 Status cast_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("cast_{}_{}__cpu_{}", name(kDTypeOf<From>),
-                                        name(kDTypeOf<To>), variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
   const TensorView& in = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(in, kDTypeOf<From>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<To>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(in, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(in, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(in, kDTypeOf<From>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<To>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(in, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(in, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   const From* src = in.first_as<const From>();
   To* dst = out.first_as<To>();
   if constexpr (kVariant != Variant::kRef) {

@@ -17,24 +17,21 @@
 
 namespace switchyard::cpu {
 
-// add, sub, mul, div: a, b -> out, one float dtype, same shape (broadcast inputs
+// Every binary op of op.def (kOpsOfFamily<OpFamily::kBinary>: add, sub, mul, div);
+// null for any other op. a, b -> out, one float dtype, same shape (broadcast inputs
 // have stride 0). Both variants accept broadcast and strided inputs; the SIMD rows
 // run where the last dimension is unit-stride or broadcast, other rows go through
 // the same arithmetic one element at a time (exact ops, so the bytes agree).
 [[nodiscard]] KernelFn binary_kernel(OpKind op, DType dtype, Variant variant);
 
-// neg, exp, silu, gelu, gelu_erf, relu, sqrt, rsqrt, sigmoid, tanh, scale. The
-// reference takes strided input; SIMD kernels need contiguous operands.
+// Every unary op of op.def (kOpsOfFamily<OpFamily::kUnary>: neg, exp, silu, gelu,
+// gelu_erf, relu, sqrt, rsqrt, sigmoid, tanh, scale); null for any other op. The
+// reference takes strided input; SIMD kernels need contiguous operands and exist
+// where has_simd_unary_row (simd_rows.h) says so.
 [[nodiscard]] KernelFn unary_kernel(OpKind op, DType dtype, Variant variant);
 
 // cast between f32, f16, bf16 and i32 (not i32 to i32), contiguous operands. SIMD
 // siblings exist for the float-to-float casts.
 [[nodiscard]] KernelFn cast_kernel(DType from, DType to, Variant variant);
-
-// The ops unary_kernel serves, in registration order.
-inline constexpr OpKind kUnaryOps[] = {
-    OpKind::kNeg,  OpKind::kExp,   OpKind::kSilu,    OpKind::kGelu, OpKind::kGeluErf, OpKind::kRelu,
-    OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSigmoid, OpKind::kTanh, OpKind::kScale};
-inline constexpr OpKind kBinaryOps[] = {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv};
 
 }  // namespace switchyard::cpu

@@ -3,6 +3,7 @@
 // elementwise_avx512.cpp. See simd_rows.h for the contracts and simd_vec.h for the
 // rules every ISA file keeps.
 #include <type_traits>
+#include <utility>
 
 #include "backends/cpu/simd_rows.h"
 #include "backends/cpu/simd_vec.h"
@@ -10,15 +11,24 @@
 namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
 namespace {
 
-template <BinaryFn kOp>
+// One branch per op of the family (Note [Per-op code over kOpsOfFamily] in op.h);
+// make_table instantiates each for every op of kOpsOfFamily.
+template <OpKind kOp>
 inline VF apply_binary(VF a, VF b) {
-  if constexpr (kOp == BinaryFn::kAdd) return vadd(a, b);
-  if constexpr (kOp == BinaryFn::kSub) return vsub(a, b);
-  if constexpr (kOp == BinaryFn::kMul) return vmul(a, b);
-  if constexpr (kOp == BinaryFn::kDiv) return vdiv(a, b);
+  if constexpr (kOp == OpKind::kAdd) {
+    return vadd(a, b);
+  } else if constexpr (kOp == OpKind::kSub) {
+    return vsub(a, b);
+  } else if constexpr (kOp == OpKind::kMul) {
+    return vmul(a, b);
+  } else if constexpr (kOp == OpKind::kDiv) {
+    return vdiv(a, b);
+  } else {
+    static_assert(kNoCodeForOp<kOp>, "a binary op of op.def has no SIMD formula here");
+  }
 }
 
-template <BinaryFn kOp, typename S>
+template <OpKind kOp, typename S>
 void binary_row(const void* av, std::int64_t sa, const void* bv, std::int64_t sb, void* ov,
                 std::int64_t n) {
   const S* a = static_cast<const S*>(av);
@@ -43,35 +53,46 @@ void binary_row(const void* av, std::int64_t sa, const void* bv, std::int64_t sb
 
 // The exponentials of f16 rows need only f16 accuracy: Note [Exponentials for
 // f16 results] in simd_vec.h.
-template <UnaryFn kOp, typename S>
+template <OpKind kOp, typename S>
 inline VF apply_unary(VF x, VF param) {
   constexpr ExpAccuracy kAcc = std::is_same_v<S, F16> ? ExpAccuracy::kF16 : ExpAccuracy::kF32;
-  if constexpr (kOp == UnaryFn::kNeg) return vxor(x, vset(-0.0f));
-  if constexpr (kOp == UnaryFn::kExp) return vexp<kAcc>(x);
-  if constexpr (kOp == UnaryFn::kSilu) return vdiv_one_plus_exp<kAcc>(x, vxor(x, vset(-0.0f)));
-  if constexpr (kOp == UnaryFn::kGelu) {
+  if constexpr (kOp == OpKind::kNeg) {
+    return vxor(x, vset(-0.0f));
+  } else if constexpr (kOp == OpKind::kExp) {
+    return vexp<kAcc>(x);
+  } else if constexpr (kOp == OpKind::kSilu) {
+    return vdiv_one_plus_exp<kAcc>(x, vxor(x, vset(-0.0f)));
+  } else if constexpr (kOp == OpKind::kGelu) {
     // 0.5 x (1 + tanh(y)) == x / (1 + e^(-2y)): no cancellation for negative x.
     // -2y = x (k + k 0.044715 x^2) with k = -2 sqrt(2 / pi), the constants folded.
     constexpr double kMinus2C = -2.0 * 0.7978845608028654;
     const VF minus_2y = vmul(x, vfma(vmul(x, x), vset(static_cast<float>(kMinus2C * 0.044715)),
                                      vset(static_cast<float>(kMinus2C))));
     return vdiv_one_plus_exp<kAcc>(x, minus_2y);
-  }
-  // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
-  // reference's `x > 0 ? x : 0`.
-  if constexpr (kOp == UnaryFn::kRelu) return vmax(x, vset(0.0f));
-  if constexpr (kOp == UnaryFn::kSqrt) return vsqrt(x);
-  if constexpr (kOp == UnaryFn::kRsqrt) return vdiv(vset(1.0f), vsqrt(x));
-  if constexpr (kOp == UnaryFn::kSigmoid)
+  } else if constexpr (kOp == OpKind::kRelu) {
+    // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
+    // reference's `x > 0 ? x : 0`.
+    return vmax(x, vset(0.0f));
+  } else if constexpr (kOp == OpKind::kSqrt) {
+    return vsqrt(x);
+  } else if constexpr (kOp == OpKind::kRsqrt) {
+    return vdiv(vset(1.0f), vsqrt(x));
+  } else if constexpr (kOp == OpKind::kSigmoid) {
     return vdiv_one_plus_exp<kAcc>(vset(1.0f), vxor(x, vset(-0.0f)));
-  if constexpr (kOp == UnaryFn::kTanh) return vtanh(x);
-  if constexpr (kOp == UnaryFn::kScale) return vmul(x, param);
+  } else if constexpr (kOp == OpKind::kTanh) {
+    return vtanh(x);
+  } else if constexpr (kOp == OpKind::kScale) {
+    return vmul(x, param);
+  } else {
+    static_assert(kNoCodeForOp<kOp>,
+                  "a unary op of op.def has no SIMD formula here (or has_simd_unary_row is false)");
+  }
 }
 
 // Elements ahead of the current vector that unary_row prefetches.
 constexpr std::int64_t kUnaryPrefetch = 512;
 
-template <UnaryFn kOp, typename S>
+template <OpKind kOp, typename S>
 void unary_row(const void* xv, void* ov, std::int64_t n, float param) {
   const S* x = static_cast<const S*>(xv);
   S* out = static_cast<S*>(ov);
@@ -108,38 +129,35 @@ void cast_row(const void* xv, void* ov, std::int64_t n) {
   }
 }
 
-template <BinaryFn kOp>
+template <OpKind kOp>
 constexpr void fill_binary(ElementwiseSimd& t) {
-  const int op = static_cast<int>(kOp);
+  const int op = index_in_family(kOp);
   t.binary[op][0] = &binary_row<kOp, float>;
   t.binary[op][1] = &binary_row<kOp, F16>;
   t.binary[op][2] = &binary_row<kOp, BF16>;
 }
 
-template <UnaryFn kOp>
+template <OpKind kOp>
 constexpr void fill_unary(ElementwiseSimd& t) {
-  const int op = static_cast<int>(kOp);
-  t.unary[op][0] = &unary_row<kOp, float>;
-  t.unary[op][1] = &unary_row<kOp, F16>;
-  t.unary[op][2] = &unary_row<kOp, BF16>;
+  if constexpr (has_simd_unary_row(kOp)) {
+    const int op = index_in_family(kOp);
+    t.unary[op][0] = &unary_row<kOp, float>;
+    t.unary[op][1] = &unary_row<kOp, F16>;
+    t.unary[op][2] = &unary_row<kOp, BF16>;
+  }
+}
+
+// Every binary and unary op of op.def, through kOpsOfFamily.
+template <std::size_t... B, std::size_t... U>
+constexpr void fill_ops(ElementwiseSimd& t, std::index_sequence<B...>, std::index_sequence<U...>) {
+  (fill_binary<kOpsOfFamily<OpFamily::kBinary>[B]>(t), ...);
+  (fill_unary<kOpsOfFamily<OpFamily::kUnary>[U]>(t), ...);
 }
 
 constexpr ElementwiseSimd make_table() {
   ElementwiseSimd t{};
-  fill_binary<BinaryFn::kAdd>(t);
-  fill_binary<BinaryFn::kSub>(t);
-  fill_binary<BinaryFn::kMul>(t);
-  fill_binary<BinaryFn::kDiv>(t);
-  fill_unary<UnaryFn::kNeg>(t);
-  fill_unary<UnaryFn::kExp>(t);
-  fill_unary<UnaryFn::kSilu>(t);
-  fill_unary<UnaryFn::kGelu>(t);
-  fill_unary<UnaryFn::kRelu>(t);
-  fill_unary<UnaryFn::kSqrt>(t);
-  fill_unary<UnaryFn::kRsqrt>(t);
-  fill_unary<UnaryFn::kSigmoid>(t);
-  fill_unary<UnaryFn::kTanh>(t);
-  fill_unary<UnaryFn::kScale>(t);
+  fill_ops(t, std::make_index_sequence<kBinaryOpCount>{},
+           std::make_index_sequence<kUnaryOpCount>{});
   t.cast[0][1] = &cast_row<float, F16>;
   t.cast[0][2] = &cast_row<float, BF16>;
   t.cast[1][0] = &cast_row<F16, float>;

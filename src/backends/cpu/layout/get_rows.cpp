@@ -10,22 +10,21 @@ namespace {
 // the elementwise cast rows, which round exactly as the reference does.
 template <typename T, typename O, Variant kVariant>
 Status get_rows_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("get_rows_{}_i32_{}__cpu_{}", name(kDTypeOf<T>),
-                                        name(kDTypeOf<O>), variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
   const TensorView& table = call.inputs[0];
   const TensorView& idx = call.inputs[1];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(table, kDTypeOf<T>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<O>, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(table, kDTypeOf<T>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<O>, kernel));
   for (const TensorView* t : {&table, &idx, &out}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kernel));
   }
   if (table.rank() != 2 || idx.rank() != 1 || out.rank() != 2 || out.dim(0) != idx.dim(0) ||
       out.dim(1) != table.dim(1)) {
     return invalid_argument_error(
-        fmt::format("{}: shapes {}, {} -> {} are not [R, C], [N] -> [N, C]", kName,
+        fmt::format("{}: shapes {}, {} -> {} are not [R, C], [N] -> [N, C]", kernel,
                     table.shape().to_string(), idx.shape().to_string(), out.shape().to_string()));
   }
   const std::int64_t rows = table.dim(0);
@@ -36,7 +35,7 @@ Status get_rows_kernel_impl(const KernelCall& call) {
   for (std::int64_t i = 0; i < n; ++i) {
     if (pi[i] < 0 || pi[i] >= rows) {
       return out_of_range_error(
-          fmt::format("{}: index {} at position {} is outside [0, {})", kName, pi[i], i, rows));
+          fmt::format("{}: index {} at position {} is outside [0, {})", kernel, pi[i], i, rows));
     }
   }
   const T* pt = table.first_as<const T>();

@@ -12,11 +12,6 @@ namespace {
 template <std::size_t kBytes>
 using Bits = std::conditional_t<kBytes == 4, std::uint32_t, std::uint16_t>;
 
-std::string layout_name(std::string_view op, DType t, int inputs = 0, Variant v = Variant::kRef) {
-  return inputs > 0 ? fmt::format("{}{}_{}__cpu_{}", op, inputs, name(t), variant_suffix(v))
-                    : fmt::format("{}_{}__cpu_{}", op, name(t), variant_suffix(v));
-}
-
 // The SIMD pieces of a sibling; only AVX2 has them.
 const LayoutSimd& layout_table(Variant /*v*/) { return layout_avx2(); }
 
@@ -55,13 +50,13 @@ void scatter_rows(const TensorView& in, E* po, std::int64_t out_inner_stride,
 template <std::size_t kBytes, DType kDType>
 Status copy_kernel_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
-  const std::string kName = layout_name("copy", kDType);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_layout_dtypes(call, kDType, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_layout_dtypes(call, kDType, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   if (x.is_contiguous()) {
     // One flat range split across the pool: a 1-D tensor is a single row, which
     // the row split below would give to one thread.
@@ -111,8 +106,8 @@ std::int64_t matrix_offset(const TensorView& x, std::int64_t m) {
 template <std::size_t kBytes, DType kDType>
 Status transpose_kernel_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
-  const std::string kName = layout_name("transpose", kDType);
-  SWITCHYARD_RETURN_IF_ERROR(check_transpose(call, kDType, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_transpose(call, kDType, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
   const int rank = x.rank();
@@ -192,8 +187,8 @@ constexpr std::int64_t kStreamRows = 1024;
 template <std::size_t kBytes, DType kDType, Variant kVariant>
 Status transpose_simd_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
-  const std::string kName = layout_name("transpose", kDType, 0, kVariant);
-  SWITCHYARD_RETURN_IF_ERROR(check_transpose(call, kDType, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_transpose(call, kDType, kernel));
   const TensorView& x = call.inputs[0];
   const int rank = x.rank();
   const std::int64_t a = x.dim(rank - 2);
@@ -291,8 +286,8 @@ void concat_rows(const TensorView& in, E* po, const TensorView& out, int axis, s
 template <std::size_t kBytes, DType kDType, int kInputs>
 Status concat_kernel_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
-  const std::string kName = layout_name("concat", kDType, kInputs);
-  Result<int> axis = check_concat(call, kDType, kInputs, kName);
+  const std::string_view kernel = kernel_label(call);
+  Result<int> axis = check_concat(call, kDType, kInputs, kernel);
   if (!axis.is_ok()) return axis.status();
   const TensorView& out = call.outputs[0];
   E* po = out.first_as<E>();
@@ -319,8 +314,8 @@ Status concat_kernel_impl(const KernelCall& call) {
 template <std::size_t kBytes, DType kDType, int kInputs, Variant kVariant>
 Status concat_simd_impl(const KernelCall& call) {
   using E = Bits<kBytes>;
-  const std::string kName = layout_name("concat", kDType, kInputs, kVariant);
-  Result<int> checked = check_concat(call, kDType, kInputs, kName);
+  const std::string_view kernel = kernel_label(call);
+  Result<int> checked = check_concat(call, kDType, kInputs, kernel);
   if (!checked.is_ok()) return checked.status();
   const int axis = *checked;
   const TensorView& out = call.outputs[0];

@@ -46,30 +46,26 @@ void layer_norm_ref_row(const S* x, const S* w, const S* b, S* out, std::int64_t
 
 template <OpKind kOp, typename S, int kInputs, Variant kVariant>
 Status norm_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("{}_{}{}__cpu_{}", name(kOp), name(kDTypeOf<S>),
-                                        kInputs == 1   ? ""
-                                        : kInputs == 2 ? "_w"
-                                                       : "_wb",
-                                        variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kInputs, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kInputs, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   if (x.rank() < 1) {
-    return invalid_argument_error(fmt::format("{}: x must have rank >= 1", kName));
+    return invalid_argument_error(fmt::format("{}: x must have rank >= 1", kernel));
   }
   const std::int64_t d = x.shape().inner();
   const S* params[2] = {nullptr, nullptr};
   for (int i = 1; i < kInputs; ++i) {
     const TensorView& p = call.inputs[i];
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(p, kDTypeOf<S>, kName));
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(p, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(p, kDTypeOf<S>, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(p, kernel));
     if (p.rank() != 1 || p.dim(0) != d) {
-      return invalid_argument_error(fmt::format("{}: {} must have shape [{}], got {}", kName,
+      return invalid_argument_error(fmt::format("{}: {} must have shape [{}], got {}", kernel,
                                                 i == 1 ? "weight" : "bias", d,
                                                 p.shape().to_string()));
     }

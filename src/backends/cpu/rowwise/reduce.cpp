@@ -31,19 +31,18 @@ float reduce_ref_row(const S* x, std::int64_t d) {
 
 template <OpKind kOp, typename S, Variant kVariant>
 Status reduce_kernel_impl(const KernelCall& call) {
-  const std::string kName =
-      fmt::format("{}_{}__cpu_{}", name(kOp), name(kDTypeOf<S>), variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   bool shape_ok = x.rank() >= 1 && out.rank() == x.rank() && out.shape().inner() == 1;
   for (int i = 0; shape_ok && i + 1 < x.rank(); ++i) shape_ok = x.dim(i) == out.dim(i);
   if (!shape_ok) {
-    return invalid_argument_error(fmt::format("{}: output {} is not {} with the last dim 1", kName,
+    return invalid_argument_error(fmt::format("{}: output {} is not {} with the last dim 1", kernel,
                                               out.shape().to_string(), x.shape().to_string()));
   }
   const std::int64_t d = x.shape().inner();

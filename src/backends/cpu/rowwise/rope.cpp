@@ -12,34 +12,33 @@ namespace {
 // (rowwise_simd.inl). Both split work by (batch, token) rows.
 template <typename S, Variant kVariant>
 Status rope_kernel_impl(const KernelCall& call) {
-  const std::string kName =
-      fmt::format("rope_{}_i32__cpu_{}", name(kDTypeOf<S>), variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& pos = call.inputs[1];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(pos, DType::kI32, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(pos, DType::kI32, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kernel));
   for (const TensorView* t : {&x, &pos, &out}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kernel));
   }
   if (x.rank() < 3) {
     return invalid_argument_error(
-        fmt::format("{}: x must be [..., T, H, D], got {}", kName, x.shape().to_string()));
+        fmt::format("{}: x must be [..., T, H, D], got {}", kernel, x.shape().to_string()));
   }
   const std::int64_t d = x.dim(x.rank() - 1);
   const std::int64_t heads = x.dim(x.rank() - 2);
   const std::int64_t tokens = x.dim(x.rank() - 3);
   if (pos.rank() != 1 || pos.dim(0) != tokens) {
-    return invalid_argument_error(fmt::format("{}: positions must have shape [{}], got {}", kName,
+    return invalid_argument_error(fmt::format("{}: positions must have shape [{}], got {}", kernel,
                                               tokens, pos.shape().to_string()));
   }
   const std::int64_t dims = call.params.rope_dims == 0 ? d : call.params.rope_dims;
   if (dims < 0 || dims > d || dims % 2 != 0) {
     return invalid_argument_error(
-        fmt::format("{}: rope_dims {} must be even and within the head size {}", kName, dims, d));
+        fmt::format("{}: rope_dims {} must be even and within the head size {}", kernel, dims, d));
   }
   const std::int64_t half = dims / 2;
   const bool neox = call.params.rope_mode == RopeMode::kNeox;

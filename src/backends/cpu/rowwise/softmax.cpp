@@ -41,28 +41,27 @@ void softmax_ref_row(const S* x, const S* mask, S* out, std::int64_t cols, std::
 
 template <typename S, bool kMask, Variant kVariant>
 Status softmax_kernel_impl(const KernelCall& call) {
-  const std::string kName = fmt::format("softmax_{}{}__cpu_{}", name(kDTypeOf<S>),
-                                        kMask ? "_mask" : "", variant_suffix(kVariant));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kMask ? 2 : 1, 1, kName));
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, kMask ? 2 : 1, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(x, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(x, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_contiguous(out, kernel));
   if (x.rank() < 1) {
-    return invalid_argument_error(fmt::format("{}: x must have rank >= 1", kName));
+    return invalid_argument_error(fmt::format("{}: x must have rank >= 1", kernel));
   }
   const std::int64_t cols = x.shape().inner();
   const std::int64_t rows_per_matrix = x.rank() >= 2 ? x.dim(x.rank() - 2) : 1;
   const S* pmask = nullptr;
   if constexpr (kMask) {
     const TensorView& mask = call.inputs[1];
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(mask, kDTypeOf<S>, kName));
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(mask, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(mask, kDTypeOf<S>, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(mask, kernel));
     if (mask.rank() != 2 || mask.dim(0) != rows_per_matrix || mask.dim(1) != cols) {
-      return invalid_argument_error(fmt::format("{}: mask must have shape [{}, {}], got {}", kName,
+      return invalid_argument_error(fmt::format("{}: mask must have shape [{}, {}], got {}", kernel,
                                                 rows_per_matrix, cols, mask.shape().to_string()));
     }
     pmask = mask.first_as<const S>();
