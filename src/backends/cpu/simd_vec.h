@@ -119,6 +119,10 @@ inline float hsum_lanes(VF a, float* tmp) {
 inline float vreduce_add(VF a) { return _mm512_reduce_add_ps(a); }
 
 inline VF load(const float* p) { return _mm512_loadu_ps(p); }
+// p 64-byte aligned.
+inline VF load_aligned(const float* p) { return _mm512_load_ps(p); }
+// p[0] in every lane (one vbroadcastss from memory).
+inline VF broadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline VF load(const F16* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -200,6 +204,10 @@ inline float vreduce_add(VF a) {
 }
 
 inline VF load(const float* p) { return _mm256_loadu_ps(p); }
+// p 32-byte aligned.
+inline VF load_aligned(const float* p) { return _mm256_load_ps(p); }
+// p[0] in every lane (one vbroadcastss from memory).
+inline VF broadcast(const float* p) { return _mm256_broadcast_ss(p); }
 inline VF load(const F16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
