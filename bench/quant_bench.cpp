@@ -106,7 +106,8 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Status s = entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+    const Status s =
+        entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx, entry->name});
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.is_ok()) {
       state.SkipWithError(s.to_string().c_str());
@@ -121,7 +122,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   if (rows == 1 && threaded) {
     // The roofline in the same run, alternating with the kernel (see the top).
     auto kernel = [&] {
-      (void)entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+      (void)entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx, entry->name});
     };
     for (const auto& [bytes, suffix] : {std::pair{static_cast<std::size_t>(weight_bytes), ""},
                                         std::pair{bench::kDramSweepBytes, "_dram"}}) {

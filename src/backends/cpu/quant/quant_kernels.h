@@ -42,14 +42,13 @@ struct QuantMatmulArgs {
 };
 
 // Checks a matmul call: a f32 [..., M, K] and out f32 [..., M, N] contiguous,
-// w [N, K] of dtype `w` contiguous with K a whole number of blocks.
-Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w,
-                                           std::string_view kernel);
+// w [N, K] of dtype `w` contiguous with K a whole number of blocks. Errors are
+// kInvalidArgument naming the kernel (call.name).
+Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w);
 
-// The checks of an integer-dot sibling named matmul_f32_<w>_f32__cpu_<isa>: those of
-// check_quant_matmul, plus K a whole number of blocks of activation_format(w).
-Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w,
-                                                std::string_view isa);
+// The checks of an integer-dot sibling: those of check_quant_matmul, plus K a whole
+// number of blocks of activation_format(w).
+Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w);
 
 // Activation rows holding NaN or infinity cannot be quantized meaningfully: the
 // integer-dot siblings flag them while quantizing (row_is_finite) and afterwards

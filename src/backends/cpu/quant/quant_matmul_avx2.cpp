@@ -935,10 +935,10 @@ constexpr std::int64_t kTileRows = 64;
 Status matmul_quant_avx2(const KernelCall& call, DType w_dtype) {
   const QuantTiles fns = tiles_for(w_dtype);
   if (fns.rows1 == nullptr) {
-    return invalid_argument_error(fmt::format(
-        "matmul_f32_{}_f32__cpu_avx2: no AVX2 dot product for {}", name(w_dtype), name(w_dtype)));
+    return invalid_argument_error(
+        fmt::format("{}: no AVX2 dot product for {}", call.name, name(w_dtype)));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w_dtype, "avx2"));
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w_dtype));
   const DType act = activation_format(w_dtype);
   const std::int64_t q8_row_bytes = args.k / block_elems(act) * block_bytes(act);
   // The nibble formats read their activations as XGroup (Note [AVX2 decode

@@ -1839,11 +1839,9 @@ Status matmul_quant_avx512(const KernelCall& call, DType w_dtype, Avx512QuantExt
   const QuantTiles fns = tiles_for(w_dtype, extras);
   if (fns.rows1 == nullptr) {
     return invalid_argument_error(
-        fmt::format("matmul_f32_{}_f32__cpu_avx512: no AVX-512 dot product for {}", name(w_dtype),
-                    name(w_dtype)));
+        fmt::format("{}: no AVX-512 dot product for {}", call.name, name(w_dtype)));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args,
-                              check_quant_matmul_simd(call, w_dtype, "avx512"));
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w_dtype));
   const bool small = block_elems(w_dtype) == 32;
   const std::int64_t blocks = args.k / block_elems(w_dtype);
   // Prepared activation rows: decode_layout groups for the 32-element formats
