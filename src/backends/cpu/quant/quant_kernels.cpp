@@ -1,10 +1,7 @@
-// Portable kernels on block-quantized operands, and the operand checks the SIMD
-// siblings share. See quant_kernels.h.
+// Portable kernels on block-quantized operands, and the checks of a quantized
+// matmul call. See quant_kernels.h.
 #include "backends/cpu/quant/quant_kernels.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "backends/cpu/operand_checks.h"
@@ -75,98 +72,6 @@ Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w_dtype
   args.w = w.first();
   args.out = out.first_as<float>();
   return args;
-}
-
-Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w_dtype) {
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype));
-  const DType act = activation_format(w_dtype);
-  if (args.k % block_elems(act) != 0) {
-    return invalid_argument_error(
-        fmt::format("{}: K = {} is not a whole number of {} blocks", call.name, args.k, name(act)));
-  }
-  return args;
-}
-
-bool row_is_finite(const float* row, std::int64_t k) {
-  bool finite = true;
-  for (std::int64_t i = 0; i < k; ++i) finite &= std::isfinite(row[i]);
-  return finite;
-}
-
-void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non_finite) {
-  for (std::int64_t r = 0; r < args.rows; ++r) {
-    if (non_finite[static_cast<std::size_t>(r)] != 0) {
-      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
-                std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-}
-
-// Note [Decode streams]
-// A decode tile of four weight rows reads them side by side, a block of each per
-// step. Four adjacent rows of a short-rowed format share 4 KiB pages (q2_k's
-// rows are 1344 bytes at k = 4096: three to a page), and the L2 hardware
-// prefetcher, which follows one stream per page, cannot follow three rows read
-// at once there; the same bytes in rows twice as long read 0.95 of a
-// one-stream read sweep's DRAM rate against 0.83. So a block of weight rows (in
-// a matvec, a thread's whole chunk) is cut into four equal streams,
-// and tile j reads row j of each: every one of its rows walks a range of whole
-// rows in memory order, which the prefetchers follow as they follow a long row,
-// and each tile prefetches the row after each of its own (Note [Decode
-// prefetch] in quant_matmul_avx512vnni.cpp). Streams over whole chunks instead
-// of 64-row blocks took q2_k from 0.87 to 0.96 of the DRAM read bandwidth (two
-// rounds). Outputs and their bytes do not change: each row is computed as
-// before, only in another order.
-void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
-                     const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
-                     std::int64_t row_grain, std::int64_t tile_rows) {
-  SWITCHYARD_CHECK(tiles.prefill != nullptr && tiles.cols != nullptr && tiles.rows1 != nullptr);
-  SWITCHYARD_CHECK(tiles.prefill_rows > 0 && tiles.prefill_cols > 0);
-  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
-  const std::int64_t wb = args.row_bytes;
-  const std::int64_t n = args.n;
-  const std::int64_t cols = tiles.prefill_cols;
-  ctx.parallel_for(n, row_grain, [&](std::int64_t begin, std::int64_t end) {
-    // Blocks of tile_rows keep weight rows in L2 while every activation row
-    // passes over them. A call with one activation row passes once, and takes
-    // its whole chunk as one block, so that its streams run as long as they can
-    // (Note [Decode streams]).
-    const std::int64_t block = args.rows == 1 ? end - begin : tile_rows;
-    for (std::int64_t t0 = begin; t0 < end; t0 += block) {
-      const std::int64_t t1 = std::min(end, t0 + block);
-      // Runs fn on weight rows [j, t1) of activation rows from r, `step` weight
-      // rows at a time, from j; returns where it stopped.
-      const auto run = [&](QuantTileFn fn, std::int64_t step, std::int64_t r, std::int64_t j) {
-        const std::uint8_t* xr = x + r * x_stride;
-        for (; j + step <= t1; j += step)
-          fn(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
-        return j;
-      };
-      // The decode tiles on weight rows [t0, t1) for activation row r, in four
-      // streams of `s` rows (Note [Decode streams]), then the rows left one by one.
-      const auto decode = [&](std::int64_t r) {
-        const std::uint8_t* xr = x + r * x_stride;
-        float* out = args.out + r * n;
-        const std::int64_t s = tiles.rows4 != nullptr ? (t1 - t0) / 4 : 0;
-        for (std::int64_t j = t0; j < t0 + s; ++j) {
-          float four[4];
-          tiles.rows4(w + j * wb, s * wb, xr, x_stride, blocks, four, n);
-          for (std::int64_t q = 0; q < 4; ++q) out[j + q * s] = four[q];
-        }
-        for (std::int64_t j = t0 + 4 * s; j < t1; ++j) {
-          tiles.rows1(w + j * wb, wb, xr, x_stride, blocks, out + j, n);
-        }
-      };
-      std::int64_t r = 0;
-      for (; r + cols <= args.rows; r += cols)
-        run(tiles.cols, 1, r, run(tiles.prefill, tiles.prefill_rows, r, t0));
-      if (tiles.cols4 != nullptr && r + 4 <= args.rows) {
-        run(tiles.cols4, 1, r, t0);
-        r += 4;
-      }
-      for (; r < args.rows; ++r) decode(r);
-    }
-  });
 }
 
 Status matmul_quant_ref(const KernelCall& call, DType w_dtype) {
