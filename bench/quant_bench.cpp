@@ -31,10 +31,12 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "roofline.h"
-#include "switchyard/dispatch.h"
+#include "switchyard/backends.h"
+#include "switchyard/binding_table.h"
 #include "switchyard/quant.h"
 #include "switchyard/thread_pool.h"
 
@@ -74,10 +76,16 @@ const Weights& weights(DType t) {
 }
 
 // The CPU sibling of `matmul (f32, t, f32)` from `source` ("avx512", "avx2"), or
-// the table's first when `source` is empty.
+// the table's first when `source` is empty. The benchmarks are registered during
+// static initialisation, before main publishes the built-in table, so they read a
+// table of their own, built the same way.
 const BindingEntry* sibling(DType t, std::string_view source) {
-  static const TableSnapshot kTable = current_table();
-  for (const BindingEntry& e : kTable->lookup_alternatives(
+  static const KernelBindingTable kTable = [] {
+    Result<KernelBindingTable> table = make_builtin_table();
+    SWITCHYARD_CHECK(table.is_ok());
+    return std::move(table).value();
+  }();
+  for (const BindingEntry& e : kTable.lookup_alternatives(
            OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
     if (source.empty() || e.source == source) return &e;
   }
