@@ -72,7 +72,7 @@ struct Call {
   OpParams params;
   ExecContext ctx{.runner = &default_thread_pool()};
   Status run(const BindingEntry& e) {
-    const KernelCall call{inputs, std::span<const TensorView>(&output, 1), params, ctx};
+    const KernelCall call{inputs, std::span<const TensorView>(&output, 1), params, ctx, e.name};
     return e.fn(call);
   }
 };

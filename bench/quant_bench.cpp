@@ -31,10 +31,12 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "roofline.h"
-#include "switchyard/dispatch.h"
+#include "switchyard/backends.h"
+#include "switchyard/binding_table.h"
 #include "switchyard/quant.h"
 #include "switchyard/thread_pool.h"
 
@@ -74,10 +76,16 @@ const Weights& weights(DType t) {
 }
 
 // The CPU sibling of `matmul (f32, t, f32)` from `source` ("avx512", "avx2"), or
-// the table's first when `source` is empty.
+// the table's first when `source` is empty. The benchmarks are registered during
+// static initialisation, before main publishes the built-in table, so they read a
+// table of their own, built the same way.
 const BindingEntry* sibling(DType t, std::string_view source) {
-  static const TableSnapshot kTable = current_table();
-  for (const BindingEntry& e : kTable->lookup_alternatives(
+  static const KernelBindingTable kTable = [] {
+    Result<KernelBindingTable> table = make_builtin_table();
+    SWITCHYARD_CHECK(table.is_ok());
+    return std::move(table).value();
+  }();
+  for (const BindingEntry& e : kTable.lookup_alternatives(
            OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
     if (source.empty() || e.source == source) return &e;
   }
@@ -106,7 +114,8 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Status s = entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+    const Status s =
+        entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx, entry->name});
     const auto t1 = std::chrono::steady_clock::now();
     if (!s.is_ok()) {
       state.SkipWithError(s.to_string().c_str());
@@ -121,7 +130,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   if (rows == 1 && threaded) {
     // The roofline in the same run, alternating with the kernel (see the top).
     auto kernel = [&] {
-      (void)entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
+      (void)entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx, entry->name});
     };
     for (const auto& [bytes, suffix] : {std::pair{static_cast<std::size_t>(weight_bytes), ""},
                                         std::pair{bench::kDramSweepBytes, "_dram"}}) {

@@ -72,7 +72,7 @@ Paired paired_medians(int reps, A&& a, B&& b) {
 // in flight to use the memory: on the 2-vCPU Ice Lake machine the 1 GiB sweep on
 // two threads read 18.0, 22.2, 25.2, 26.8 and 26.1 GB/s with 1, 2, 4, 8 and 16
 // streams (2026-12-03; medians of three), and the decode tiles, which read four
-// streams of rows (Note [Decode streams] in src/backends/cpu/quant/quant_kernels.cpp),
+// streams of rows (Note [Decode streams] in src/backends/cpu/quant/quant_matmul_simd.cpp),
 // beat the one-stream sweep by a fifth.
 // A roofline a kernel can beat is not one.
 inline constexpr int kSweepStreams = 8;

@@ -125,7 +125,7 @@ Status call_kernel(const BindingEntry& entry, std::vector<TensorView> inputs, Te
                    ParallelRunner* runner) {
   OpParams params;
   ExecContext ctx{.runner = runner};
-  const KernelCall call{inputs, std::span<const TensorView>(&out, 1), params, ctx};
+  const KernelCall call{inputs, std::span<const TensorView>(&out, 1), params, ctx, entry.name};
   return entry.fn(call);
 }
 
@@ -292,6 +292,35 @@ INSTANTIATE_TEST_SUITE_P(Keys, CpuMatmulTest,
                            return fmt::format("{}_{}_{}", name(param_info.param.a),
                                               name(param_info.param.w), name(param_info.param.out));
                          });
+
+// A kernel names itself in its errors by the registered name the call carries
+// (KernelCall::name), never by a name it formats on its own.
+TEST(CpuMatmulSiblings, ErrorsNameTheRegisteredEntry) {
+  const auto expect_named = [](const BindingEntry& entry, const Status& s) {
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << entry.name;
+    const std::string prefix = std::string(entry.name) + ": ";
+    EXPECT_EQ(std::string(s.message()).rfind(prefix, 0), 0u) << s.message();
+  };
+  for (const DType w : {kF32, kF16, kBF16}) {
+    Buffer x(kF32, {2, 8});
+    Buffer weights(w, {5, 8});
+    Buffer out(kF32, {2, 5});
+    int checked = 0;
+    for (const BindingEntry& e : siblings(OpKind::kMatmul, {kF32, w, kF32})) {
+      expect_named(e, call_kernel(e, {x.view()}, out.view(), nullptr));
+      ++checked;
+    }
+    for (const BindingEntry& e : siblings(OpKind::kLinear, {kF32, w, kF32, kF32})) {
+      expect_named(e, call_kernel(e, {x.view(), weights.view()}, out.view(), nullptr));
+      ++checked;
+    }
+    for (const BindingEntry& e : siblings(OpKind::kFfnSwiglu, {kF32, w, w, w, kF32})) {
+      expect_named(e, call_kernel(e, {x.view(), weights.view()}, out.view(), nullptr));
+      ++checked;
+    }
+    EXPECT_GE(checked, 3) << name(w);
+  }
+}
 
 TEST(CpuMatmulSiblings, SimdAndOpenBlasRegisteredWhereTheCpuRunsThem) {
   const auto alts = siblings(OpKind::kMatmul, {kF32, kF32, kF32});

@@ -59,6 +59,7 @@ using VF = __m512;
 using VI = __m512i;
 constexpr int kW = 16;
 inline VF vset(float v) { return _mm512_set1_ps(v); }
+inline VF vzero() { return _mm512_setzero_ps(); }
 inline VF vadd(VF a, VF b) { return _mm512_add_ps(a, b); }
 inline VF vsub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 inline VF vmul(VF a, VF b) { return _mm512_mul_ps(a, b); }
@@ -113,8 +114,15 @@ inline float hsum_lanes(VF a, float* tmp) {
   for (int i = 0; i < kW; ++i) s += tmp[i];
   return s;
 }
+// The sum of the lanes as a tree: the halves added lane by lane down to one
+// lane (GCC's _mm512_reduce_add_ps). The AVX2 form adds in the same tree.
+inline float vreduce_add(VF a) { return _mm512_reduce_add_ps(a); }
 
 inline VF load(const float* p) { return _mm512_loadu_ps(p); }
+// p 64-byte aligned.
+inline VF load_aligned(const float* p) { return _mm512_load_ps(p); }
+// p[0] in every lane (one vbroadcastss from memory).
+inline VF broadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline VF load(const F16* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -144,6 +152,7 @@ using VF = __m256;
 using VI = __m256i;
 constexpr int kW = 8;
 inline VF vset(float v) { return _mm256_set1_ps(v); }
+inline VF vzero() { return _mm256_setzero_ps(); }
 inline VF vadd(VF a, VF b) { return _mm256_add_ps(a, b); }
 inline VF vsub(VF a, VF b) { return _mm256_sub_ps(a, b); }
 inline VF vmul(VF a, VF b) { return _mm256_mul_ps(a, b); }
@@ -183,8 +192,22 @@ inline float hsum_lanes(VF a, float* tmp) {
   for (int i = 0; i < kW; ++i) s += tmp[i];
   return s;
 }
+// The sum of the lanes as a tree: the 128-bit halves added lane by lane, then
+// lanes (0, 2) and (1, 3), then those two.
+inline float vreduce_add(VF a) {
+  const __m128 lo = _mm256_castps256_ps128(a);
+  const __m128 hi = _mm256_extractf128_ps(a, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
 
 inline VF load(const float* p) { return _mm256_loadu_ps(p); }
+// p 32-byte aligned.
+inline VF load_aligned(const float* p) { return _mm256_load_ps(p); }
+// p[0] in every lane (one vbroadcastss from memory).
+inline VF broadcast(const float* p) { return _mm256_broadcast_ss(p); }
 inline VF load(const F16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }

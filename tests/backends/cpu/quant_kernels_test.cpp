@@ -655,6 +655,46 @@ TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
   }
 }
 
+// Every quantized kernel names itself in its errors by the registered name the
+// call carries (KernelCall::name).
+TEST(QuantRegistration, ErrorsNameTheRegisteredEntry) {
+  Result<KernelBindingTable> table = make_builtin_table();
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  std::vector<float> a(64);
+  std::vector<float> out(2);
+  OpParams params;
+  ExecContext ctx;
+  const auto expect_named = [](const BindingEntry& e, const Status& s) {
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << e.name;
+    const std::string prefix = std::string(e.name) + ": ";
+    EXPECT_EQ(std::string(s.message()).rfind(prefix, 0), 0u) << s.message();
+  };
+  for (DType t : kAllQuant) {
+    // Activations [1, 64] against weights [2, 64] in another format than t: a
+    // well-formed call but for the weight dtype.
+    const DType other = t == DType::kQ8_0 ? DType::kQ4_0 : DType::kQ8_0;
+    std::vector<std::byte> w(static_cast<std::size_t>(2 * *row_bytes(other, 64)));
+    const TensorView v[] = {TensorView::contiguous(a.data(), DType::kF32, {1, 64}),
+                            TensorView::contiguous(w.data(), other, {2, 64}),
+                            TensorView::contiguous(out.data(), DType::kF32, {1, 2})};
+    for (const BindingEntry& e : table->lookup_alternatives(
+             OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
+      expect_named(e, e.fn({std::span(v, 2), std::span(v + 2, 1), params, ctx, e.name}));
+    }
+    for (DType to : {DType::kF32, DType::kF16, DType::kBF16}) {
+      // cast gets a table of another format, get_rows no indices.
+      const TensorView io[] = {TensorView::contiguous(w.data(), other, {2, 64}),
+                               TensorView::contiguous(out.data(), to, {1, 2})};
+      for (const auto& [op, key] : {std::pair{OpKind::kCast, DTypeList{t, to}},
+                                    std::pair{OpKind::kGetRows, DTypeList{t, DType::kI32, to}}}) {
+        for (const BindingEntry& e : table->lookup_alternatives(op, key, BackendId::kCpu)) {
+          expect_named(e, e.fn({std::span(io, 1), std::span(io + 1, 1), params, ctx, e.name}));
+        }
+      }
+    }
+  }
+}
+
 // The planner ranks siblings by estimated time first: wherever a faster sibling
 // is registered its estimate must not exceed a slower one's, for decode and
 // prefill shapes alike, so the order it falls back on is never what decides

@@ -36,9 +36,8 @@ void match_openblas_threads(int threads) {
 }  // namespace
 
 Status matmul_f32_openblas(const KernelCall& call) {
-  constexpr std::string_view kName = "matmul_f32__cpu_openblas";
   SWITCHYARD_ASSIGN_OR_RETURN(const MatmulDims d,
-                              check_matmul(call, kName, DType::kF32, DType::kF32, DType::kF32));
+                              check_matmul(call, DType::kF32, DType::kF32, DType::kF32));
   // The runner's thread count when there is one, else the caller's single thread.
   match_openblas_threads(call.ctx.num_threads());
   const float* a = call.inputs[0].first_as<const float>();
@@ -50,7 +49,7 @@ Status matmul_f32_openblas(const KernelCall& call) {
   constexpr std::int64_t kMaxBlasInt = std::numeric_limits<blasint>::max();
   if (rows > kMaxBlasInt || d.n > kMaxBlasInt || d.k > kMaxBlasInt) {
     return invalid_argument_error(fmt::format(
-        "{}: dimensions {} x {} x {} exceed OpenBLAS's integer range", kName, rows, d.n, d.k));
+        "{}: dimensions {} x {} x {} exceed OpenBLAS's integer range", call.name, rows, d.n, d.k));
   }
   for (std::int64_t b = 0; b < matrices; ++b) {
     // out = a · wᵀ, all row-major: w [N, K] is used transposed.

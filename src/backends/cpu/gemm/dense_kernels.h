@@ -61,9 +61,9 @@ struct MatmulDims {
 };
 
 // Checks a matmul call (arity 2 -> 1, the dtypes, contiguity, rank >= 2, matching
-// dimensions) and returns its dimensions, or kInvalidArgument naming the kernel.
-[[nodiscard]] Result<MatmulDims> check_matmul(const KernelCall& call, std::string_view kernel,
-                                              DType a, DType w, DType out);
+// dimensions) and returns its dimensions, or kInvalidArgument naming the kernel
+// (call.name).
+[[nodiscard]] Result<MatmulDims> check_matmul(const KernelCall& call, DType a, DType w, DType out);
 
 // Cost of the blocked GEMM: 2·rows·N·K flops; bytes of a, w and out plus the
 // packed copy of the weights (written and read as f32 once).

@@ -31,10 +31,7 @@ void dot_rows(DType at, const std::byte* a, DType wt, const std::byte* w, DType 
 
 template <DType A, DType W, DType O>
 Status matmul_ref(const KernelCall& call) {
-  static const std::string kName =
-      (A == W && W == O) ? fmt::format("matmul_{}__cpu_ref", name(A))
-                         : fmt::format("matmul_{}_{}_{}__cpu_ref", name(A), name(W), name(O));
-  SWITCHYARD_ASSIGN_OR_RETURN(const MatmulDims d, check_matmul(call, kName, A, W, O));
+  SWITCHYARD_ASSIGN_OR_RETURN(const MatmulDims d, check_matmul(call, A, W, O));
   const std::byte* a = call.inputs[0].first();
   const std::byte* w = call.inputs[1].first();
   std::byte* out = call.outputs[0].first();
@@ -53,31 +50,28 @@ Status matmul_ref(const KernelCall& call) {
 
 template <DType W>
 Status linear_ref(const KernelCall& call) {
-  static const std::string kName = W == DType::kF32
-                                       ? std::string("linear_f32__cpu_ref")
-                                       : fmt::format("linear_f32_{}_f32_f32__cpu_ref", name(W));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, call.name));
   const TensorView& x = call.inputs[0];
   const TensorView& w = call.inputs[1];
   const TensorView& bias = call.inputs[2];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, W, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(bias, DType::kF32, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, W, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(bias, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, call.name));
   for (const TensorView* t : {&x, &w, &bias, &out}) {
     if (!t->is_contiguous()) {
       return invalid_argument_error(
-          fmt::format("{}: operands must be contiguous, got {}", kName, describe(*t)));
+          fmt::format("{}: operands must be contiguous, got {}", call.name, describe(*t)));
     }
   }
   const std::int64_t k = x.shape().inner();
   const std::int64_t n = w.rank() == 2 ? w.dim(0) : -1;
   if (x.rank() < 1 || w.rank() != 2 || w.dim(1) != k || bias.rank() != 1 || bias.dim(0) != n ||
       out.rank() != x.rank() || out.shape().inner() != n || out.numel() != x.shape().outer() * n) {
-    return invalid_argument_error(fmt::format("{}: shapes x {}, w {}, bias {} -> {} do not match",
-                                              kName, x.shape().to_string(), w.shape().to_string(),
-                                              bias.shape().to_string(), out.shape().to_string()));
+    return invalid_argument_error(fmt::format(
+        "{}: shapes x {}, w {}, bias {} -> {} do not match", call.name, x.shape().to_string(),
+        w.shape().to_string(), bias.shape().to_string(), out.shape().to_string()));
   }
   const float* b = bias.first_as<const float>();
   call.ctx.parallel_for(x.shape().outer(), 1, [&](std::int64_t r0, std::int64_t r1) {
@@ -88,24 +82,21 @@ Status linear_ref(const KernelCall& call) {
 
 template <DType W>
 Status ffn_swiglu_ref(const KernelCall& call) {
-  static const std::string kName = W == DType::kF32
-                                       ? std::string("ffn_swiglu_f32__cpu_ref")
-                                       : fmt::format("ffn_swiglu_f32_{}__cpu_ref", name(W));
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 4, 1, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 4, 1, call.name));
   const TensorView& x = call.inputs[0];
   const TensorView& gate = call.inputs[1];
   const TensorView& up = call.inputs[2];
   const TensorView& down = call.inputs[3];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, kName));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, call.name));
   for (const TensorView* t : {&gate, &up, &down}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, W, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, W, call.name));
   }
   for (const TensorView* t : {&x, &gate, &up, &down, &out}) {
     if (!t->is_contiguous()) {
       return invalid_argument_error(
-          fmt::format("{}: operands must be contiguous, got {}", kName, describe(*t)));
+          fmt::format("{}: operands must be contiguous, got {}", call.name, describe(*t)));
     }
   }
   const std::int64_t d = x.shape().inner();
@@ -113,7 +104,7 @@ Status ffn_swiglu_ref(const KernelCall& call) {
   if (x.rank() < 1 || gate.rank() != 2 || gate.dim(1) != d || !(up.shape() == gate.shape()) ||
       down.rank() != 2 || down.dim(0) != d || down.dim(1) != f || !(out.shape() == x.shape())) {
     return invalid_argument_error(
-        fmt::format("{}: shapes x {}, gate {}, up {}, down {} -> {} do not match", kName,
+        fmt::format("{}: shapes x {}, gate {}, up {}, down {} -> {} do not match", call.name,
                     x.shape().to_string(), gate.shape().to_string(), up.shape().to_string(),
                     down.shape().to_string(), out.shape().to_string()));
   }

@@ -33,22 +33,22 @@ struct FfnDims {
   std::int64_t f;
 };
 
-Result<FfnDims> check_ffn(const KernelCall& call, std::string_view kernel, DType wt) {
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 4, 1, kernel));
+Result<FfnDims> check_ffn(const KernelCall& call, DType wt) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 4, 1, call.name));
   const TensorView& x = call.inputs[0];
   const TensorView& gate = call.inputs[1];
   const TensorView& up = call.inputs[2];
   const TensorView& down = call.inputs[3];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, call.name));
   for (const TensorView* w : {&gate, &up, &down}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*w, wt, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*w, wt, call.name));
   }
   for (const TensorView* t : {&x, &gate, &up, &down, &out}) {
     if (!t->is_contiguous()) {
       return invalid_argument_error(
-          fmt::format("{}: operands must be contiguous, got {}", kernel, describe(*t)));
+          fmt::format("{}: operands must be contiguous, got {}", call.name, describe(*t)));
     }
   }
   const std::int64_t d = x.shape().inner();
@@ -60,7 +60,7 @@ Result<FfnDims> check_ffn(const KernelCall& call, std::string_view kernel, DType
     return invalid_argument_error(fmt::format(
         "{}: shapes x {}, gate {}, up {}, down {} -> {} do not match [.., D], [F, D], [F, D], "
         "[D, F] -> [.., D]",
-        kernel, x.shape().to_string(), gate.shape().to_string(), up.shape().to_string(),
+        call.name, x.shape().to_string(), gate.shape().to_string(), up.shape().to_string(),
         down.shape().to_string(), out.shape().to_string()));
   }
   return FfnDims{x.shape().outer(), d, f};
@@ -159,12 +159,7 @@ void ffn_blocked(const KernelCall& call, Isa isa, DType wt, const FfnDims& dims)
 
 template <Isa I, DType W>
 Status ffn_swiglu_fused(const KernelCall& call) {
-  static const std::string kName =
-      W == DType::kF32
-          ? fmt::format("ffn_swiglu_f32__cpu_{}", I == Isa::kAvx512 ? "avx512" : "avx2")
-          : fmt::format("ffn_swiglu_f32_{}__cpu_{}", name(W),
-                        I == Isa::kAvx512 ? "avx512" : "avx2");
-  SWITCHYARD_ASSIGN_OR_RETURN(const FfnDims dims, check_ffn(call, kName, W));
+  SWITCHYARD_ASSIGN_OR_RETURN(const FfnDims dims, check_ffn(call, W));
   if (dims.rows == 0) return Status::ok();
   if (dims.rows == 1) {
     ffn_single_row(call, I, W, dims);

@@ -152,19 +152,18 @@ void run_gemm(const GemmKernels& kn, const GemmProblem& p, const ExecContext& ct
 
 // --- shared checks and costs ------------------------------------------------------
 
-Result<MatmulDims> check_matmul(const KernelCall& call, std::string_view kernel, DType at, DType wt,
-                                DType ot) {
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
+Result<MatmulDims> check_matmul(const KernelCall& call, DType at, DType wt, DType ot) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, call.name));
   const TensorView& a = call.inputs[0];
   const TensorView& w = call.inputs[1];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(a, at, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, wt, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, ot, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(a, at, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, wt, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, ot, call.name));
   for (const TensorView* t : {&a, &w, &out}) {
     if (t->rank() < 2 || !t->is_contiguous()) {
       return invalid_argument_error(fmt::format(
-          "{}: operands must be contiguous with rank >= 2, got {}", kernel, describe(*t)));
+          "{}: operands must be contiguous with rank >= 2, got {}", call.name, describe(*t)));
     }
   }
   MatmulDims d;
@@ -181,7 +180,7 @@ Result<MatmulDims> check_matmul(const KernelCall& call, std::string_view kernel,
   if (!ok) {
     return invalid_argument_error(fmt::format(
         "{}: shapes {} x {} -> {} do not match [.., M, K] x [N, K] or [.., N, K] -> [.., M, N]",
-        kernel, a.shape().to_string(), w.shape().to_string(), out.shape().to_string()));
+        call.name, a.shape().to_string(), w.shape().to_string(), out.shape().to_string()));
   }
   return d;
 }
@@ -257,16 +256,6 @@ const GemmKernels& gemm_kernels(Isa isa, std::int64_t rows) {
 const MatvecKernels& matvec_kernels(Isa isa) {
   if (isa == Isa::kAvx2) return *matvec_kernels_avx2();
   return *(cpu_features().avx512_bf16 ? matvec_kernels_avx512() : matvec_kernels_avx512_no_bf16());
-}
-
-constexpr std::string_view isa_suffix(Isa isa) { return isa == Isa::kAvx512 ? "avx512" : "avx2"; }
-
-std::string kernel_name(std::string_view op, Isa isa, DType a, DType w, DType o,
-                        std::string_view variant) {
-  if (a == w && w == o)
-    return fmt::format("{}_{}__cpu_{}{}", op, name(a), isa_suffix(isa), variant);
-  return fmt::format("{}_{}_{}_{}__cpu_{}{}", op, name(a), name(w), name(o), isa_suffix(isa),
-                     variant);
 }
 
 // Writes an f32 block into an output of dtype `out` (f32, f16 or bf16), adding the
@@ -367,9 +356,8 @@ Status run_dense_matvec(const KernelCall& call, Isa isa, DType at, DType wt, DTy
   return Status::ok();
 }
 
-Result<DenseCall> matmul_call(const KernelCall& call, std::string_view kernel, DType at, DType wt,
-                              DType ot) {
-  SWITCHYARD_ASSIGN_OR_RETURN(const MatmulDims dims, check_matmul(call, kernel, at, wt, ot));
+Result<DenseCall> matmul_call(const KernelCall& call, DType at, DType wt, DType ot) {
+  SWITCHYARD_ASSIGN_OR_RETURN(const MatmulDims dims, check_matmul(call, at, wt, ot));
   DenseCall d{.rows = dims.shared_weights ? dims.batch * dims.m : dims.m,
               .n = dims.n,
               .k = dims.k,
@@ -381,20 +369,20 @@ Result<DenseCall> matmul_call(const KernelCall& call, std::string_view kernel, D
   return d;
 }
 
-Result<DenseCall> linear_call(const KernelCall& call, std::string_view kernel, DType wt) {
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, kernel));
+Result<DenseCall> linear_call(const KernelCall& call, DType wt) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, call.name));
   const TensorView& x = call.inputs[0];
   const TensorView& w = call.inputs[1];
   const TensorView& bias = call.inputs[2];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, wt, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(bias, DType::kF32, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(x, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, wt, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(bias, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, call.name));
   for (const TensorView* t : {&x, &w, &bias, &out}) {
     if (!t->is_contiguous()) {
       return invalid_argument_error(
-          fmt::format("{}: operands must be contiguous, got {}", kernel, describe(*t)));
+          fmt::format("{}: operands must be contiguous, got {}", call.name, describe(*t)));
     }
   }
   const std::int64_t k = x.shape().inner();
@@ -411,8 +399,8 @@ Result<DenseCall> linear_call(const KernelCall& call, std::string_view kernel, D
     return invalid_argument_error(
         fmt::format("{}: shapes x {} , w {}, bias {} -> {} do not match [.., K] x [N, K] + [N] "
                     "-> [.., N]",
-                    kernel, x.shape().to_string(), w.shape().to_string(), bias.shape().to_string(),
-                    out.shape().to_string()));
+                    call.name, x.shape().to_string(), w.shape().to_string(),
+                    bias.shape().to_string(), out.shape().to_string()));
   }
   return DenseCall{.rows = x.shape().outer(),
                    .n = w.dim(0),
@@ -428,29 +416,25 @@ Result<DenseCall> linear_call(const KernelCall& call, std::string_view kernel, D
 
 template <Isa I, DType A, DType W, DType O>
 Status matmul_gemm(const KernelCall& call) {
-  static const std::string kName = kernel_name("matmul", I, A, W, O, "");
-  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, matmul_call(call, kName, A, W, O));
+  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, matmul_call(call, A, W, O));
   return run_dense_gemm(call, I, A, W, O, d);
 }
 
 template <Isa I, DType A, DType W, DType O>
 Status matmul_matvec(const KernelCall& call) {
-  static const std::string kName = kernel_name("matmul", I, A, W, O, "_matvec");
-  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, matmul_call(call, kName, A, W, O));
+  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, matmul_call(call, A, W, O));
   return run_dense_matvec(call, I, A, W, O, d);
 }
 
 template <Isa I, DType W>
 Status linear_gemm(const KernelCall& call) {
-  static const std::string kName = kernel_name("linear", I, DType::kF32, W, DType::kF32, "");
-  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, linear_call(call, kName, W));
+  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, linear_call(call, W));
   return run_dense_gemm(call, I, DType::kF32, W, DType::kF32, d);
 }
 
 template <Isa I, DType W>
 Status linear_matvec(const KernelCall& call) {
-  static const std::string kName = kernel_name("linear", I, DType::kF32, W, DType::kF32, "_matvec");
-  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, linear_call(call, kName, W));
+  SWITCHYARD_ASSIGN_OR_RETURN(const DenseCall d, linear_call(call, W));
   return run_dense_matvec(call, I, DType::kF32, W, DType::kF32, d);
 }
 

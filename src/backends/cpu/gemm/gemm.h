@@ -27,9 +27,10 @@
 //   *_avx2.cpp / *_avx512*.cpp files define only their own functions (in anonymous
 //   namespaces, reached through the tables below) and use no standard-library
 //   templates; allocation, threading and std containers live in portable files.
-//   (The quantized matmul files do keep their drivers, std::vector included;
-//   scripts/check_isa.sh fails the build's tests if any such shared code in a
-//   SIMD object uses an instruction beyond the x86-64 baseline.)
+//   (The quantized matmul files keep a std::vector for their activation scratch;
+//   their driver is portable, quant_matmul_simd.cpp. scripts/check_isa.sh fails
+//   the build's tests if any such shared code in a SIMD object uses an
+//   instruction beyond the x86-64 baseline.)
 //
 // Example
 //   const GemmKernels* kernels = gemm_kernels_avx2();

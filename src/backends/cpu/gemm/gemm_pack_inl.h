@@ -1,6 +1,7 @@
 // Panel packers for the GEMM micro-kernels (see gemm.h for the packed layout).
-// Included only by the ISA files (*_avx2.cpp, *_avx512.cpp), which are compiled with
-// at least AVX2 + F16C.
+// Included only by gemm_simd.inl, that is by the ISA files (gemm_avx2.cpp,
+// gemm_avx512.cpp), which are compiled with at least AVX2 + F16C. The packers are
+// eight-wide for every ISA: the packed layout does not depend on the vector width.
 //
 // Everything here sits in an anonymous namespace on purpose: each ISA file gets its
 // own private copy, compiled with its own flags, so the linker can never substitute

@@ -8,16 +8,15 @@ namespace switchyard::cpu {
 // a [..., M, K] times b [N, K] (or [..., N, K] with a's batch dims) gives
 // out [..., M, N]. Each output element is one f32 dot product in index order.
 Status matmul_f32_ref(const KernelCall& call) {
-  constexpr std::string_view kName = "matmul_f32__cpu_ref";
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kName));
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, call.name));
   const TensorView& a = call.inputs[0];
   const TensorView& b = call.inputs[1];
   const TensorView& out = call.outputs[0];
   for (const TensorView* t : {&a, &b, &out}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, DType::kF32, kName));
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(*t, DType::kF32, call.name));
     if (t->rank() < 2 || !t->is_contiguous()) {
       return invalid_argument_error(fmt::format(
-          "{}: operands must be contiguous with rank >= 2, got {}", kName, describe(*t)));
+          "{}: operands must be contiguous with rank >= 2, got {}", call.name, describe(*t)));
     }
   }
   const std::int64_t k = a.shape().inner();
@@ -27,10 +26,10 @@ Status matmul_f32_ref(const KernelCall& call) {
   const bool shared_weights = b.rank() == 2;
   if (b.shape().inner() != k || out.shape().inner() != n || out.dim(out.rank() - 2) != m ||
       out.numel() != batch * m * n || (!shared_weights && b.numel() != batch * n * k)) {
-    return invalid_argument_error(
-        fmt::format("{}: shapes {} x {} -> {} do not match [.., M, K] x "
-                    "[N, K] -> [.., M, N]",
-                    kName, a.shape().to_string(), b.shape().to_string(), out.shape().to_string()));
+    return invalid_argument_error(fmt::format(
+        "{}: shapes {} x {} -> {} do not match [.., M, K] x "
+        "[N, K] -> [.., M, N]",
+        call.name, a.shape().to_string(), b.shape().to_string(), out.shape().to_string()));
   }
   const float* pa = a.first_as<const float>();
   const float* pb = b.first_as<const float>();

@@ -1,10 +1,7 @@
-// Portable kernels on block-quantized operands, and the operand checks the SIMD
-// siblings share. See quant_kernels.h.
+// Portable kernels on block-quantized operands, and the checks of a quantized
+// matmul call. See quant_kernels.h.
 #include "backends/cpu/quant/quant_kernels.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "backends/cpu/operand_checks.h"
@@ -13,15 +10,6 @@
 
 namespace switchyard::cpu {
 namespace {
-
-std::string kernel_name(std::string_view op, std::initializer_list<DType> dtypes) {
-  std::string out(op);
-  for (DType t : dtypes) {
-    out += '_';
-    out += name(t);
-  }
-  return out + "__cpu_ref";
-}
 
 // Weight rows per parallel task: a decode row costs K multiply-adds per
 // activation row, so a few rows amortise the scheduling.
@@ -42,25 +30,25 @@ bool is_dequant_target(DType t) {
 
 }  // namespace
 
-Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w_dtype,
-                                           std::string_view kernel) {
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
+Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w_dtype) {
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, call.name));
   const TensorView& a = call.inputs[0];
   const TensorView& w = call.inputs[1];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(a, DType::kF32, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, w_dtype, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(a, DType::kF32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(w, w_dtype, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, DType::kF32, call.name));
   for (const TensorView* t : {&a, &out}) {
     if (t->rank() < 2 || !t->is_contiguous()) {
       return invalid_argument_error(
           fmt::format("{}: activations and output must be contiguous with rank >= 2, got {}",
-                      kernel, describe(*t)));
+                      call.name, describe(*t)));
     }
   }
   if (w.rank() != 2 || !w.is_contiguous()) {
-    return invalid_argument_error(fmt::format(
-        "{}: quantized weights must be a contiguous [N, K] matrix, got {}", kernel, describe(w)));
+    return invalid_argument_error(
+        fmt::format("{}: quantized weights must be a contiguous [N, K] matrix, got {}", call.name,
+                    describe(w)));
   }
   QuantMatmulArgs args;
   args.k = a.shape().inner();
@@ -69,14 +57,15 @@ Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w_dtype
   bool leading_match = a.rank() == out.rank();
   for (int i = 0; leading_match && i + 1 < a.rank(); ++i) leading_match = a.dim(i) == out.dim(i);
   if (w.dim(1) != args.k || out.shape().inner() != args.n || !leading_match) {
-    return invalid_argument_error(
-        fmt::format("{}: shapes {} x {} -> {} do not match [.., M, K] x [N, K] -> [.., M, N]",
-                    kernel, a.shape().to_string(), w.shape().to_string(), out.shape().to_string()));
+    return invalid_argument_error(fmt::format(
+        "{}: shapes {} x {} -> {} do not match [.., M, K] x [N, K] -> [.., M, N]", call.name,
+        a.shape().to_string(), w.shape().to_string(), out.shape().to_string()));
   }
   const Result<std::int64_t> row_bytes_or = row_bytes(w_dtype, args.k);
   if (!row_bytes_or.is_ok()) {
     return invalid_argument_error(fmt::format("{}: K = {} is not a whole number of {} blocks of {}",
-                                              kernel, args.k, name(w_dtype), block_elems(w_dtype)));
+                                              call.name, args.k, name(w_dtype),
+                                              block_elems(w_dtype)));
   }
   args.row_bytes = *row_bytes_or;
   args.a = a.first_as<const float>();
@@ -85,103 +74,8 @@ Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w_dtype
   return args;
 }
 
-Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w_dtype,
-                                                std::string_view isa) {
-  const std::string kernel = fmt::format("matmul_f32_{}_f32__cpu_{}", name(w_dtype), isa);
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));
-  const DType act = activation_format(w_dtype);
-  if (args.k % block_elems(act) != 0) {
-    return invalid_argument_error(
-        fmt::format("{}: K = {} is not a whole number of {} blocks", kernel, args.k, name(act)));
-  }
-  return args;
-}
-
-bool row_is_finite(const float* row, std::int64_t k) {
-  bool finite = true;
-  for (std::int64_t i = 0; i < k; ++i) finite &= std::isfinite(row[i]);
-  return finite;
-}
-
-void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non_finite) {
-  for (std::int64_t r = 0; r < args.rows; ++r) {
-    if (non_finite[static_cast<std::size_t>(r)] != 0) {
-      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
-                std::numeric_limits<float>::quiet_NaN());
-    }
-  }
-}
-
-// Note [Decode streams]
-// A decode tile of four weight rows reads them side by side, a block of each per
-// step. Four adjacent rows of a short-rowed format share 4 KiB pages (q2_k's
-// rows are 1344 bytes at k = 4096: three to a page), and the L2 hardware
-// prefetcher, which follows one stream per page, cannot follow three rows read
-// at once there; the same bytes in rows twice as long read 0.95 of a
-// one-stream read sweep's DRAM rate against 0.83. So a block of weight rows (in
-// a matvec, a thread's whole chunk) is cut into four equal streams,
-// and tile j reads row j of each: every one of its rows walks a range of whole
-// rows in memory order, which the prefetchers follow as they follow a long row,
-// and each tile prefetches the row after each of its own (Note [Decode
-// prefetch] in quant_matmul_avx512vnni.cpp). Streams over whole chunks instead
-// of 64-row blocks took q2_k from 0.87 to 0.96 of the DRAM read bandwidth (two
-// rounds). Outputs and their bytes do not change: each row is computed as
-// before, only in another order.
-void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
-                     const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
-                     std::int64_t row_grain, std::int64_t tile_rows) {
-  SWITCHYARD_CHECK(tiles.prefill != nullptr && tiles.cols != nullptr && tiles.rows1 != nullptr);
-  SWITCHYARD_CHECK(tiles.prefill_rows > 0 && tiles.prefill_cols > 0);
-  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
-  const std::int64_t wb = args.row_bytes;
-  const std::int64_t n = args.n;
-  const std::int64_t cols = tiles.prefill_cols;
-  ctx.parallel_for(n, row_grain, [&](std::int64_t begin, std::int64_t end) {
-    // Blocks of tile_rows keep weight rows in L2 while every activation row
-    // passes over them. A call with one activation row passes once, and takes
-    // its whole chunk as one block, so that its streams run as long as they can
-    // (Note [Decode streams]).
-    const std::int64_t block = args.rows == 1 ? end - begin : tile_rows;
-    for (std::int64_t t0 = begin; t0 < end; t0 += block) {
-      const std::int64_t t1 = std::min(end, t0 + block);
-      // Runs fn on weight rows [j, t1) of activation rows from r, `step` weight
-      // rows at a time, from j; returns where it stopped.
-      const auto run = [&](QuantTileFn fn, std::int64_t step, std::int64_t r, std::int64_t j) {
-        const std::uint8_t* xr = x + r * x_stride;
-        for (; j + step <= t1; j += step)
-          fn(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
-        return j;
-      };
-      // The decode tiles on weight rows [t0, t1) for activation row r, in four
-      // streams of `s` rows (Note [Decode streams]), then the rows left one by one.
-      const auto decode = [&](std::int64_t r) {
-        const std::uint8_t* xr = x + r * x_stride;
-        float* out = args.out + r * n;
-        const std::int64_t s = tiles.rows4 != nullptr ? (t1 - t0) / 4 : 0;
-        for (std::int64_t j = t0; j < t0 + s; ++j) {
-          float four[4];
-          tiles.rows4(w + j * wb, s * wb, xr, x_stride, blocks, four, n);
-          for (std::int64_t q = 0; q < 4; ++q) out[j + q * s] = four[q];
-        }
-        for (std::int64_t j = t0 + 4 * s; j < t1; ++j) {
-          tiles.rows1(w + j * wb, wb, xr, x_stride, blocks, out + j, n);
-        }
-      };
-      std::int64_t r = 0;
-      for (; r + cols <= args.rows; r += cols)
-        run(tiles.cols, 1, r, run(tiles.prefill, tiles.prefill_rows, r, t0));
-      if (tiles.cols4 != nullptr && r + 4 <= args.rows) {
-        run(tiles.cols4, 1, r, t0);
-        r += 4;
-      }
-      for (; r < args.rows; ++r) decode(r);
-    }
-  });
-}
-
 Status matmul_quant_ref(const KernelCall& call, DType w_dtype) {
-  const std::string kernel = kernel_name("matmul", {DType::kF32, w_dtype, DType::kF32});
-  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype, kernel));
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype));
   call.ctx.parallel_for(args.n, kWeightRowGrain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> w_row(static_cast<std::size_t>(args.k));
     for (std::int64_t j = begin; j < end; ++j) {
@@ -198,26 +92,25 @@ Status matmul_quant_ref(const KernelCall& call, DType w_dtype) {
 }
 
 Status get_rows_quant_ref(const KernelCall& call, DType table_dtype, DType out_dtype) {
-  const std::string kernel = kernel_name("get_rows", {table_dtype, DType::kI32, out_dtype});
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, call.name));
   const TensorView& table = call.inputs[0];
   const TensorView& idx = call.inputs[1];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(table, table_dtype, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, out_dtype, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(table, table_dtype, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, out_dtype, call.name));
   if (table.rank() != 2 || !table.is_contiguous() || idx.rank() != 1 || !idx.is_contiguous() ||
       out.rank() != 2 || !out.is_contiguous() || out.dim(0) != idx.dim(0) ||
       out.dim(1) != table.dim(1)) {
     return invalid_argument_error(
         fmt::format("{}: expected contiguous table [R, C], idx [N], out [N, C]; got {}, {}, {}",
-                    kernel, describe(table), describe(idx), describe(out)));
+                    call.name, describe(table), describe(idx), describe(out)));
   }
   const std::int64_t cols = table.dim(1);
   const Result<std::int64_t> row_bytes_or = row_bytes(table_dtype, cols);
   if (!row_bytes_or.is_ok()) {
     return invalid_argument_error(fmt::format("{}: C = {} is not a whole number of {} blocks",
-                                              kernel, cols, name(table_dtype)));
+                                              call.name, cols, name(table_dtype)));
   }
   const std::int64_t rb = *row_bytes_or;
   const std::int64_t rows = table.dim(0);
@@ -225,8 +118,8 @@ Status get_rows_quant_ref(const KernelCall& call, DType table_dtype, DType out_d
   // Validate every index before writing anything, so a bad call leaves out intact.
   for (std::int64_t i = 0; i < idx.dim(0); ++i) {
     if (ids[i] < 0 || ids[i] >= rows) {
-      return out_of_range_error(
-          fmt::format("{}: index {} at position {} is outside [0, {})", kernel, ids[i], i, rows));
+      return out_of_range_error(fmt::format("{}: index {} at position {} is outside [0, {})",
+                                            call.name, ids[i], i, rows));
     }
   }
   const std::byte* src = table.first();
@@ -244,21 +137,20 @@ Status get_rows_quant_ref(const KernelCall& call, DType table_dtype, DType out_d
 }
 
 Status cast_quant_ref(const KernelCall& call, DType from, DType to) {
-  const std::string kernel = kernel_name("cast", {from, to});
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 1, 1, call.name));
   const TensorView& in = call.inputs[0];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(in, from, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, to, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(in, out, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(in, from, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, to, call.name));
+  SWITCHYARD_RETURN_IF_ERROR(check_same_shape(in, out, call.name));
   if (!is_dequant_target(to) || !in.is_contiguous() || !out.is_contiguous()) {
     return invalid_argument_error(
-        fmt::format("{}: operands must be contiguous and the target f32, f16 or bf16", kernel));
+        fmt::format("{}: operands must be contiguous and the target f32, f16 or bf16", call.name));
   }
   const std::int64_t numel = in.numel();
   if (numel % block_elems(from) != 0) {
     return invalid_argument_error(fmt::format("{}: {} elements are not whole {} blocks of {}",
-                                              kernel, numel, name(from), block_elems(from)));
+                                              call.name, numel, name(from), block_elems(from)));
   }
   const std::int64_t blocks = numel / block_elems(from);
   const std::byte* src = in.first();

@@ -17,13 +17,17 @@
 //                      and precision, 64 levels per vpdpbusd / vpdpwssd, and
 //                      register tiles (4 weight rows for decode, 4, 3 or 2 weight
 //                      rows x 4 activation rows for prefill).
+// The two integer-dot siblings share their skeleton (quant_matmul_simd.h): the
+// checks, the activation rows' preparation, the walk of the tiles over the
+// outputs; each ISA file provides, per weight format, only its tiles and its
+// activation layout.
 //
 // All are deterministic at any thread count: work is split by weight (output) row
 // and each output element is computed by one thread in a fixed order.
 #pragma once
 
-#include <span>
-#include <string_view>
+#include <cstddef>
+#include <cstdint>
 
 #include "switchyard/kernel.h"
 
@@ -42,48 +46,9 @@ struct QuantMatmulArgs {
 };
 
 // Checks a matmul call: a f32 [..., M, K] and out f32 [..., M, N] contiguous,
-// w [N, K] of dtype `w` contiguous with K a whole number of blocks.
-Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w,
-                                           std::string_view kernel);
-
-// The checks of an integer-dot sibling named matmul_f32_<w>_f32__cpu_<isa>: those of
-// check_quant_matmul, plus K a whole number of blocks of activation_format(w).
-Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w,
-                                                std::string_view isa);
-
-// Activation rows holding NaN or infinity cannot be quantized meaningfully: the
-// integer-dot siblings flag them while quantizing (row_is_finite) and afterwards
-// set their outputs to NaN (fill_non_finite_rows), as a float dot product would.
-bool row_is_finite(const float* row, std::int64_t k);
-void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non_finite);
-
-// A register tile of an integer-dot sibling: R weight rows (w_stride bytes apart)
-// against C prepared activation rows (x_stride bytes apart), `blocks` weight
-// blocks per row, out[c * n + r] for row r and activation row c.
-using QuantTileFn = void (*)(const std::uint8_t* w, std::int64_t w_stride, const std::uint8_t* x,
-                             std::int64_t x_stride, std::int64_t blocks, float* out,
-                             std::int64_t n);
-
-// A sibling's tiles, by shape (weight rows x activation rows).
-struct QuantTiles {
-  QuantTileFn rows4 = nullptr;    // decode, 4 x 1 (optional)
-  QuantTileFn rows1 = nullptr;    // decode, 1 x 1
-  QuantTileFn prefill = nullptr;  // prefill_rows x prefill_cols
-  QuantTileFn cols = nullptr;     // 1 x prefill_cols, for weight rows the prefill tiles leave
-  QuantTileFn cols4 = nullptr;    // 1 x 4 where prefill_cols is larger (optional)
-  std::int64_t prefill_rows = 0;
-  std::int64_t prefill_cols = 0;
-};
-
-// Runs the tiles over every output of args from activation rows prepared at x,
-// x_stride bytes apart. Weight rows go to parallel tasks of at least row_grain
-// rows; a task takes tile_rows of them at a time (they stay in L2) past every
-// activation row: prefill tiles while prefill_cols activation rows are left,
-// then at most one cols4 step, then the decode tiles one activation row at a
-// time.
-void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
-                     const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
-                     std::int64_t row_grain, std::int64_t tile_rows);
+// w [N, K] of dtype `w` contiguous with K a whole number of blocks. Errors are
+// kInvalidArgument naming the kernel (call.name).
+Result<QuantMatmulArgs> check_quant_matmul(const KernelCall& call, DType w);
 
 // The implementations, for the quantized dtype `w`.
 Status matmul_quant_ref(const KernelCall& call, DType w);

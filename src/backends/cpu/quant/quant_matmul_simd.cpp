@@ -1,0 +1,157 @@
+// The skeleton of the integer-dot quantized matmul siblings (see
+// quant_matmul_simd.h), and their entry points: the checks, the activation rows'
+// preparation, the walk of the tiles over the outputs and the NaN rows, the same
+// for every ISA. The ISA files (quant_matmul_*_avx2.cpp,
+// quant_matmul_*_avx512vnni.cpp) provide the tiles and the activation layouts.
+#include "backends/cpu/quant/quant_matmul_simd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/operand_checks.h"
+#include "switchyard/quant_blocks.h"
+
+namespace switchyard::cpu {
+namespace {
+
+// A 64-byte aligned run of prepared activation bytes.
+struct alignas(64) CacheLine {
+  std::uint8_t b[64];
+};
+
+}  // namespace
+
+Result<QuantMatmulArgs> check_quant_matmul_simd(const KernelCall& call, DType w_dtype) {
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w_dtype));
+  const DType act = activation_format(w_dtype);
+  if (args.k % block_elems(act) != 0) {
+    return invalid_argument_error(
+        fmt::format("{}: K = {} is not a whole number of {} blocks", call.name, args.k, name(act)));
+  }
+  return args;
+}
+
+bool row_is_finite(const float* row, std::int64_t k) {
+  bool finite = true;
+  for (std::int64_t i = 0; i < k; ++i) finite &= std::isfinite(row[i]);
+  return finite;
+}
+
+void fill_non_finite_rows(const QuantMatmulArgs& args, std::span<const char> non_finite) {
+  for (std::int64_t r = 0; r < args.rows; ++r) {
+    if (non_finite[static_cast<std::size_t>(r)] != 0) {
+      std::fill(args.out + r * args.n, args.out + (r + 1) * args.n,
+                std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+}
+
+// Note [Decode streams]
+// A decode tile of four weight rows reads them side by side, a block of each per
+// step. Four adjacent rows of a short-rowed format share 4 KiB pages (q2_k's
+// rows are 1344 bytes at k = 4096: three to a page), and the L2 hardware
+// prefetcher, which follows one stream per page, cannot follow three rows read
+// at once there; the same bytes in rows twice as long read 0.95 of a
+// one-stream read sweep's DRAM rate against 0.83. So a block of weight rows (in
+// a matvec, a thread's whole chunk) is cut into four equal streams,
+// and tile j reads row j of each: every one of its rows walks a range of whole
+// rows in memory order, which the prefetchers follow as they follow a long row,
+// and each tile prefetches the row after each of its own (Note [Decode
+// prefetch] in quant_tile_inl.h). Streams over whole chunks instead
+// of 64-row blocks took q2_k from 0.87 to 0.96 of the DRAM read bandwidth (two
+// rounds). Outputs and their bytes do not change: each row is computed as
+// before, only in another order.
+void run_quant_tiles(const QuantTiles& tiles, const QuantMatmulArgs& args, const ExecContext& ctx,
+                     const std::uint8_t* x, std::int64_t x_stride, std::int64_t blocks,
+                     std::int64_t row_grain, std::int64_t tile_rows) {
+  SWITCHYARD_CHECK(tiles.prefill != nullptr && tiles.cols != nullptr && tiles.rows1 != nullptr);
+  SWITCHYARD_CHECK(tiles.prefill_rows > 0 && tiles.prefill_cols > 0);
+  const auto* w = reinterpret_cast<const std::uint8_t*>(args.w);
+  const std::int64_t wb = args.row_bytes;
+  const std::int64_t n = args.n;
+  const std::int64_t cols = tiles.prefill_cols;
+  ctx.parallel_for(n, row_grain, [&](std::int64_t begin, std::int64_t end) {
+    // Blocks of tile_rows keep weight rows in L2 while every activation row
+    // passes over them. A call with one activation row passes once, and takes
+    // its whole chunk as one block, so that its streams run as long as they can
+    // (Note [Decode streams]).
+    const std::int64_t block = args.rows == 1 ? end - begin : tile_rows;
+    for (std::int64_t t0 = begin; t0 < end; t0 += block) {
+      const std::int64_t t1 = std::min(end, t0 + block);
+      // Runs fn on weight rows [j, t1) of activation rows from r, `step` weight
+      // rows at a time, from j; returns where it stopped.
+      const auto run = [&](QuantTileFn fn, std::int64_t step, std::int64_t r, std::int64_t j) {
+        const std::uint8_t* xr = x + r * x_stride;
+        for (; j + step <= t1; j += step)
+          fn(w + j * wb, wb, xr, x_stride, blocks, args.out + r * n + j, n);
+        return j;
+      };
+      // The decode tiles on weight rows [t0, t1) for activation row r, in four
+      // streams of `s` rows (Note [Decode streams]), then the rows left one by one.
+      const auto decode = [&](std::int64_t r) {
+        const std::uint8_t* xr = x + r * x_stride;
+        float* out = args.out + r * n;
+        const std::int64_t s = tiles.rows4 != nullptr ? (t1 - t0) / 4 : 0;
+        for (std::int64_t j = t0; j < t0 + s; ++j) {
+          float four[4];
+          tiles.rows4(w + j * wb, s * wb, xr, x_stride, blocks, four, n);
+          for (std::int64_t q = 0; q < 4; ++q) out[j + q * s] = four[q];
+        }
+        for (std::int64_t j = t0 + 4 * s; j < t1; ++j) {
+          tiles.rows1(w + j * wb, wb, xr, x_stride, blocks, out + j, n);
+        }
+      };
+      std::int64_t r = 0;
+      for (; r + cols <= args.rows; r += cols)
+        run(tiles.cols, 1, r, run(tiles.prefill, tiles.prefill_rows, r, t0));
+      if (tiles.cols4 != nullptr && r + 4 <= args.rows) {
+        run(tiles.cols4, 1, r, t0);
+        r += 4;
+      }
+      for (; r < args.rows; ++r) decode(r);
+    }
+  });
+}
+
+Status run_quant_matmul_simd(const KernelCall& call, DType w, const QuantSimdFormat& format) {
+  if (format.tiles.rows1 == nullptr) {
+    return invalid_argument_error(
+        fmt::format("{}: no integer dot product for {}", call.name, name(w)));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w));
+  const std::int64_t x_stride =
+      (args.k + format.act_elems - 1) / format.act_elems * format.act_bytes;
+  std::vector<CacheLine> lines(static_cast<std::size_t>((x_stride * args.rows + 63) / 64));
+  auto* x = reinterpret_cast<std::uint8_t*>(lines.data());
+  // A row with NaN or infinity cannot be quantized meaningfully; its outputs are
+  // set to NaN afterwards, as a float dot product would propagate them.
+  std::vector<char> non_finite(static_cast<std::size_t>(args.rows), 0);
+  call.ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    format.prepare_rows(w, args, begin, end, x, x_stride, non_finite.data());
+  });
+  run_quant_tiles(format.tiles, args, call.ctx, x, x_stride, args.k / block_elems(w),
+                  format.row_grain, format.tile_rows);
+  fill_non_finite_rows(args, non_finite);
+  return Status::ok();
+}
+
+Status matmul_quant_avx2(const KernelCall& call, DType w) {
+  return run_quant_matmul_simd(
+      call, w, block_elems(w) == 32 ? quant_format_avx2_block32(w) : quant_format_avx2_kquant(w));
+}
+
+Status matmul_quant_avx512(const KernelCall& call, DType w) {
+  return matmul_quant_avx512(
+      call, w, {.gfni = cpu_features().gfni, .avx512_vbmi = cpu_features().avx512_vbmi});
+}
+
+Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras extras) {
+  return run_quant_matmul_simd(call, w,
+                               block_elems(w) == 32 ? quant_format_avx512_block32(w, extras)
+                                                    : quant_format_avx512_kquant(w, extras));
+}
+
+}  // namespace switchyard::cpu
