@@ -292,17 +292,17 @@ Result<RegistryConfig> RegistryConfig::from_variables(const char* kernel_registr
 // unusable SWITCHYARD_KERNEL_REGISTRY leaves the registry on, as when unset.
 const RegistryConfig& RegistryConfig::from_environment() {
   static const RegistryConfig config = [] {
-    const char* registry = read_environment(EnvVar::kKernelRegistry);
-    const char* strict = read_environment(EnvVar::kStrictKernels);
+    const char* registry_text = read_environment(EnvVar::kKernelRegistry);
+    const char* strict_text = read_environment(EnvVar::kStrictKernels);
     RegistryConfig c;
-    if (Result<RegistryConfig> r = from_variables(registry, nullptr); r.is_ok()) {
+    if (Result<RegistryConfig> r = from_variables(registry_text, nullptr); r.is_ok()) {
       c = *std::move(r);
     } else {
       note_environment_problem(EnvVar::kKernelRegistry,
                                fmt::format("{}; the registry stays on", r.status().message()));
     }
-    if (strict != nullptr) {
-      if (Result<StrictPolicy> policy = parse_strict_policy(strict); policy.is_ok()) {
+    if (strict_text != nullptr) {
+      if (Result<StrictPolicy> policy = parse_strict_policy(strict_text); policy.is_ok()) {
         c.strict = *std::move(policy);
       } else {
         c.strict = StrictPolicy::all();
