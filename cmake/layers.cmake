@@ -18,7 +18,8 @@
 #
 # Usage
 #   switchyard_add_layer(<name>
-#     SOURCES_DIR <folder under src/>   # sources: *.cpp there (RECURSE: and below)
+#     SOURCES_DIR <folder under src/>   # sources: *.cpp and *.cu there (RECURSE: and
+#                                       # below); only src/backends/cuda/ has .cu files
 #     [RECURSE]
 #     [HEADERS <file in include/switchyard/>...]
 #     [DEPENDS <layer>...])
@@ -68,9 +69,9 @@ function(switchyard_add_layer name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "RECURSE" "SOURCES_DIR" "HEADERS;DEPENDS")
   set(src ${PROJECT_SOURCE_DIR}/src/${arg_SOURCES_DIR})
   if(arg_RECURSE)
-    file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${src}/*.cpp)
+    file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${src}/*.cpp ${src}/*.cu)
   else()
-    file(GLOB sources CONFIGURE_DEPENDS ${src}/*.cpp)
+    file(GLOB sources CONFIGURE_DEPENDS ${src}/*.cpp ${src}/*.cu)
   endif()
   switchyard_set_isa_flags(${sources})
 
@@ -96,6 +97,9 @@ function(switchyard_add_layer name)
                              PRIVATE ${private_dir})
   list(TRANSFORM arg_DEPENDS PREPEND switchyard:: OUTPUT_VARIABLE deps)
   target_link_libraries(${target} PUBLIC ${deps} PRIVATE switchyard_options)
+  if(sources MATCHES "\\.cu(;|$)")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${SWITCHYARD_CUDA_FLAGS}>)
+  endif()
   set_property(GLOBAL APPEND PROPERTY SWITCHYARD_LAYERS ${target})
   set_property(GLOBAL APPEND PROPERTY SWITCHYARD_LAYER_HEADERS ${arg_HEADERS})
 endfunction()
