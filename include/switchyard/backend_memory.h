@@ -12,6 +12,15 @@
 //   SWITCHYARD_ASSIGN_OR_RETURN(void* arena, memory->allocate(bytes));
 //   ...
 //   memory->deallocate(arena);
+//
+// Streams
+//   A device backend queues work on streams. An executor asks the memory of each
+//   backend its plan uses for one stream (create_stream) the first time it needs
+//   it, hands it to that backend's kernels and copies (ExecContext::stream), waits
+//   on it at the end of every run (synchronize) and destroys it with itself. The
+//   host has no streams: its create_stream gives null and synchronize does nothing.
+//   A stream is opaque outside its backend (the CUDA backend's is a CudaStream,
+//   src/backends/cuda/cuda_stream.h, not a bare cudaStream_t).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +48,20 @@ class BackendMemory {
   [[nodiscard]] virtual Status copy(const TensorView& src, const TensorView& dst, void* stream) = 0;
   // True when the process can read and write this memory directly (host memory).
   [[nodiscard]] virtual bool host_addressable() const = 0;
+
+  // Whether this memory can be used by this process now. The host's always can; a
+  // device backend compiled into a build that runs where it has no device, or whose
+  // driver is too old, answers kUnavailable saying which, and so do its other calls.
+  [[nodiscard]] virtual Status ready() const { return Status::ok(); }
+  // A new stream for one user's work (an executor, the conformance harness), or
+  // null where the backend has no streams. kUnavailable without a device.
+  [[nodiscard]] virtual Result<void*> create_stream() { return static_cast<void*>(nullptr); }
+  // Destroys what create_stream returned, after waiting for its work; null is ignored.
+  virtual void destroy_stream(void* /*stream*/) {}
+  // Waits until everything queued on `stream` has finished. An error that the
+  // queued work raised (a failed launch, an index a kernel found out of range)
+  // comes back here, once.
+  [[nodiscard]] virtual Status synchronize(void* /*stream*/) { return Status::ok(); }
 };
 
 // Memory in the process's own address space: 64-byte aligned heap blocks and

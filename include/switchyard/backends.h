@@ -34,8 +34,9 @@ namespace switchyard {
 [[nodiscard]] Result<BackendId> parse_compiled_backend(std::string_view text);
 
 // The backend work goes to when the user does not choose: the first compiled
-// accelerator, else the host backend.
-[[nodiscard]] BackendId default_backend();
+// accelerator whose memory in `table` is ready (a device is present), else the
+// host backend.
+[[nodiscard]] BackendId default_backend(const KernelBindingTable& table);
 
 // Registers every compiled backend into `table`: its section (memory hooks), its
 // kernels and its fill passes. Does not finalize.

@@ -56,7 +56,10 @@ struct ExecutorOptions {
   // Per backend; null means the memory the backend registered in the plan's
   // table (KernelBindingTable::backend_memory), if any.
   std::array<BackendMemory*, kBackendCount> memory{};
-  // Per backend stream handed to kernels in ExecContext::stream.
+  // Per backend stream handed to kernels in ExecContext::stream and to copies.
+  // Null: the executor makes one through the backend's memory
+  // (BackendMemory::create_stream) when it first needs it and destroys it with
+  // itself; a stream given here is the caller's to destroy, after the executor.
   std::array<void*, kBackendCount> streams{};
   bool allow_unplanned_shapes = true;
 };

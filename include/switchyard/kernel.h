@@ -68,7 +68,8 @@ class ParallelRunner {
 // What a kernel may use beyond its operands.
 struct ExecContext {
   ParallelRunner* runner = nullptr;
-  // Backend-specific stream or queue (a cudaStream_t for CUDA); null on the CPU.
+  // The stream the backend's memory made (BackendMemory::create_stream; for CUDA
+  // a CudaStream, src/backends/cuda/cuda_stream.h); null on the CPU.
   void* stream = nullptr;
 
   [[nodiscard]] int num_threads() const { return runner ? runner->num_threads() : 1; }

@@ -63,9 +63,11 @@ Result<BackendId> parse_compiled_backend(std::string_view text) {
           : fmt::format("unknown backend '{}' (compiled: {})", text, names));
 }
 
-BackendId default_backend() {
+BackendId default_backend(const KernelBindingTable& table) {
   for (BackendId b : kCompiledBackendIds) {
-    if (is_accelerator(b)) return b;
+    if (!is_accelerator(b)) continue;
+    const BackendMemory* memory = table.backend_memory(b);
+    if (memory != nullptr && memory->ready().is_ok()) return b;
   }
   return kHostBackend;
 }

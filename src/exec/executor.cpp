@@ -36,6 +36,12 @@ struct Executor::State {
   std::shared_ptr<const ExecutionPlan> plan;
   ExecutorOptions options;
   std::array<BackendMemory*, kBackendCount> memory{};
+  // Per backend: the stream its kernels and copies run on (the caller's from
+  // ExecutorOptions::streams, else one this executor created), and whether it was
+  // created here, for the backends the plan uses (Note [One stream per executor]).
+  std::array<void*, kBackendCount> streams{};
+  std::array<bool, kBackendCount> stream_made{};
+  std::array<bool, kBackendCount> used{};
   std::vector<std::unique_ptr<Instance>> planned;
   std::vector<std::unique_ptr<Instance>> unplanned;
   // Per graph value: its index among the external tensors, or -1.
@@ -45,9 +51,52 @@ struct Executor::State {
   ExecStats stats;
 
   ~State() {
+    for (BackendId b : kAllBackends) {
+      const auto i = static_cast<std::size_t>(b);
+      if (stream_made[i] && streams[i] != nullptr) memory[i]->destroy_stream(streams[i]);
+    }
     for (auto* list : {&planned, &unplanned}) {
       for (auto& inst : *list) release(*inst);
     }
+  }
+
+  // Note [One stream per executor]
+  // A device backend runs an executor's kernels and copies in order on one stream,
+  // so steps need no events between them; the host waits once, at the end of a run
+  // (finish). The stream is made through the backend's memory hooks the first time
+  // a bucket that uses the backend is prepared, so that exec names no device API
+  // and an executor of a CPU-only plan makes none. A caller may pass its own in
+  // ExecutorOptions::streams; this executor then neither makes nor destroys one.
+  Status use_backend(BackendId b) {
+    const auto i = static_cast<std::size_t>(b);
+    if (used[i]) return Status::ok();
+    if (memory[i] == nullptr) {
+      return unavailable_error(fmt::format(
+          "the plan puts work on backend {}, and the executor has no memory for it", name(b)));
+    }
+    if (streams[i] == nullptr) {
+      Result<void*> stream = memory[i]->create_stream();
+      if (!stream.is_ok()) {
+        return stream.status().with_context(fmt::format("making a stream on {}", name(b)));
+      }
+      streams[i] = *stream;
+      stream_made[i] = true;
+    }
+    used[i] = true;
+    return Status::ok();
+  }
+
+  // Waits for every stream the plan uses: a run returns with its outputs written.
+  Status finish() {
+    for (BackendId b : kAllBackends) {
+      const auto i = static_cast<std::size_t>(b);
+      if (!used[i] || streams[i] == nullptr) continue;
+      SWITCHYARD_RETURN_IF_ERROR(
+          memory[i]
+              ->synchronize(streams[i])
+              .with_context(fmt::format("waiting for the work queued on {}", name(b))));
+    }
+    return Status::ok();
   }
 
   void release(Instance& inst) {
@@ -85,21 +134,11 @@ struct Executor::State {
     for (BackendId b : kAllBackends) {
       const auto i = static_cast<std::size_t>(b);
       if (bp.arena_bytes[i] == 0) continue;
-      if (memory[i] == nullptr) {
-        return unavailable_error(fmt::format(
-            "the plan puts buffers on backend {}, and the executor has no memory for it", name(b)));
-      }
+      SWITCHYARD_RETURN_IF_ERROR(use_backend(b));
       SWITCHYARD_ASSIGN_OR_RETURN(void* p, memory[i]->allocate(bp.arena_bytes[i]));
       inst.arena[i] = static_cast<std::byte*>(p);
     }
-    for (const PlannedStep& s : bp.steps) {
-      if (memory_for(s.backend) == nullptr) {
-        return unavailable_error(
-            fmt::format("the plan runs work on backend {}, and the executor has no memory "
-                        "for it",
-                        name(s.backend)));
-      }
-    }
+    for (const PlannedStep& s : bp.steps) SWITCHYARD_RETURN_IF_ERROR(use_backend(s.backend));
     inst.views.resize(bp.operands.size());
     inst.layouts.resize(bp.operands.size());
     inst.external.assign(external_ptrs.size(), {});
@@ -122,10 +161,10 @@ struct Executor::State {
           TensorView::contiguous(inst.arena[static_cast<std::size_t>(buf.backend)] + buf.offset,
                                  c.dtype, shape, buf.backend);
       SWITCHYARD_RETURN_IF_ERROR(memory_for(buf.backend)
-                                     ->copy(src, dst, options.streams[std::size_t(buf.backend)])
+                                     ->copy(src, dst, streams[std::size_t(buf.backend)])
                                      .with_context("uploading constant '" + c.name + "'"));
     }
-    return Status::ok();
+    return finish();
   }
 
   // Rebuilds every operand view for new symbol sizes (once per change of sizes).
@@ -161,7 +200,7 @@ struct Executor::State {
       [[maybe_unused]] Clock::time_point start;
       if constexpr (kProfile) start = Clock::now();
       if (step.kind == StepKind::kKernel) [[likely]] {
-        ctx.stream = options.streams[static_cast<std::size_t>(step.backend)];
+        ctx.stream = streams[static_cast<std::size_t>(step.backend)];
         const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
                               std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
                               ctx, step.entry->name};
@@ -172,11 +211,12 @@ struct Executor::State {
           SWITCHYARD_RETURN_IF_ERROR(check_finite(step, ops[step.num_inputs]));
         }
       } else {
-        // The side that is not host memory drives the copy (backend_memory.h).
-        BackendMemory* mem = memory_for(ops[0].backend());
-        if (mem->host_addressable()) mem = memory_for(ops[1].backend());
+        // The side that is not host memory drives the copy (backend_memory.h), on
+        // its own stream.
+        BackendId driver = ops[0].backend();
+        if (memory_for(driver)->host_addressable()) driver = ops[1].backend();
         Status st =
-            mem->copy(ops[0], ops[1], options.streams[static_cast<std::size_t>(ops[0].backend())]);
+            memory_for(driver)->copy(ops[0], ops[1], streams[static_cast<std::size_t>(driver)]);
         if (!st.is_ok()) [[unlikely]]
           return node_error(step, st);
       }
@@ -189,7 +229,7 @@ struct Executor::State {
         }
       }
     }
-    return Status::ok();
+    return finish();
   }
 
   // Binds the caller's tensors and picks the bucket: everything a run does before
@@ -341,6 +381,7 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
     const auto i = static_cast<std::size_t>(b);
     state->memory[i] =
         options.memory[i] != nullptr ? options.memory[i] : state->plan->table()->backend_memory(b);
+    state->streams[i] = options.streams[i];
   }
   const Graph& g = state->plan->graph();
   state->external_index.assign(g.values().size(), -1);

@@ -18,6 +18,7 @@
 
 #include "command.h"
 #include "switchyard/backends.h"
+#include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
 #include "switchyard/llama.h"
 #include "switchyard/thread_pool.h"
@@ -69,13 +70,22 @@ class Progress {
   bool enabled_;
 };
 
-// `--backend`: a compiled backend's name, or `auto` for the default one.
+// `--backend`: a compiled backend's name, or `auto` for the default one (the
+// first accelerator with a device present, else the CPU). A compiled backend
+// without its device is a usage error: exit 2 with the backend's own reason.
 Result<BackendId> pick_backend(std::string_view text) {
-  if (text == "auto") return default_backend();
+  const TableSnapshot table = current_table();
+  if (text == "auto") return default_backend(*table);
   Result<BackendId> backend = parse_compiled_backend(text);
   if (!backend.is_ok()) {
     return invalid_argument_error(
         fmt::format("run: --backend: {}; or give auto", backend.status().message()));
+  }
+  const BackendMemory* memory = table->backend_memory(*backend);
+  if (memory != nullptr) {
+    if (Status ready = memory->ready(); !ready.is_ok()) {
+      return invalid_argument_error(fmt::format("run: --backend {}: {}", text, ready.message()));
+    }
   }
   return backend;
 }
