@@ -1,0 +1,115 @@
+// The CUDA backend's device entry points: plain launch functions over raw
+// pointers, one per kernel family, defined in the .cu files of this folder.
+//
+// Note [Thin .cu files]
+// Only the kernels and their launch arithmetic are compiled by nvcc. Everything
+// that checks a KernelCall (dtypes, shapes, layouts, the stream) and turns an
+// error into a Status naming the kernel lives in kernels.cpp and
+// matmul_cublaslt.cpp, compiled by the host compiler. So nvcc never parses {fmt}
+// or the Switchyard headers, which keeps its share of a CI build on two cores
+// small, and the .cu files hold device code only. This header is the whole
+// interface between the two sides: standard types and cudaStream_t.
+//
+// Every function returns the error of its launch (cudaGetLastError() after it);
+// errors the kernels raise later surface when the stream is synchronized
+// (CudaMemory::synchronize). Pointers are device pointers to the first element.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace switchyard::cuda::device {
+
+// The element types the kernels store. Arithmetic is in f32 (doubles where a
+// kernel says so); results are rounded to nearest even once.
+enum class Type : int { kF32, kF16, kBF16, kI32 };
+
+// An operand's layout in elements: up to six dimensions (switchyard::kMaxRank),
+// outermost first, any strides (0 for a broadcast dimension).
+inline constexpr int kMaxRank = 6;
+struct Layout {
+  int rank = 0;
+  std::int64_t dims[kMaxRank] = {};
+  std::int64_t strides[kMaxRank] = {};
+  // Whether the strides are the contiguous ones, so that element i is at i.
+  bool contiguous = true;
+};
+
+// Codes a kernel writes into its stream's error word (CudaStream::error_host).
+enum ErrorCode : int { kNoError = 0, kIndexOutOfRange = 1 };
+
+// --- elementwise.cu ------------------------------------------------------------
+enum class BinaryOp : int { kAdd, kSub, kMul, kDiv };
+enum class UnaryOp : int {
+  kNeg,
+  kExp,
+  kSilu,
+  kGelu,
+  kGeluErf,
+  kRelu,
+  kSqrt,
+  kRsqrt,
+  kSigmoid,
+  kTanh,
+  kScale
+};
+// out (contiguous, n elements) = a op b, both laid out over out's shape.
+cudaError_t binary(BinaryOp op, Type type, const void* a, const Layout& la, const void* b,
+                   const Layout& lb, void* out, std::int64_t n, cudaStream_t stream);
+// out = op(x); `scale` is the multiplier of kScale.
+cudaError_t unary(UnaryOp op, Type type, const void* x, const Layout& lx, void* out, std::int64_t n,
+                  float scale, cudaStream_t stream);
+// out = x converted: floats round to nearest even, float to i32 rounds to nearest
+// even and saturates, NaN to i32 is 0.
+cudaError_t cast(Type from, const void* x, const Layout& lx, Type to, void* out, std::int64_t n,
+                 cudaStream_t stream);
+// Moves n elements of `bytes` each from src's layout to dst's (copy, transpose and
+// each input of concat are this with different layouts).
+cudaError_t copy(int bytes, const void* src, const Layout& ls, void* dst, const Layout& ld,
+                 std::int64_t n, cudaStream_t stream);
+
+// --- rowwise.cu: one block per row of a contiguous [rows, d] --------------------
+// rms_norm (`b` ignored) and layer_norm; `w` and `b` may be null.
+cudaError_t rms_norm(Type type, const void* x, const void* w, void* out, std::int64_t rows,
+                     std::int64_t d, float eps, cudaStream_t stream);
+cudaError_t layer_norm(Type type, const void* x, const void* w, const void* b, void* out,
+                       std::int64_t rows, std::int64_t d, float eps, cudaStream_t stream);
+// x [batch, r, c] (rows of one batch share `mask` [r, c], which may be null).
+cudaError_t softmax(Type type, const void* x, const void* mask, void* out, std::int64_t batch,
+                    std::int64_t r, std::int64_t c, float scale, bool causal,
+                    std::int64_t query_offset, cudaStream_t stream);
+enum class ReduceOp : int { kSum, kMean, kMax };
+cudaError_t reduce(ReduceOp op, Type type, const void* x, void* out, std::int64_t rows,
+                   std::int64_t d, cudaStream_t stream);
+
+// --- tensor.cu ------------------------------------------------------------------
+// x [batch, t, h, d], pos [t]; mode 0 normal (adjacent pairs), 1 neox (halves).
+cudaError_t rope(Type type, const void* x, const std::int32_t* pos, void* out, std::int64_t batch,
+                 std::int64_t t, std::int64_t h, std::int64_t d, int mode, float base,
+                 std::int64_t rope_dims, cudaStream_t stream);
+// out [n, cols] = table [rows, cols] at idx; an index outside [0, rows) writes
+// kIndexOutOfRange into *error and leaves its row unwritten.
+cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std::int64_t cols,
+                     const std::int32_t* idx, std::int64_t n, Type out_type, void* out, int* error,
+                     cudaStream_t stream);
+
+// --- attention.cu ---------------------------------------------------------------
+struct AttentionShape {
+  std::int64_t batch = 1, sq = 0, skv = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+// The largest head dimension the kernel takes.
+inline constexpr std::int64_t kMaxHeadDim = 256;
+// q [batch, sq, heads, head_dim], k and v [batch, skv, kv_heads, head_dim], mask
+// [sq, skv] or null, out like q.
+cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, const void* v,
+                      const void* mask, void* out, const AttentionShape& shape, float scale,
+                      bool causal, std::int64_t query_offset, cudaStream_t stream);
+
+// --- matmul_simt.cu -------------------------------------------------------------
+// out [batch, m, n] = a [batch, m, k] . w [n, k]^T (w_batch_stride 0) or per batch.
+cudaError_t matmul_simt(Type a_type, Type w_type, Type out_type, const void* a, const void* w,
+                        void* out, std::int64_t batch, std::int64_t m, std::int64_t n,
+                        std::int64_t k, std::int64_t w_batch_stride, cudaStream_t stream);
+
+}  // namespace switchyard::cuda::device

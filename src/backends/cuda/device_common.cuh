@@ -1,0 +1,114 @@
+// Device helpers shared by the .cu files: loading and storing each storage type
+// through f32, layout indexing, launch sizes and a NaN-propagating max.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/device.h"
+
+namespace switchyard::cuda::device {
+
+template <Type T>
+struct Storage;
+template <>
+struct Storage<Type::kF32> {
+  using type = float;
+};
+template <>
+struct Storage<Type::kF16> {
+  using type = __half;
+};
+template <>
+struct Storage<Type::kBF16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct Storage<Type::kI32> {
+  using type = std::int32_t;
+};
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// f32 to the storage type, rounded to nearest even.
+template <typename S>
+__device__ __forceinline__ S from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Note [NaN-propagating max]
+// fmaxf returns the other operand when one is NaN, so a softmax or attention row
+// whose maximum came from fmaxf would turn a NaN logit into ordinary numbers and
+// hide it. Every max in these kernels goes through this one: NaN wins.
+__device__ __forceinline__ float nan_max(float a, float b) {
+  return (a != a || b != b) ? __int_as_float(0x7fc00000) : (a > b ? a : b);
+}
+
+// The element offset of logical index i (row-major over l.dims) in layout l.
+__device__ __forceinline__ std::int64_t offset_of(const Layout& l, std::int64_t i) {
+  if (l.contiguous) return i;
+  std::int64_t off = 0;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    const std::int64_t n = l.dims[d];
+    const std::int64_t q = i / n;
+    off += (i - q * n) * l.strides[d];
+    i = q;
+  }
+  return off;
+}
+
+// Grid-stride loops: blocks of 256 threads, at most kMaxBlocks blocks.
+inline constexpr int kThreads = 256;
+inline constexpr std::int64_t kMaxBlocks = 65535;
+inline unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+// Warp and block sums and maxima for the rowwise kernels (blockDim.x a multiple
+// of 32, at most 1024). `scratch` holds 32 floats of shared memory.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = lane < warps ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = lane < warps ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+}  // namespace switchyard::cuda::device

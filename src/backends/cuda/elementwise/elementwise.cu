@@ -1,0 +1,232 @@
+// Elementwise kernels: binary and unary ops, casts and strided copies. One
+// grid-stride kernel per storage type; the op is a run-time switch that is uniform
+// across the grid (Note [Thin .cu files] in device.h says why so few templates).
+#include <cmath>
+#include <type_traits>
+
+#include "backends/cuda/device_common.cuh"
+
+namespace switchyard::cuda::device {
+namespace {
+
+template <typename S>
+__global__ void binary_kernel(BinaryOp op, const S* a, Layout la, const S* b, Layout lb, S* out,
+                              std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float x = to_f32(a[offset_of(la, i)]);
+    const float y = to_f32(b[offset_of(lb, i)]);
+    float r = 0.0f;
+    switch (op) {
+      case BinaryOp::kAdd: r = __fadd_rn(x, y); break;
+      case BinaryOp::kSub: r = __fsub_rn(x, y); break;
+      case BinaryOp::kMul: r = __fmul_rn(x, y); break;
+      case BinaryOp::kDiv: r = __fdiv_rn(x, y); break;
+    }
+    out[i] = from_f32<S>(r);
+  }
+}
+
+// Note [Unary ops in double]
+// The transcendental ops are evaluated in double and rounded once to f32 (then to
+// the storage type), so every unary row claims what the CPU reference claims: one
+// rounding of the output type. The f32 library functions would cost the claims
+// their arguments' rounding: gelu's exp(-2u) scales the rounding of u by |2u|, up
+// to 87 before the result underflows, and 1 + erf(z) cancels for negative z. The
+// kernels are bound by memory bandwidth, which the double arithmetic does not
+// exceed on Hopper.
+__device__ __forceinline__ double unary_op(UnaryOp op, double x, double scale) {
+  switch (op) {
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kExp: return exp(x);
+    case UnaryOp::kSilu: return x / (1.0 + exp(-x));
+    case UnaryOp::kGelu: {
+      // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), without the cancellation.
+      const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+      return x / (1.0 + exp(-2.0 * u));
+    }
+    case UnaryOp::kGeluErf: return 0.5 * x * erfc(-x * 0.7071067811865476);
+    case UnaryOp::kRelu: return x > 0.0 || x != x ? x : 0.0;
+    case UnaryOp::kSqrt: return sqrt(x);
+    case UnaryOp::kRsqrt: return 1.0 / sqrt(x);
+    case UnaryOp::kSigmoid: return 1.0 / (1.0 + exp(-x));
+    case UnaryOp::kTanh: return tanh(x);
+    case UnaryOp::kScale: return x * scale;
+  }
+  return x;
+}
+
+template <typename S>
+__global__ void unary_kernel(UnaryOp op, const S* x, Layout lx, S* out, std::int64_t n,
+                             float scale) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float v = to_f32(x[offset_of(lx, i)]);
+    float r;
+    if (op == UnaryOp::kNeg) {
+      r = -v;
+    } else if (op == UnaryOp::kScale) {
+      r = __fmul_rn(v, scale);  // one f32 rounding, as the CPU's scale
+    } else if (op == UnaryOp::kSqrt) {
+      r = __fsqrt_rn(v);
+    } else if (op == UnaryOp::kRelu) {
+      r = v > 0.0f || v != v ? v : 0.0f;
+    } else {
+      r = __double2float_rn(unary_op(op, static_cast<double>(v), scale));
+    }
+    out[i] = from_f32<S>(r);
+  }
+}
+
+// Float to i32: round to nearest even, saturate, NaN to 0 (cvt.rni.sat semantics).
+__device__ __forceinline__ std::int32_t float_to_i32(float v) {
+  if (v != v) return 0;
+  return __float2int_rn(v);  // saturates at the i32 range
+}
+
+template <typename From, typename To>
+__device__ __forceinline__ To convert(From v) {
+  if constexpr (std::is_same_v<From, std::int32_t>) {
+    if constexpr (std::is_same_v<To, std::int32_t>) {
+      return v;
+    } else if constexpr (std::is_same_v<To, float>) {
+      return __int2float_rn(v);
+    } else {
+      // The direct conversions round once (through f32 they could round twice).
+      if constexpr (std::is_same_v<To, __half>) {
+        return __int2half_rn(v);
+      } else {
+        return __int2bfloat16_rn(v);
+      }
+    }
+  } else {
+    const float f = to_f32(v);
+    if constexpr (std::is_same_v<To, std::int32_t>) {
+      return float_to_i32(f);
+    } else {
+      return from_f32<To>(f);
+    }
+  }
+}
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From* x, Layout lx, To* out, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    out[i] = convert<From, To>(x[offset_of(lx, i)]);
+  }
+}
+
+template <typename Word>
+__global__ void copy_kernel(const Word* src, Layout ls, Word* dst, Layout ld, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    dst[offset_of(ld, i)] = src[offset_of(ls, i)];
+  }
+}
+
+template <Type T>
+using S = typename Storage<T>::type;
+
+template <Type From>
+cudaError_t cast_from(const void* x, const Layout& lx, Type to, void* out, std::int64_t n,
+                      cudaStream_t stream) {
+  const auto* in = static_cast<const S<From>*>(x);
+  const unsigned blocks = blocks_for(n);
+  switch (to) {
+    case Type::kF32:
+      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<float*>(out), n);
+      break;
+    case Type::kF16:
+      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<__half*>(out), n);
+      break;
+    case Type::kBF16:
+      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<__nv_bfloat16*>(out), n);
+      break;
+    case Type::kI32:
+      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<std::int32_t*>(out), n);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t binary(BinaryOp op, Type type, const void* a, const Layout& la, const void* b,
+                   const Layout& lb, void* out, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(n);
+  switch (type) {
+    case Type::kF32:
+      binary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const float*>(a), la,
+                                                     static_cast<const float*>(b), lb,
+                                                     static_cast<float*>(out), n);
+      break;
+    case Type::kF16:
+      binary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __half*>(a), la,
+                                                     static_cast<const __half*>(b), lb,
+                                                     static_cast<__half*>(out), n);
+      break;
+    case Type::kBF16:
+      binary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __nv_bfloat16*>(a), la,
+                                                     static_cast<const __nv_bfloat16*>(b), lb,
+                                                     static_cast<__nv_bfloat16*>(out), n);
+      break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t unary(UnaryOp op, Type type, const void* x, const Layout& lx, void* out, std::int64_t n,
+                  float scale, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(n);
+  switch (type) {
+    case Type::kF32:
+      unary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const float*>(x), lx,
+                                                    static_cast<float*>(out), n, scale);
+      break;
+    case Type::kF16:
+      unary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __half*>(x), lx,
+                                                    static_cast<__half*>(out), n, scale);
+      break;
+    case Type::kBF16:
+      unary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __nv_bfloat16*>(x), lx,
+                                                    static_cast<__nv_bfloat16*>(out), n, scale);
+      break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t cast(Type from, const void* x, const Layout& lx, Type to, void* out, std::int64_t n,
+                 cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (from) {
+    case Type::kF32: return cast_from<Type::kF32>(x, lx, to, out, n, stream);
+    case Type::kF16: return cast_from<Type::kF16>(x, lx, to, out, n, stream);
+    case Type::kBF16: return cast_from<Type::kBF16>(x, lx, to, out, n, stream);
+    case Type::kI32: return cast_from<Type::kI32>(x, lx, to, out, n, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t copy(int bytes, const void* src, const Layout& ls, void* dst, const Layout& ld,
+                 std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(n);
+  switch (bytes) {
+    case 2:
+      copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(src), ls,
+                                                   static_cast<std::uint16_t*>(dst), ld, n);
+      break;
+    case 4:
+      copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const std::uint32_t*>(src), ls,
+                                                   static_cast<std::uint32_t*>(dst), ld, n);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace switchyard::cuda::device

@@ -1,0 +1,212 @@
+// Dense matmul on CUDA: out [..., M, N] = a [..., M, K] . w [N, K]^T (or per batch
+// w [..., N, K]), through cuBLASLt or the portable tiled kernel.
+//
+// Note [Row-major matmul through cuBLASLt]
+// cuBLASLt is column-major. Our row-major out [M, N] read column-major is out^T
+// [N, M] with leading dimension N, and out^T = w . a^T, where w [N, K] row-major
+// is, column-major, a K x N matrix with leading dimension K that the op transposes,
+// and a [M, K] row-major is, column-major, exactly a^T (K x M, leading dimension
+// K). So cuBLASLt computes C = op(A) B with A = w (transposed), B = a, m = N,
+// n = M, k = K; no data moves. When w is shared by every batch (the usual weight),
+// the batch is folded into M; a w per batch uses the strided batch.
+#include <limits>
+
+#include "backends/cuda/kernel_checks.h"
+#include "backends/cuda/kernels.h"
+
+namespace switchyard::cuda {
+namespace {
+
+struct MatmulShape {
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  // Elements between consecutive batches' w; 0 when w is shared.
+  std::int64_t w_batch_stride = 0;
+};
+
+Result<MatmulShape> check_matmul(const KernelCall& call) {
+  const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
+  for (const TensorView* t : {&a, &w, &out}) {
+    if (!t->is_contiguous()) {
+      return invalid_argument_error(
+          fmt::format("{}: operand {} must be contiguous", label(call), describe(*t)));
+    }
+  }
+  const int rank = a.rank();
+  MatmulShape s;
+  bool ok = rank >= 2 && out.rank() == rank && (w.rank() == 2 || w.rank() == rank);
+  if (ok) {
+    s.m = a.dim(rank - 2);
+    s.k = a.dim(rank - 1);
+    s.n = w.dim(w.rank() - 2);
+    ok = w.dim(w.rank() - 1) == s.k && out.dim(rank - 2) == s.m && out.dim(rank - 1) == s.n;
+    for (int d = 0; ok && d < rank - 2; ++d) {
+      ok = out.dim(d) == a.dim(d) && (w.rank() == 2 || w.dim(d) == a.dim(d));
+      s.batch *= a.dim(d);
+    }
+    if (w.rank() > 2 && s.batch > 1) s.w_batch_stride = s.n * s.k;
+  }
+  if (!ok) {
+    return invalid_argument_error(fmt::format(
+        "{}: a {}, w {}, out {} are not [..., M, K], [N, K] "
+        "or [..., N, K], and [..., M, N]",
+        label(call), a.shape().to_string(), w.shape().to_string(), out.shape().to_string()));
+  }
+  if (s.w_batch_stride == 0) {
+    // One w for every batch: the batches are rows of one product.
+    s.m *= s.batch;
+    s.batch = 1;
+  }
+  return s;
+}
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::kF16: return CUDA_R_16F;
+    case DType::kBF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// The alignment cuBLASLt may assume of the operands: the largest power of two,
+// up to 256, that divides every address (its heuristic otherwise assumes 256, and
+// an arena's buffers and views need not start there).
+std::uint32_t alignment(const KernelCall& call) {
+  std::uint32_t align = 256;
+  for (const TensorView* t : {&call.inputs[0], &call.inputs[1], &call.outputs[0]}) {
+    const auto address = reinterpret_cast<std::uintptr_t>(t->first());
+    while (align > 1 && address % align != 0) align /= 2;
+  }
+  return align;
+}
+
+// Builds (or finds) the stream's cuBLASLt plan for this product.
+Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasComputeType_t compute,
+                              cudaDataType_t type, const MatmulShape& shape) {
+  const std::uint32_t align = alignment(call);
+  const LtPlanKey key{static_cast<int>(compute),
+                      static_cast<int>(type),
+                      shape.m,
+                      shape.n,
+                      shape.k,
+                      shape.batch,
+                      shape.w_batch_stride,
+                      align};
+  if (auto it = s.lt_plans.find(key); it != s.lt_plans.end()) return &it->second;
+  LtPlan plan;
+  auto fail = [&](cublasStatus_t st, std::string_view what) {
+    if (plan.a != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.a);
+    if (plan.b != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.b);
+    if (plan.c != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.c);
+    if (plan.op != nullptr) (void)cublasLtMatmulDescDestroy(plan.op);
+    return cublas_error(st, fmt::format("{}: {}", label(call), what));
+  };
+  cublasStatus_t st = cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F);
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "creating the matmul descriptor");
+  const cublasOperation_t transpose = CUBLAS_OP_T;
+  st = cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                      sizeof(transpose));
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "setting the transpose of w");
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  // Note [Row-major matmul through cuBLASLt]: A = w (K x N), B = a (K x M), C = out (N x M).
+  st = cublasLtMatrixLayoutCreate(&plan.a, type, u(shape.k), u(shape.n), shape.k);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatrixLayoutCreate(&plan.b, type, u(shape.k), u(shape.m), shape.k);
+  }
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatrixLayoutCreate(&plan.c, type, u(shape.n), u(shape.m), shape.n);
+  }
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "creating the matrix layouts");
+  if (shape.batch > 1) {
+    const auto count = static_cast<std::int32_t>(shape.batch);
+    const std::int64_t strides[3] = {shape.w_batch_stride, shape.m * shape.k, shape.m * shape.n};
+    cublasLtMatrixLayout_t layouts[3] = {plan.a, plan.b, plan.c};
+    for (int i = 0; i < 3 && st == CUBLAS_STATUS_SUCCESS; ++i) {
+      st = cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                            sizeof(count));
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        st = cublasLtMatrixLayoutSetAttribute(layouts[i],
+                                              CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &strides[i], sizeof(strides[i]));
+      }
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "setting the batch");
+  }
+  cublasLtMatmulPreference_t preference = nullptr;
+  st = cublasLtMatmulPreferenceCreate(&preference);
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "creating the algorithm preference");
+  const std::size_t workspace = s.workspace_bytes;
+  st = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                            &workspace, sizeof(workspace));
+  for (const cublasLtMatmulPreferenceAttributes_t attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &align, sizeof(align));
+    }
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatmulAlgoGetHeuristic(s.lt, plan.op, plan.a, plan.b, plan.c, plan.c, preference,
+                                        1, &result, &found);
+  }
+  (void)cublasLtMatmulPreferenceDestroy(preference);
+  if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "choosing an algorithm");
+  if (found == 0) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "no algorithm for this product");
+  plan.algo = result.algo;
+  return &s.lt_plans.emplace(key, plan).first->second;
+}
+
+Status matmul_lt(const KernelCall& call, bool tf32) {
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
+  SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
+  const DType t = out.dtype();
+  if (a.dtype() != t || w.dtype() != t ||
+      (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) || (tf32 && t != DType::kF32)) {
+    return invalid_argument_error(
+        fmt::format("{}: a {}, w {}, out {}: cuBLASLt takes one dtype, f32{}", label(call),
+                    name(a.dtype()), name(w.dtype()), name(t), tf32 ? "" : ", f16 or bf16"));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_matmul(call));
+  if (shape.m == 0 || shape.n == 0) return Status::ok();
+  if (shape.k == 0 || shape.batch > std::numeric_limits<std::int32_t>::max()) {
+    // cuBLASLt refuses k = 0; the tiled kernel writes the zeros.
+    return matmul_simt_kernel(call);
+  }
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  SWITCHYARD_ASSIGN_OR_RETURN(const LtPlan* plan, lt_plan(call, *s, compute, lt_type(t), shape));
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(
+      s->lt, plan->op, &one, w.first(), plan->a, a.first(), plan->b, &zero, out.first(), plan->c,
+      out.first(), plan->c, &plan->algo, s->workspace, s->workspace_bytes, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return cublas_error(st, fmt::format("{}: matmul", label(call)));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status matmul_simt_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
+  const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
+  const std::optional<device::Type> at = device_type(a.dtype()), wt = device_type(w.dtype()),
+                                    ot = device_type(out.dtype());
+  const bool mixed = a.dtype() == DType::kF32 && out.dtype() == DType::kF32 &&
+                     (w.dtype() == DType::kF16 || w.dtype() == DType::kBF16);
+  const bool same =
+      a.dtype() == w.dtype() && w.dtype() == out.dtype() && at && at != device::Type::kI32;
+  if (!at || !wt || !ot || !(mixed || same)) {
+    return invalid_argument_error(
+        fmt::format("{}: a {}, w {}, out {} is not a dense matmul key of op.def", label(call),
+                    name(a.dtype()), name(w.dtype()), name(out.dtype())));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape s, check_matmul(call));
+  return launched(device::matmul_simt(*at, *wt, *ot, a.first(), w.first(), out.first(), s.batch,
+                                      s.m, s.n, s.k, s.w_batch_stride, stream),
+                  call);
+}
+
+Status matmul_cublaslt_kernel(const KernelCall& call) { return matmul_lt(call, false); }
+Status matmul_cublaslt_tf32_kernel(const KernelCall& call) { return matmul_lt(call, true); }
+
+}  // namespace switchyard::cuda

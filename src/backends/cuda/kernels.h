@@ -1,0 +1,40 @@
+// The CUDA backend's kernel functions: each checks its KernelCall (arity, dtypes,
+// shapes, the layouts it needs, operands in device memory, the stream) and queues
+// its kernel on the call's CudaStream. One function serves every dtype of its
+// family (the dtypes are read from the operands), so the registration table pairs
+// each key with the function of its family. Errors name the kernel.
+#pragma once
+
+#include "switchyard/kernel.h"
+#include "switchyard/op.h"
+
+namespace switchyard::cuda {
+
+// The largest concat arity registered, as on the CPU.
+inline constexpr int kMaxConcatInputs = 7;
+
+// Elementwise (elementwise/elementwise.cu).
+[[nodiscard]] KernelFn binary_kernel(OpKind op);
+[[nodiscard]] KernelFn unary_kernel(OpKind op);
+Status cast_kernel(const KernelCall& call);
+Status copy_kernel(const KernelCall& call);
+Status transpose_kernel(const KernelCall& call);
+Status concat_kernel(const KernelCall& call);
+
+// Rows (rowwise/rowwise.cu).
+[[nodiscard]] KernelFn norm_kernel(OpKind op);
+Status softmax_kernel(const KernelCall& call);
+[[nodiscard]] KernelFn reduce_kernel(OpKind op);
+
+// rope and get_rows (tensor/tensor.cu); attention (attention/attention.cu).
+Status rope_kernel(const KernelCall& call);
+Status get_rows_kernel(const KernelCall& call);
+Status attention_kernel(const KernelCall& call);
+
+// Dense matmul: the portable tiled kernel (gemm/matmul_simt.cu) and cuBLASLt in
+// exact f32, TF32, and f16 / bf16 with f32 accumulation (gemm/matmul_cublaslt.cpp).
+Status matmul_simt_kernel(const KernelCall& call);
+Status matmul_cublaslt_kernel(const KernelCall& call);
+Status matmul_cublaslt_tf32_kernel(const KernelCall& call);
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,233 @@
+// The CUDA backend's kernels, best first at every key. This file is the only place
+// CUDA kernels enter the binding table; its keys are the CPU backend's for f32,
+// f16 and bf16 (and i32 where the CPU's layout ops and casts take it), so a graph
+// that runs on the CPU in those dtypes runs here.
+//
+// Every row goes through row(), which names the kernel from its key and variant
+// with kernel_name (binding_table.h): "matmul_f32__cuda_cublaslt",
+// "softmax_f16__cuda_simt_mask". The variants: "cublaslt" (and
+// "cublaslt_tf32") for cuBLASLt, "simt" for this backend's own kernels.
+//
+// Note [CUDA precision claims]
+// The claims are in the CPU backend's terms (ULP bounds in the output dtype's last
+// place; relative and absolute bounds against the float64 result on the stored
+// inputs; an element passes within any one bound):
+//   - one IEEE operation in f32 (f32 add/sub/mul/div, neg, relu, sqrt, scale),
+//     casts, get_rows and the layout ops: exact (half an ULP);
+//   - the same in f16 / bf16, and every transcendental unary op (evaluated in
+//     double, Note [Unary ops in double] in elementwise.cu): one ULP;
+//   - the row kernels sum in f32 over a fixed tree (block_sum), as the CPU's SIMD
+//     rows sum in f32 lanes, and claim those rows' bounds; rope rounds cos and sin
+//     to f32 and uses one product and one FMA, as the CPU's SIMD rope does;
+//   - attention: f32 logits and an online softmax in f32, the CPU SIMD rows' bound;
+//   - matmul: the tiled kernel is one FMA chain per output in k order (the CPU
+//     reference's sequential bound); cuBLASLt in f32 compute is bounded like
+//     OpenBLAS; TF32 rounds each operand to 10 bits (within 2^-10 relative, so a
+//     product within 2^-9) and claims 4e-3 of sum |a w|; f16 / bf16 accumulate in
+//     f32 and round once, as the CPU's blocked sums.
+// Device code may contract a multiply and an add into an FMA (nvcc's default);
+// the kernels whose claims are exact spell their arithmetic with the _rn
+// intrinsics, which never contract. Nothing depends on a CPU thread count, so
+// every row claims determinism across threads; every kernel sums in a fixed order
+// and cuBLASLt is run to run reproducible on one GPU (its atomics mode is off), so
+// every row claims bit stability.
+//
+// Note [TF32 is never chosen by cost]
+// The TF32 sibling is registered after the exact f32 one with the same cost, so the
+// planner's tie-break (sibling order) keeps f32 matmuls exact by default: TF32's
+// claim is weaker, and a faster estimate must not trade accuracy silently. A
+// caller takes it on purpose, by masking the exact sibling
+// (SWITCHYARD_MASK_KERNELS) or by a future precision policy that admits it.
+#include "backends/cuda/registration.h"
+
+#include <optional>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_memory.h"
+#include "backends/cuda/kernels.h"
+
+namespace switchyard::cuda {
+namespace {
+
+using Row = KernelBindingTable::Row;
+constexpr DType kF32 = DType::kF32;
+constexpr DType kF16 = DType::kF16;
+constexpr DType kBF16 = DType::kBF16;
+constexpr DType kI32 = DType::kI32;
+constexpr DType kFloatDTypes[] = {kF32, kF16, kBF16};
+constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
+
+// Every CUDA row is made here, its name with it (kernel_name: key, cuda, variant).
+// The site is the caller's line, so finalize() names the row that broke a rule.
+Row row(BindingKey key, const DTypeList& dtypes, KernelFn fn, std::string_view variant,
+        PrecisionGuarantee precision, std::string_view source, KernelCaps caps = {},
+        std::source_location site = std::source_location::current()) {
+  KernelOptions options{.name = kernel_name(key, dtypes, BackendId::kCuda, variant),
+                        .caps = caps,
+                        .precision = precision,
+                        .source = std::string(source)};
+  return Row(key, dtypes, fn, std::move(options), site);
+}
+
+// Relative size of half an ULP of each storage type (the error of rounding once).
+double half_ulp_rel(DType t) { return t == kF16 ? 0x1p-11 : t == kBF16 ? 0x1p-8 : 0x1p-24; }
+
+PrecisionGuarantee exact() {
+  return PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt);
+}
+PrecisionGuarantee rounded_once() {
+  return PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, std::nullopt);
+}
+// An f32 computation with relative error `rel`, rounded to the output type; below
+// f16's smallest normal the rounding's half step adds to the f32 result's error,
+// as in the CPU backend's claims of the same name.
+PrecisionGuarantee f32_bound(double rel, std::optional<double> abs, DType out) {
+  std::optional<double> a = abs;
+  if (out == kF16) a = (a ? *a : 0.0) + 0x1p-25 + rel * 0x1p-14;
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, rel + half_ulp_rel(out), a);
+}
+// An f32 FMA chain in k order (the tiled kernel), rounded to the output type.
+PrecisionGuarantee dot(DType out) {
+  if (out == kF32) return PrecisionGuarantee::bounded(true, true, std::nullopt, 1e-4, std::nullopt);
+  const double rel = out == kF16 ? 1e-3 : 8e-3;
+  const std::optional<double> abs = out == kF16 ? std::optional<double>(0x1p-24) : std::nullopt;
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, rel, abs);
+}
+PrecisionGuarantee tf32_dot() {
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, 4e-3, std::nullopt);
+}
+
+constexpr std::string_view kOwn = "cuda";
+constexpr std::string_view kCublasLt = "cublaslt";
+
+void append_elementwise_rows(std::vector<Row>& rows) {
+  constexpr KernelCaps kBroadcasting{.strided_input = true, .broadcast_input = true};
+  for (OpKind op : kOpsOfFamily<OpFamily::kBinary>) {
+    for (DType t : kFloatDTypes) {
+      rows.push_back(row(op, {t, t, t}, binary_kernel(op), "simt",
+                         t == kF32 ? exact() : rounded_once(), kOwn, kBroadcasting));
+    }
+  }
+  for (OpKind op : kOpsOfFamily<OpFamily::kUnary>) {
+    const bool one_operation =
+        op == OpKind::kNeg || op == OpKind::kRelu || op == OpKind::kSqrt || op == OpKind::kScale;
+    for (DType t : kFloatDTypes) {
+      rows.push_back(row(op, {t, t}, unary_kernel(op), "simt",
+                         one_operation && t == kF32 ? exact() : rounded_once(), kOwn,
+                         kBroadcasting));
+    }
+  }
+  for (DType from : kLayoutDTypes) {
+    for (DType to : kLayoutDTypes) {
+      rows.push_back(
+          row(OpKind::kCast, {from, to}, &cast_kernel, "simt", exact(), kOwn, kBroadcasting));
+    }
+  }
+}
+
+void append_rowwise_rows(std::vector<Row>& rows) {
+  for (DType t : kFloatDTypes) {
+    for (OpKind op : kOpsOfFamily<OpFamily::kNorm>) {
+      const int most = op == OpKind::kRmsNorm ? 2 : 3;
+      for (int inputs = 1; inputs <= most; ++inputs) {
+        // x alone, x and w, x, w and b: one dtype, so the variant says which.
+        const std::string_view variant = inputs == 1 ? "simt" : inputs == 2 ? "simt_w" : "simt_wb";
+        const std::vector<DType> dtypes(static_cast<std::size_t>(inputs) + 1, t);
+        rows.push_back(row(
+            op, DTypeList(dtypes), norm_kernel(op), variant,
+            op == OpKind::kRmsNorm ? f32_bound(2e-5, std::nullopt, t) : f32_bound(2e-5, 1e-4, t),
+            kOwn));
+      }
+    }
+    for (bool mask : {false, true}) {
+      rows.push_back(row(OpKind::kSoftmax, mask ? DTypeList{t, t, t} : DTypeList{t, t},
+                         &softmax_kernel, mask ? "simt_mask" : "simt", f32_bound(2e-5, 1e-6, t),
+                         kOwn));
+    }
+    for (OpKind op : kOpsOfFamily<OpFamily::kReduce>) {
+      // max picks an element; the f32 tree sum's error relative to a cancelling
+      // row's result is unbounded, so sum and mean claim no bound (as the CPU's SIMD).
+      rows.push_back(row(op, {t, t}, reduce_kernel(op), "simt",
+                         op == OpKind::kMax ? exact() : PrecisionGuarantee::no_bound(true, true),
+                         kOwn));
+    }
+  }
+}
+
+void append_tensor_rows(std::vector<Row>& rows) {
+  constexpr KernelCaps kStridedBroadcast{.strided_input = true, .broadcast_input = true};
+  for (DType t : kFloatDTypes) {
+    rows.push_back(row(OpKind::kRope, {t, kI32, t}, &rope_kernel, "simt",
+                       f32_bound(2e-7, std::nullopt, t), kOwn));
+    for (DType out : kFloatDTypes) {
+      rows.push_back(
+          row(OpKind::kGetRows, {t, kI32, out}, &get_rows_kernel, "simt", exact(), kOwn));
+    }
+  }
+  for (DType t : kLayoutDTypes) {
+    rows.push_back(
+        row(OpKind::kCopy, {t, t}, &copy_kernel, "simt", exact(), kOwn, kStridedBroadcast));
+    rows.push_back(row(OpKind::kTranspose, {t, t}, &transpose_kernel, "simt", exact(), kOwn,
+                       kStridedBroadcast));
+    for (int inputs = 2; inputs <= kMaxConcatInputs; ++inputs) {
+      const std::vector<DType> dtypes(static_cast<std::size_t>(inputs) + 1, t);
+      rows.push_back(row(OpKind::kConcat, DTypeList(dtypes), &concat_kernel,
+                         fmt::format("simt_in{}", inputs), exact(), kOwn, kStridedBroadcast));
+    }
+  }
+  const std::pair<DType, DType> kAttention[] = {
+      {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
+  for (auto [q, kv] : kAttention) {
+    for (bool mask : {false, true}) {
+      rows.push_back(row(
+          OpKind::kAttention, mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q},
+          &attention_kernel, mask ? "simt_mask" : "simt", f32_bound(1e-4, std::nullopt, q), kOwn));
+    }
+  }
+}
+
+// Per key, best first: cuBLASLt (exact f32 compute; then TF32, Note [TF32 is never
+// chosen by cost]) where it takes the key's dtypes, the tiled kernel last.
+void append_matmul_rows(std::vector<Row>& rows) {
+  constexpr OpKind kOp = OpKind::kMatmul;
+  for (DType t : kFloatDTypes) {
+    const DTypeList key{t, t, t};
+    rows.push_back(row(kOp, key, &matmul_cublaslt_kernel, "cublaslt", dot(t), kCublasLt));
+    if (t == kF32) {
+      rows.push_back(
+          row(kOp, key, &matmul_cublaslt_tf32_kernel, "cublaslt_tf32", tf32_dot(), kCublasLt));
+    }
+    rows.push_back(row(kOp, key, &matmul_simt_kernel, "simt", dot(t), kOwn));
+  }
+  for (DType w : {kF16, kBF16}) {
+    rows.push_back(row(kOp, {kF32, w, kF32}, &matmul_simt_kernel, "simt", dot(kF32), kOwn));
+  }
+}
+
+}  // namespace
+
+const std::vector<Row>& registration_rows() {
+  static const std::vector<Row> kRows = [] {
+    std::vector<Row> r;
+    append_elementwise_rows(r);
+    append_rowwise_rows(r);
+    append_tensor_rows(r);
+    append_matmul_rows(r);
+    return r;
+  }();
+  return kRows;
+}
+
+void register_backend(KernelBindingTable& table) {
+  table.add_backend(BackendId::kCuda, cuda_memory());
+  table.register_rows(BackendId::kCuda, registration_rows());
+  // The rows name no cost of their own yet: each op's default roofline.
+  table.fill_unset_cost(BackendId::kCuda, &default_cost_for);
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,135 @@
+// rope and get_rows.
+#include <cmath>
+
+#include "backends/cuda/device_common.cuh"
+
+namespace switchyard::cuda::device {
+namespace {
+
+// One thread per output element. The angle is computed in double and its cosine
+// and sine rounded to f32, then one rounded product and one FMA per output, as
+// the CPU's SIMD rows do (Note [CUDA precision claims] in registration.cpp).
+template <typename S>
+__global__ void rope_kernel(const S* x, const std::int32_t* pos, S* out, std::int64_t t,
+                            std::int64_t h, std::int64_t d, int mode, double base,
+                            std::int64_t rope_dims, std::int64_t n) {
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t j = e % d;
+    const std::int64_t row = e - j;  // start of this head's vector
+    if (j >= rope_dims) {
+      out[e] = x[e];
+      continue;
+    }
+    const std::int64_t token = (e / (h * d)) % t;
+    const std::int64_t half = rope_dims / 2;
+    std::int64_t i, first, second;
+    if (mode == 0) {
+      i = j / 2;
+      first = 2 * i;
+      second = first + 1;
+    } else {
+      i = j < half ? j : j - half;
+      first = i;
+      second = i + half;
+    }
+    const double theta = static_cast<double>(pos[token]) *
+                         pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+    double sd, cd;
+    sincos(theta, &sd, &cd);
+    const float c = __double2float_rn(cd), s = __double2float_rn(sd);
+    const float u = to_f32(x[row + first]), v = to_f32(x[row + second]);
+    const float r =
+        j == first ? __fmaf_rn(u, c, -__fmul_rn(v, s)) : __fmaf_rn(u, s, __fmul_rn(v, c));
+    out[e] = from_f32<S>(r);
+  }
+}
+
+template <typename T, typename O>
+__global__ void get_rows_kernel(const T* table, std::int64_t rows, std::int64_t cols,
+                                const std::int32_t* idx, O* out, std::int64_t n, int* error) {
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / cols;
+    const std::int64_t row = idx[r];
+    if (row < 0 || row >= rows) {
+      *error = kIndexOutOfRange;
+      continue;
+    }
+    out[e] = from_f32<O>(to_f32(table[row * cols + (e - r * cols)]));
+  }
+}
+
+template <typename T>
+cudaError_t get_rows_to(const T* table, std::int64_t rows, std::int64_t cols,
+                        const std::int32_t* idx, std::int64_t n, Type out_type, void* out,
+                        int* error, cudaStream_t stream) {
+  const unsigned blocks = blocks_for(n);
+  switch (out_type) {
+    case Type::kF32:
+      get_rows_kernel<<<blocks, kThreads, 0, stream>>>(table, rows, cols, idx,
+                                                       static_cast<float*>(out), n, error);
+      break;
+    case Type::kF16:
+      get_rows_kernel<<<blocks, kThreads, 0, stream>>>(table, rows, cols, idx,
+                                                       static_cast<__half*>(out), n, error);
+      break;
+    case Type::kBF16:
+      get_rows_kernel<<<blocks, kThreads, 0, stream>>>(table, rows, cols, idx,
+                                                       static_cast<__nv_bfloat16*>(out), n, error);
+      break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t rope(Type type, const void* x, const std::int32_t* pos, void* out, std::int64_t batch,
+                 std::int64_t t, std::int64_t h, std::int64_t d, int mode, float base,
+                 std::int64_t rope_dims, cudaStream_t stream) {
+  const std::int64_t n = batch * t * h * d;
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = blocks_for(n);
+  switch (type) {
+    case Type::kF32:
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x), pos,
+                                                   static_cast<float*>(out), t, h, d, mode, base,
+                                                   rope_dims, n);
+      break;
+    case Type::kF16:
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(x), pos,
+                                                   static_cast<__half*>(out), t, h, d, mode, base,
+                                                   rope_dims, n);
+      break;
+    case Type::kBF16:
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), pos,
+                                                   static_cast<__nv_bfloat16*>(out), t, h, d, mode,
+                                                   base, rope_dims, n);
+      break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std::int64_t cols,
+                     const std::int32_t* idx, std::int64_t n, Type out_type, void* out, int* error,
+                     cudaStream_t stream) {
+  const std::int64_t elements = n * cols;
+  if (elements == 0) return cudaSuccess;
+  switch (table_type) {
+    case Type::kF32:
+      return get_rows_to(static_cast<const float*>(table), rows, cols, idx, elements, out_type, out,
+                         error, stream);
+    case Type::kF16:
+      return get_rows_to(static_cast<const __half*>(table), rows, cols, idx, elements, out_type,
+                         out, error, stream);
+    case Type::kBF16:
+      return get_rows_to(static_cast<const __nv_bfloat16*>(table), rows, cols, idx, elements,
+                         out_type, out, error, stream);
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace switchyard::cuda::device
