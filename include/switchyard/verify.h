@@ -13,7 +13,12 @@
 //
 //   Around every run the harness poisons the output (all bits set: a NaN in every
 //   float dtype), surrounds it with guard bytes and checks afterwards that the
-//   guards and the inputs are untouched. A claim of bit stability is checked by
+//   guards and the inputs are untouched. Entries of a backend whose memory is not
+//   host memory (a GPU) run the same way on a copy: the inputs, and the poisoned
+//   output with its guards, are uploaded through that backend's BackendMemory on
+//   a stream of its own, and after the run the output, the guards and the inputs
+//   are downloaded and checked on the host. Without a device such entries are
+//   skipped, saying why. A claim of bit stability is checked by
 //   running twice and comparing bytes; a claim of determinism across threads by
 //   running serially and at `VerifyOptions::threads` threads.
 //
@@ -67,6 +72,7 @@
 //   for (const UnverifiedClaim& c : unverified_claims(*table, ledger)) ...
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -75,6 +81,7 @@
 #include <vector>
 
 #include "switchyard/backend.h"
+#include "switchyard/backend_memory.h"
 #include "switchyard/binding_table.h"
 #include "switchyard/op.h"
 #include "switchyard/precision.h"
@@ -124,6 +131,10 @@ struct VerifyOptions {
   int threads = 2;
   // The NMSE gate every entry must pass (see Note [Verify thresholds]).
   double max_nmse = 1e-3;
+  // Per backend, the memory its operands live in. Null: for verify_table, the
+  // memory the backend registered in the table; for verify_entry, host memory for
+  // the host backend, and the entries of any other backend are skipped.
+  std::array<BackendMemory*, kBackendCount> memory{};
 };
 
 // One generated case of one entry.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -60,26 +61,133 @@ struct RunOutcome {
   std::vector<std::byte> bytes;
 };
 
+// Raw bytes as a tensor BackendMemory::copy accepts.
+TensorView byte_view(void* data, std::size_t size, BackendId backend) {
+  return TensorView::contiguous(data, DType::kU8, Shape{static_cast<std::int64_t>(size)}, backend);
+}
+
+// A device backend's copy of one case: every input's bytes (whatever its layout)
+// and the guarded output, in that backend's memory (Note [Verifying on a device]).
+//
+// Note [Verifying on a device]
+// The harness judges a device kernel on the host, with the same cases, guards and
+// poison as a CPU kernel: each input's whole buffer (gaps of a strided layout
+// included) is uploaded and its view rebuilt over the device copy with the same
+// strides and offset; the output buffer, poisoned between its guards, is uploaded
+// before every run and downloaded after it, so an unwritten element still reads
+// as NaN and a write past either end still breaks a guard. After the run the
+// inputs are downloaded and compared with what was uploaded. The kernel runs on a
+// stream the backend's memory made, which the harness waits on before reading.
+class DeviceCase {
+ public:
+  DeviceCase(BackendId backend, BackendMemory& memory, void* stream)
+      : backend_(backend), memory_(memory), stream_(stream) {}
+  DeviceCase(const DeviceCase&) = delete;
+  DeviceCase& operator=(const DeviceCase&) = delete;
+  ~DeviceCase() {
+    for (void* p : blocks_) memory_.deallocate(p);
+  }
+
+  // Uploads the inputs and allocates the output; fills the device views.
+  Status upload(std::span<const HostInput> inputs, GuardedOutput& out) {
+    for (const HostInput& in : inputs) {
+      SWITCHYARD_ASSIGN_OR_RETURN(std::byte * d, copy_up(in.bytes.span()));
+      const TensorView& h = in.view;
+      const std::span<const std::int64_t> strides = h.strides();
+      views_.push_back(TensorView::strided(d, h.dtype(), h.shape(), strides, h.offset(), backend_));
+    }
+    const std::span<std::byte> guarded = out.guarded_bytes();
+    SWITCHYARD_ASSIGN_OR_RETURN(void* o,
+                                memory_.allocate(static_cast<std::int64_t>(guarded.size())));
+    blocks_.push_back(o);
+    output_ = static_cast<std::byte*>(o);
+    out_view_ = TensorView::contiguous(output_ + GuardedOutput::kGuardBytes, out.view().dtype(),
+                                       out.view().shape(), backend_);
+    return Status::ok();
+  }
+  // Uploads the host output buffer (poison and guards) before a run.
+  Status reset_output(GuardedOutput& out) {
+    const std::span<std::byte> guarded = out.guarded_bytes();
+    return memory_.copy(byte_view(guarded.data(), guarded.size(), kHostBackend),
+                        byte_view(output_, guarded.size(), backend_), stream_);
+  }
+  // Waits for the run and brings the output buffer back into `out`.
+  Status download_output(GuardedOutput& out) {
+    SWITCHYARD_RETURN_IF_ERROR(memory_.synchronize(stream_));
+    const std::span<std::byte> guarded = out.guarded_bytes();
+    return memory_.copy(byte_view(output_, guarded.size(), backend_),
+                        byte_view(guarded.data(), guarded.size(), kHostBackend), stream_);
+  }
+  // Input i's bytes as they are now on the device.
+  Result<std::vector<std::byte>> input_bytes(std::size_t i, std::size_t size) {
+    std::vector<std::byte> bytes(size);
+    SWITCHYARD_RETURN_IF_ERROR(memory_.copy(byte_view(input_blocks_[i], size, backend_),
+                                            byte_view(bytes.data(), size, kHostBackend), stream_));
+    return bytes;
+  }
+  [[nodiscard]] std::span<const TensorView> inputs() const { return views_; }
+  [[nodiscard]] const TensorView& output() const { return out_view_; }
+  [[nodiscard]] void* stream() const { return stream_; }
+
+ private:
+  Result<std::byte*> copy_up(std::span<const std::byte> bytes) {
+    SWITCHYARD_ASSIGN_OR_RETURN(void* p, memory_.allocate(static_cast<std::int64_t>(bytes.size())));
+    blocks_.push_back(p);
+    input_blocks_.push_back(static_cast<std::byte*>(p));
+    if (!bytes.empty()) {
+      SWITCHYARD_RETURN_IF_ERROR(
+          memory_.copy(byte_view(const_cast<std::byte*>(bytes.data()), bytes.size(), kHostBackend),
+                       byte_view(p, bytes.size(), backend_), stream_));
+    }
+    return static_cast<std::byte*>(p);
+  }
+
+  BackendId backend_;
+  BackendMemory& memory_;
+  void* stream_;
+  std::vector<void*> blocks_;
+  std::vector<std::byte*> input_blocks_;
+  std::vector<TensorView> views_;
+  std::byte* output_ = nullptr;
+  TensorView out_view_;
+};
+
 class CaseRunner {
  public:
+  // `device` is null for a kernel on host memory.
   CaseRunner(const BindingEntry& entry, std::span<const HostInput> inputs,
              std::span<const std::vector<std::byte>> pristine, const OpParams& params,
-             GuardedOutput& out)
-      : entry_(entry), inputs_(inputs), pristine_(pristine), params_(params), out_(out) {}
+             GuardedOutput& out, DeviceCase* device = nullptr)
+      : entry_(entry),
+        inputs_(inputs),
+        pristine_(pristine),
+        params_(params),
+        out_(out),
+        device_(device) {}
 
   RunOutcome run(ParallelRunner* runner) {
     RunOutcome outcome;
     out_.reset();
     std::vector<TensorView> in_views;
     for (const HostInput& in : inputs_) in_views.push_back(in.view);
-    const TensorView out_view = out_.view();
+    TensorView out_view = out_.view();
     ExecContext ctx{.runner = runner};
+    if (device_ != nullptr) {
+      if (Status s = device_->reset_output(out_); !s.is_ok()) {
+        return harness_error(outcome, "uploading the poisoned output", s);
+      }
+      in_views.assign(device_->inputs().begin(), device_->inputs().end());
+      out_view = device_->output();
+      ctx.stream = device_->stream();
+    }
     const KernelCall call{.inputs = in_views,
                           .outputs = std::span<const TensorView>(&out_view, 1),
                           .params = params_,
                           .ctx = ctx,
                           .name = entry_.name};
-    const Status status = entry_.fn(call);
+    Status status = entry_.fn(call);
+    // A device kernel's own errors may surface only once its stream is waited on.
+    if (device_ != nullptr && status.is_ok()) status = device_->download_output(out_);
     if (!status.is_ok()) {
       outcome.failure = VerifyFailure::kKernelError;
       outcome.detail = fmt::format("the kernel refused a valid case: {}", status.to_string());
@@ -93,7 +201,14 @@ class CaseRunner {
       return outcome;
     }
     for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      const auto now = inputs_[i].bytes.span();
+      std::vector<std::byte> downloaded;
+      std::span<const std::byte> now = inputs_[i].bytes.span();
+      if (device_ != nullptr) {
+        Result<std::vector<std::byte>> bytes = device_->input_bytes(i, now.size());
+        if (!bytes.is_ok()) return harness_error(outcome, "downloading an input", bytes.status());
+        downloaded = std::move(*bytes);
+        now = downloaded;
+      }
       if (!std::equal(now.begin(), now.end(), pristine_[i].begin(), pristine_[i].end())) {
         outcome.failure = VerifyFailure::kInputModified;
         outcome.detail = fmt::format("input {} was written to", i);
@@ -106,11 +221,20 @@ class CaseRunner {
   }
 
  private:
+  // A copy the harness itself could not make: reported as the case's failure, so
+  // that it is never a pass.
+  static RunOutcome& harness_error(RunOutcome& outcome, std::string_view what, const Status& s) {
+    outcome.failure = VerifyFailure::kKernelError;
+    outcome.detail = fmt::format("harness: {}: {}", what, s.to_string());
+    return outcome;
+  }
+
   const BindingEntry& entry_;
   std::span<const HostInput> inputs_;
   std::span<const std::vector<std::byte>> pristine_;
   const OpParams& params_;
   GuardedOutput& out_;
+  DeviceCase* device_;
 };
 
 // Whether |out - ref| = err is within one of the claim's bounds (Note [Verify
@@ -265,10 +389,18 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
     skip(report, "runtime-fused recipes have no reference in the harness");
     return report;
   }
-  if (slot.backend != kHostBackend) {
-    skip(report, fmt::format("the harness runs kernels on host memory; {} operands are not",
-                             name(slot.backend)));
+  BackendMemory* memory = options.memory[static_cast<std::size_t>(slot.backend)];
+  if (memory == nullptr && slot.backend == kHostBackend) memory = &host_memory();
+  if (memory == nullptr) {
+    skip(report, fmt::format("the harness was given no memory for backend {}", name(slot.backend)));
     return report;
+  }
+  const bool on_device = !memory->host_addressable();
+  if (on_device) {
+    if (Status ready = memory->ready(); !ready.is_ok()) {
+      skip(report, fmt::format("{} is not usable here: {}", name(slot.backend), ready.message()));
+      return report;
+    }
   }
   if (entry.fn == nullptr) {
     report.verdict = VerifyVerdict::kFail;
@@ -288,6 +420,26 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
   // The CPU backend's own pool, so the runs split work exactly as in production.
   ThreadPool parallel(threads);
   ThreadPool other(threads == 1 ? 3 : 1);
+  // A device entry runs on a stream of its own, made and destroyed here.
+  void* stream = nullptr;
+  if (on_device) {
+    Result<void*> made = memory->create_stream();
+    if (!made.is_ok()) {
+      report.verdict = VerifyVerdict::kFail;
+      report.failure = VerifyFailure::kKernelError;
+      report.reason = fmt::format("harness: no stream on {}: {}", name(slot.backend),
+                                  made.status().to_string());
+      return report;
+    }
+    stream = *made;
+  }
+  struct StreamGuard {
+    BackendMemory* memory;
+    void* stream;
+    ~StreamGuard() {
+      if (stream != nullptr) memory->destroy_stream(stream);
+    }
+  } stream_guard{memory, stream};
   for (Case& c : *cases) {
     VerifyCaseResult result;
     result.description = describe_case(c);
@@ -310,7 +462,18 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
     for (const HostInput& h : host)
       pristine.emplace_back(h.bytes.span().begin(), h.bytes.span().end());
     GuardedOutput out(out_dtype, ref->shape);
-    CaseRunner runner(entry, host, pristine, c.params, out);
+    std::optional<DeviceCase> device;
+    if (on_device) {
+      device.emplace(slot.backend, *memory, stream);
+      if (Status s = device->upload(host, out); !s.is_ok()) {
+        report.verdict = VerifyVerdict::kFail;
+        report.failure = VerifyFailure::kKernelError;
+        report.reason = fmt::format("harness: uploading case {} to {}: {}", result.description,
+                                    name(slot.backend), s.to_string());
+        return report;
+      }
+    }
+    CaseRunner runner(entry, host, pristine, c.params, out, device ? &*device : nullptr);
     result.elements = ref->shape.numel();
 
     RunOutcome first = runner.run(&parallel);
@@ -370,11 +533,16 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
 
 std::vector<VerifyEntryReport> verify_table(const KernelBindingTable& table,
                                             const VerifyOptions& options) {
+  VerifyOptions with_memory = options;
+  for (BackendId b : kAllBackends) {
+    BackendMemory*& memory = with_memory.memory[static_cast<std::size_t>(b)];
+    if (memory == nullptr) memory = table.backend_memory(b);
+  }
   std::vector<VerifyEntryReport> reports;
   for (const KernelBindingTable::EntryRef ref : table.entries()) {
     if (options.backend && ref.slot.backend != *options.backend) continue;
     if (options.op && ref.slot.key != BindingKey(*options.op)) continue;
-    reports.push_back(verify_entry(ref.slot, ref.entry, options));
+    reports.push_back(verify_entry(ref.slot, ref.entry, with_memory));
   }
   return reports;
 }

@@ -84,6 +84,9 @@ class GuardedOutput {
   [[nodiscard]] std::span<const std::byte> output_bytes() const {
     return {bytes_.data() + kGuardBytes, payload_};
   }
+  // The whole buffer, guards included, for a harness that mirrors it in device
+  // memory: it uploads these bytes before a run and downloads them after.
+  [[nodiscard]] std::span<std::byte> guarded_bytes() { return bytes_.span(); }
   // The output's elements as doubles.
   [[nodiscard]] std::vector<double> values() const;
 

@@ -5,6 +5,7 @@
 // Exit status: 1 when any entry fails (or, with --unverified, when any claim is
 // unverified), 2 on bad usage or an unreadable ledger, 0 otherwise.
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -111,6 +112,17 @@ int run_verify(const VerifyCommandOptions& options) {
   const TableSnapshot table = current_table();
   if (options.unverified) return run_unverified(options, *table, *ledger);
 
+  // A device backend compiled in where its device is absent: its entries are
+  // skipped, each saying why; say it once up front too.
+  for (BackendId b : kAllBackends) {
+    if (verify_options.backend && b != *verify_options.backend) continue;
+    const BackendMemory* memory = table->backend_memory(b);
+    if (memory == nullptr) continue;
+    if (Status ready = memory->ready(); !ready.is_ok()) {
+      std::fprintf(stderr, "switchyard verify: skipping the %s entries: %s\n",
+                   std::string(name(b)).c_str(), std::string(ready.message()).c_str());
+    }
+  }
   const std::vector<VerifyEntryReport> reports = verify_table(*table, verify_options);
   if (!options.no_record) {
     const std::string date = utc_date_now();
