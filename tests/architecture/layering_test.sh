@@ -58,6 +58,11 @@ expect fails backend_cpu '#include "switchyard/backends.h"'
 expect fails backend_cpu '#include "switchyard/plan.h"'
 expect fails backend_null '#include "switchyard/quant_blocks.h"'
 expect fails verify '#include "switchyard/llama.h"'
+# The CUDA toolkit is private to src/backends/cuda/: the layers that link it see
+# none of its headers (where a toolkit is installed, this is what keeps it so).
+expect fails backends '#include <cuda_runtime_api.h>'
+expect fails models '#include <cuda_runtime_api.h>'
+expect fails verify '#include <cuda_runtime_api.h>'
 # Private headers stay in their layer.
 expect fails exec '#include "plan/passes.h"'
 expect fails backend_cpu '#include "verify/reference.h"'

@@ -97,6 +97,14 @@ expect 2 "run --backend unknown" -- "$tool" run --backend tpu
 contains err "unknown backend 'tpu' (compiled: cpu" "the refusal lists the compiled backends"
 expect 2 "run --backend known but not compiled" -- "$tool" run --backend metal
 contains err "'metal' is not compiled into this build" "the refusal says it is not compiled"
+# cuda: without a GPU (CI) a usage error either way, saying why: not compiled in, or
+# compiled in with no device or driver; with one, the embedded model runs there.
+if nvidia-smi -L >/dev/null 2>&1; then
+  expect 0 "run --backend cuda on a GPU" -- "$tool" run --backend cuda --prompt-tokens 4 --tokens 2
+else
+  expect 2 "run --backend cuda without a GPU" -- "$tool" run --backend cuda --tokens 1
+  contains err "cuda" "the refusal names the backend"
+fi
 expect 0 "run --backend auto" -- "$tool" run --backend auto --prompt-tokens 4 --tokens 2
 printf 'GGUF\003\000\000\000' >"$work/truncated.gguf"
 expect 2 "run a truncated file" -- "$tool" run "$work/truncated.gguf"

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds Switchyard with the CUDA backend on a machine with an NVIDIA GPU and runs
+# what needs the GPU: the `cuda`-labelled tests, the conformance harness on the
+# cuda backend, and the embedded model on the GPU and on the CPU in f32, f16 and
+# bf16. Logs go to $OUT (or ./cuda-device-out); the last lines printed are a
+# summary.
+#
+# Usage: scripts/cuda_device.sh [--full]   (--full also runs the whole ctest suite)
+# GoogleTest comes from the system, or from a source tree at .gtest-src (copy
+# /usr/src/googletest there on a machine without the package).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/cuda-device-out}
+mkdir -p "$out"
+build=build/cuda-device
+summary=()
+step() {  # step NAME COMMAND...: runs it with its log in $out/NAME.log
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-24s exit %-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
+  return $rc
+}
+
+nvidia-smi >"$out/nvidia-smi.log" 2>&1
+gtest=()
+[[ -d .gtest-src ]] && gtest=(-DSWITCHYARD_GTEST_SOURCE_DIR="$PWD/.gtest-src")
+step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSWITCHYARD_WERROR=ON -DSWITCHYARD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DSWITCHYARD_BUILD_BENCHMARKS=OFF "${gtest[@]}"
+step build cmake --build "$build" -j "$(nproc)"
+tool=$build/tools/switchyard/switchyard
+step ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure
+step verify-cuda "$tool" verify --backend cuda --no-record
+for t in f32 f16 bf16; do
+  for b in cuda cpu; do
+    step "run-$t-$b" "$tool" run --backend "$b" --model-type "$t" --prompt-tokens 64 --tokens 32
+  done
+done
+step run-mix-auto "$tool" run --prompt-tokens 64 --tokens 32
+if [[ ${1:-} == --full ]]; then
+  step ctest-all ctest --test-dir "$build" -j "$(nproc)" --output-on-failure
+fi
+{
+  printf '%s\n' "${summary[@]}"
+  grep -h "tests passed\|tests failed" "$out"/ctest-*.log
+  tail -n 1 "$out/verify-cuda.log"
+  for f in "$out"/run-*.log; do
+    printf '%s: ' "$(basename "$f" .log)"
+    grep -h "tokens/s\|backend " "$f" | tr '\n' ' '
+    echo
+  done
+} | tee "$out/summary.log"

@@ -1,0 +1,425 @@
+// The CUDA backend: its bindings (present in every build with CUDA, device or
+// not), its behaviour without a device (errors, never aborts), and on a GPU its
+// memory, every kernel against the float64 references, whole graphs against the
+// CPU, a device-side index error and NaN propagation. The tests that need a GPU
+// skip, saying so, where there is none (CI); they are labelled `cuda` in ctest.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "switchyard/backends.h"
+#include "switchyard/dispatch.h"
+#include "switchyard/example_graphs.h"
+#include "switchyard/executor.h"
+#include "switchyard/kernel_mask.h"
+#include "switchyard/plan.h"
+#include "switchyard/registry.h"
+#include "switchyard/verify.h"
+
+namespace switchyard {
+namespace {
+
+using ::testing::HasSubstr;
+
+const DTypeList kF32x3{DType::kF32, DType::kF32, DType::kF32};
+
+BackendMemory& cuda_memory() {
+  BackendMemory* memory = current_table()->backend_memory(BackendId::kCuda);
+  SWITCHYARD_CHECK_MSG(memory != nullptr, "the cuda backend registered no memory");
+  return *memory;
+}
+
+// Skips the test, with the backend's reason, where no device can be used.
+#define REQUIRE_CUDA_DEVICE()                                     \
+  do {                                                            \
+    if (Status ready = cuda_memory().ready(); !ready.is_ok()) {   \
+      GTEST_SKIP() << "needs a CUDA device: " << ready.message(); \
+    }                                                             \
+  } while (false)
+
+// A stream for a test, destroyed with it.
+class Stream {
+ public:
+  Stream() {
+    Result<void*> s = cuda_memory().create_stream();
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    stream_ = s.is_ok() ? *s : nullptr;
+  }
+  ~Stream() { cuda_memory().destroy_stream(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  [[nodiscard]] void* get() const { return stream_; }
+
+ private:
+  void* stream_ = nullptr;
+};
+
+// Device memory for a test, freed with it.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::int64_t bytes) {
+    Result<void*> p = cuda_memory().allocate(bytes);
+    EXPECT_TRUE(p.is_ok()) << p.status().to_string();
+    data_ = p.is_ok() ? *p : nullptr;
+  }
+  ~DeviceBuffer() { cuda_memory().deallocate(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  [[nodiscard]] void* get() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// --- without a device (CI) as with one -----------------------------------------
+
+TEST(CudaBackendTest, TheBindingsAreInTheTableWithOrWithoutADevice) {
+  const TableSnapshot table = current_table();
+  EXPECT_TRUE(is_compiled(BackendId::kCuda));
+  ASSERT_NE(table->backend_memory(BackendId::kCuda), nullptr);
+  EXPECT_FALSE(table->backend_memory(BackendId::kCuda)->host_addressable());
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const DTypeList same{t, t, t};
+    EXPECT_TRUE(table->backend_supports(OpKind::kMatmul, same, BackendId::kCuda)) << name(t);
+    EXPECT_TRUE(table->backend_supports(OpKind::kAdd, same, BackendId::kCuda)) << name(t);
+    EXPECT_TRUE(table->backend_supports(OpKind::kRope, {t, DType::kI32, t}, BackendId::kCuda));
+    EXPECT_TRUE(table->backend_supports(OpKind::kAttention, {t, t, t, t, t}, BackendId::kCuda));
+  }
+  // cuBLASLt first, its TF32 sibling next, the tiled kernel last.
+  const auto alts = table->lookup_alternatives(OpKind::kMatmul, kF32x3, BackendId::kCuda);
+  ASSERT_EQ(alts.size(), 3u);
+  EXPECT_EQ(alts[0].name, "matmul_f32__cuda_cublaslt");
+  EXPECT_EQ(alts[1].name, "matmul_f32__cuda_cublaslt_tf32");
+  EXPECT_EQ(alts[2].name, "matmul_f32__cuda_simt");
+  ASSERT_TRUE(alts[1].precision.max_rel.has_value());
+  EXPECT_GT(*alts[1].precision.max_rel, *alts[0].precision.max_rel);
+  // Every op the CPU binds in f32 is bound here too, at the same key; the fused
+  // ops are formed only where a backend binds them, and cuda binds none yet.
+  for (const KernelBindingTable::Slot& slot : table->slots()) {
+    if (slot.backend != BackendId::kCpu || !slot.key.is_static()) continue;
+    if (op_family(*slot.key.static_op()) == OpFamily::kFused) continue;
+    bool f32_only = true;
+    for (std::size_t i = 0; i < slot.dtypes.size(); ++i) {
+      f32_only = f32_only && (slot.dtypes[i] == DType::kF32 || slot.dtypes[i] == DType::kI32);
+    }
+    if (!f32_only) continue;
+    EXPECT_TRUE(table->backend_supports(slot.key, slot.dtypes, BackendId::kCuda))
+        << describe_key(slot.key, slot.dtypes, BackendId::kCuda);
+  }
+}
+
+TEST(CudaBackendTest, WithoutADeviceEveryCallIsUnavailableAndNothingAborts) {
+  BackendMemory& memory = cuda_memory();
+  if (memory.ready().is_ok()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_EQ(memory.ready().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(memory.ready().message(), HasSubstr("cuda"));
+  EXPECT_EQ(memory.allocate(1024).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(memory.create_stream().status().code(), StatusCode::kUnavailable);
+  // The default backend stays the CPU; an executor of a plan on cuda fails to
+  // start with the reason.
+  EXPECT_EQ(default_backend(*current_table()), BackendId::kCpu);
+  Result<Graph> graph = mlp_graph(8, 16);
+  ASSERT_TRUE(graph.is_ok());
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.buckets = {{"all", {{"tokens", 1, 4}}}};
+  options.record_in_registry = false;
+  Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  Result<Executor> exec = Executor::create(std::make_shared<const ExecutionPlan>(std::move(*plan)));
+  ASSERT_FALSE(exec.is_ok());
+  EXPECT_EQ(exec.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(CudaBackendTest, AKernelCalledWithoutItsStreamIsRefusedByName) {
+  const TableSnapshot table = current_table();
+  Result<const BindingEntry*> add = table->lookup(OpKind::kAdd, kF32x3, BackendId::kCuda);
+  ASSERT_TRUE(add.is_ok());
+  float a[4] = {}, out[4] = {};
+  const TensorView va = TensorView::contiguous(a, DType::kF32, Shape{4}, BackendId::kCuda);
+  const TensorView vo = TensorView::contiguous(out, DType::kF32, Shape{4}, BackendId::kCuda);
+  const TensorView inputs[] = {va, va};
+  ExecContext ctx;
+  const OpParams params;
+  const Status st = (*add)->fn({.inputs = inputs,
+                                .outputs = std::span<const TensorView>(&vo, 1),
+                                .params = params,
+                                .ctx = ctx,
+                                .name = (*add)->name});
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("add_f32__cuda_simt"));
+}
+
+// SWITCHYARD_MASK_KERNELS=cuda:matmul:* hides every CUDA matmul: a lookup misses,
+// and a graph sent to cuda falls back to the CPU for its matmuls, which the
+// registry reports as violations (strict mode would refuse). Planning needs no
+// device.
+TEST(CudaBackendTest, AMaskedMatmulIsAMissAndAViolation) {
+  Result<KernelMask> mask = KernelMask::parse("cuda:matmul:*");
+  ASSERT_TRUE(mask.is_ok());
+  ASSERT_TRUE(set_kernel_mask(*mask).is_ok());
+  const TableSnapshot table = current_table();
+  EXPECT_FALSE(table->backend_supports(OpKind::kMatmul, kF32x3, BackendId::kCuda));
+  EXPECT_TRUE(table->backend_supports(OpKind::kAdd, kF32x3, BackendId::kCuda));
+  Result<const BindingEntry*> miss = table->lookup(OpKind::kMatmul, kF32x3, BackendId::kCuda);
+  ASSERT_FALSE(miss.is_ok());
+  EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
+
+  Result<Graph> graph = mlp_graph(8, 16);
+  ASSERT_TRUE(graph.is_ok());
+  Registry registry({.sink = [](std::string_view) {}});
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.policy.fallbacks = {BackendId::kCpu};
+  options.buckets = {{"all", {{"tokens", 1, 4}}}};
+  options.registry = &registry;
+  Result<ExecutionPlan> plan = plan_graph(*graph, table, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const SealReport report = registry.seal();
+  EXPECT_FALSE(report.violations.empty());
+  for (const auto& v : report.violations) EXPECT_EQ(v.backend, BackendId::kCuda);
+
+  Registry strict({.strict = StrictPolicy::all(), .sink = [](std::string_view) {}});
+  options.registry = &strict;
+  EXPECT_EQ(plan_graph(*graph, table, options).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(clear_kernel_mask().is_ok());
+  EXPECT_TRUE(current_table()->backend_supports(OpKind::kMatmul, kF32x3, BackendId::kCuda));
+}
+
+// --- on a device -----------------------------------------------------------------
+
+TEST(CudaBackendTest, DeviceMemoryRoundTrip) {
+  REQUIRE_CUDA_DEVICE();
+  BackendMemory& memory = cuda_memory();
+  const std::vector<float> host = random_floats(1000, 1);
+  DeviceBuffer a(4000), b(4000);
+  Result<void*> block = memory.allocate(100);
+  ASSERT_TRUE(block.is_ok());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(*block) % 64, 0u);
+  memory.deallocate(*block);
+  const Shape shape{1000};
+  const TensorView h = TensorView::contiguous(const_cast<float*>(host.data()), DType::kF32, shape);
+  const TensorView da = TensorView::contiguous(a.get(), DType::kF32, shape, BackendId::kCuda);
+  const TensorView db = TensorView::contiguous(b.get(), DType::kF32, shape, BackendId::kCuda);
+  for (bool with_stream : {false, true}) {
+    Stream stream;
+    void* s = with_stream ? stream.get() : nullptr;
+    std::vector<float> back(1000, -1.0f);
+    const TensorView hb = TensorView::contiguous(back.data(), DType::kF32, shape);
+    ASSERT_TRUE(memory.copy(h, da, s).is_ok());
+    ASSERT_TRUE(memory.copy(da, db, s).is_ok());
+    ASSERT_TRUE(memory.copy(db, hb, s).is_ok());
+    ASSERT_TRUE(memory.synchronize(s).is_ok());
+    EXPECT_EQ(std::memcmp(back.data(), host.data(), 4000), 0) << "stream " << with_stream;
+  }
+  // Mismatched views are refused, not copied.
+  const TensorView small =
+      TensorView::contiguous(a.get(), DType::kF32, Shape{10}, BackendId::kCuda);
+  EXPECT_EQ(memory.copy(h, small, nullptr).code(), StatusCode::kInvalidArgument);
+  // Out of memory is a Status.
+  EXPECT_EQ(memory.allocate(std::int64_t{1} << 50).status().code(), StatusCode::kResourceExhausted);
+}
+
+// Every CUDA alternative against the float64 references, by its own claim, with
+// poisoned outputs, guards and input checks (Note [Verifying on a device]).
+TEST(CudaBackendTest, EveryKernelPassesTheConformanceHarness) {
+  REQUIRE_CUDA_DEVICE();
+  const std::vector<VerifyEntryReport> reports =
+      verify_table(*current_table(), {.backend = BackendId::kCuda});
+  ASSERT_FALSE(reports.empty());
+  int passed = 0;
+  for (const VerifyEntryReport& r : reports) {
+    EXPECT_EQ(r.verdict, VerifyVerdict::kPass) << r.kernel << ": " << r.reason;
+    passed += r.verdict == VerifyVerdict::kPass;
+  }
+  EXPECT_EQ(passed, static_cast<int>(reports.size()));
+}
+
+// A kernel that writes one element too many or leaves one unwritten fails the
+// harness on the device as on the host: the harness's guards and poison work
+// through device memory. The CUDA add is called on a view one element short.
+TEST(CudaBackendTest, TheHarnessCatchesAnUnwrittenDeviceOutput) {
+  REQUIRE_CUDA_DEVICE();
+  KernelBindingTable table;
+  table.add_backend(BackendId::kCuda, cuda_memory());
+  const TableSnapshot builtin = current_table();
+  const BindingEntry* add = *builtin->lookup(OpKind::kAdd, kF32x3, BackendId::kCuda);
+  static KernelFn real = nullptr;
+  real = add->fn;
+  // Writes all but the last element of a dense output: it calls the real kernel on
+  // every operand flattened and one element short.
+  KernelFn short_add = [](const KernelCall& call) -> Status {
+    const TensorView& o = call.outputs[0];
+    bool dense = o.is_contiguous() && o.numel() >= 2;
+    for (const TensorView& t : call.inputs) dense = dense && t.is_contiguous();
+    if (!dense) return real(call);
+    auto shorter = [](const TensorView& t) {
+      return TensorView::contiguous(t.first(), t.dtype(), Shape{t.numel() - 1}, t.backend());
+    };
+    const TensorView in[] = {shorter(call.inputs[0]), shorter(call.inputs[1])};
+    const TensorView out = shorter(o);
+    return real({in, std::span<const TensorView>(&out, 1), call.params, call.ctx, call.name});
+  };
+  table.register_kernel(OpKind::kAdd, kF32x3, BackendId::kCuda, short_add,
+                        {.name = "add_f32__cuda_short", .precision = add->precision});
+  ASSERT_TRUE(table.finalize().is_ok());
+  const std::vector<VerifyEntryReport> r = verify_table(table);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].verdict, VerifyVerdict::kFail) << r[0].reason;
+}
+
+// Runs `graph` on `backend` (and the CPU for what it cannot) and returns output 0.
+Result<std::vector<float>> run_graph(const Graph& graph, BackendId backend,
+                                     std::span<const TensorView> inputs, const Shape& out_shape) {
+  PlanOptions options;
+  options.policy.preferred = {backend};
+  options.buckets = example_buckets(16);
+  options.record_in_registry = false;
+  SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan plan, plan_graph(graph, current_table(), options));
+  SWITCHYARD_ASSIGN_OR_RETURN(
+      Executor exec, Executor::create(std::make_shared<const ExecutionPlan>(std::move(plan))));
+  std::vector<float> out(static_cast<std::size_t>(out_shape.numel()), std::nanf(""));
+  const TensorView o = TensorView::contiguous(out.data(), DType::kF32, out_shape);
+  SWITCHYARD_RETURN_IF_ERROR(exec.run(inputs, std::span<const TensorView>(&o, 1)));
+  // A second run through the same executor and stream gives the same bytes.
+  std::vector<float> again(out.size(), std::nanf(""));
+  const TensorView o2 = TensorView::contiguous(again.data(), DType::kF32, out_shape);
+  SWITCHYARD_RETURN_IF_ERROR(exec.run(inputs, std::span<const TensorView>(&o2, 1)));
+  if (std::memcmp(out.data(), again.data(), out.size() * sizeof(float)) != 0) {
+    return internal_error("two runs of one executor differ");
+  }
+  return out;
+}
+
+void expect_close(std::span<const float> got, std::span<const float> want, double rel) {
+  ASSERT_EQ(got.size(), want.size());
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << "element " << i;
+    err2 += (got[i] - want[i]) * double(got[i] - want[i]);
+    ref2 += double(want[i]) * want[i];
+  }
+  EXPECT_LE(std::sqrt(err2 / ref2), rel);
+}
+
+// A llama decoder block (rms_norm, projections, rope, causal grouped-query
+// attention, SwiGLU, residuals) planned on cuda and run by the executor on its
+// stream, against the same graph on the CPU, at a decode and a prefill size.
+TEST(CudaBackendTest, ATransformerBlockMatchesTheCpu) {
+  REQUIRE_CUDA_DEVICE();
+  TransformerBlockShape shape;
+  Result<Graph> graph = transformer_block_graph(shape);
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  for (std::int64_t tokens : {1, 7}) {
+    std::vector<float> x = random_floats(static_cast<std::size_t>(tokens * shape.model_dim), 7);
+    std::vector<std::int32_t> pos(static_cast<std::size_t>(tokens));
+    for (std::int64_t t = 0; t < tokens; ++t)
+      pos[static_cast<std::size_t>(t)] = std::int32_t(t + 3);
+    const TensorView inputs[] = {
+        TensorView::contiguous(x.data(), DType::kF32, Shape{tokens, shape.model_dim}),
+        TensorView::contiguous(pos.data(), DType::kI32, Shape{tokens})};
+    const Shape out{tokens, shape.model_dim};
+    Result<std::vector<float>> cpu = run_graph(*graph, BackendId::kCpu, inputs, out);
+    ASSERT_TRUE(cpu.is_ok()) << cpu.status().to_string();
+    Result<std::vector<float>> gpu = run_graph(*graph, BackendId::kCuda, inputs, out);
+    ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+    expect_close(*gpu, *cpu, 1e-5);
+  }
+}
+
+// Runs one CUDA kernel of the built-in table on host data through device copies.
+Status run_kernel(OpKind op, const DTypeList& key, std::span<const TensorView> host_inputs,
+                  const TensorView& host_out, const OpParams& params) {
+  BackendMemory& memory = cuda_memory();
+  SWITCHYARD_ASSIGN_OR_RETURN(const BindingEntry* e,
+                              current_table()->lookup(op, key, BackendId::kCuda));
+  Stream stream;
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<TensorView> inputs;
+  auto upload = [&](const TensorView& h) -> Result<TensorView> {
+    const std::int64_t bytes = h.numel() * dense_bytes(h.dtype());
+    buffers.push_back(std::make_unique<DeviceBuffer>(std::max<std::int64_t>(bytes, 1)));
+    const TensorView d =
+        TensorView::contiguous(buffers.back()->get(), h.dtype(), h.shape(), BackendId::kCuda);
+    SWITCHYARD_RETURN_IF_ERROR(memory.copy(h, d, stream.get()));
+    return d;
+  };
+  for (const TensorView& h : host_inputs) {
+    SWITCHYARD_ASSIGN_OR_RETURN(TensorView d, upload(h));
+    inputs.push_back(d);
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(TensorView out, upload(host_out));
+  ExecContext ctx{.stream = stream.get()};
+  SWITCHYARD_RETURN_IF_ERROR(e->fn({.inputs = inputs,
+                                    .outputs = std::span<const TensorView>(&out, 1),
+                                    .params = params,
+                                    .ctx = ctx,
+                                    .name = e->name}));
+  SWITCHYARD_RETURN_IF_ERROR(memory.synchronize(stream.get()));
+  return memory.copy(out, host_out, stream.get());
+}
+
+TEST(CudaBackendTest, AnIndexOutOfRangeFoundOnTheDeviceIsAnError) {
+  REQUIRE_CUDA_DEVICE();
+  std::vector<float> table = random_floats(12, 3);
+  std::vector<std::int32_t> idx = {1, 5};  // the table has 3 rows
+  std::vector<float> out(8);
+  const TensorView inputs[] = {TensorView::contiguous(table.data(), DType::kF32, Shape{3, 4}),
+                               TensorView::contiguous(idx.data(), DType::kI32, Shape{2})};
+  const Status st =
+      run_kernel(OpKind::kGetRows, {DType::kF32, DType::kI32, DType::kF32}, inputs,
+                 TensorView::contiguous(out.data(), DType::kF32, Shape{2, 4}), OpParams{});
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  EXPECT_THAT(st.message(), HasSubstr("get_rows"));
+  // The stream's error word was cleared: an in-range call succeeds afterwards.
+  idx = {2, 0};
+  EXPECT_TRUE(run_kernel(OpKind::kGetRows, {DType::kF32, DType::kI32, DType::kF32}, inputs,
+                         TensorView::contiguous(out.data(), DType::kF32, Shape{2, 4}), OpParams{})
+                  .is_ok());
+  EXPECT_EQ(out[0], table[8]);
+}
+
+// Note [NaN-propagating max]: a NaN logit makes its softmax row and its attention
+// output NaN instead of disappearing into a max.
+TEST(CudaBackendTest, NaNPropagatesThroughSoftmaxAndAttention) {
+  REQUIRE_CUDA_DEVICE();
+  std::vector<float> x = random_floats(2 * 8, 5);
+  x[3] = std::nanf("");
+  std::vector<float> out(16, 0.0f);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, Shape{2, 8});
+  ASSERT_TRUE(run_kernel(OpKind::kSoftmax, {DType::kF32, DType::kF32}, std::span(&in, 1),
+                         TensorView::contiguous(out.data(), DType::kF32, Shape{2, 8}), OpParams{})
+                  .is_ok());
+  for (int j = 0; j < 8; ++j) EXPECT_TRUE(std::isnan(out[j])) << j;
+  for (int j = 8; j < 16; ++j) EXPECT_TRUE(std::isfinite(out[j])) << j;
+
+  // q [1, 1, 32], k and v [4, 1, 32]: a NaN in one key's vector.
+  std::vector<float> q = random_floats(32, 6), k = random_floats(128, 7), v = random_floats(128, 8);
+  k[2 * 32 + 5] = std::nanf("");
+  std::vector<float> o(32, 0.0f);
+  const TensorView qkv[] = {TensorView::contiguous(q.data(), DType::kF32, Shape{1, 1, 32}),
+                            TensorView::contiguous(k.data(), DType::kF32, Shape{4, 1, 32}),
+                            TensorView::contiguous(v.data(), DType::kF32, Shape{4, 1, 32})};
+  OpParams params;
+  params.scale = 0.125f;
+  ASSERT_TRUE(run_kernel(OpKind::kAttention, {DType::kF32, DType::kF32, DType::kF32, DType::kF32},
+                         qkv, TensorView::contiguous(o.data(), DType::kF32, Shape{1, 1, 32}),
+                         params)
+                  .is_ok());
+  for (float e : o) EXPECT_TRUE(std::isnan(e));
+}
+
+}  // namespace
+}  // namespace switchyard
