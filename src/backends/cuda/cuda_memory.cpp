@@ -48,6 +48,22 @@ Result<CudaStream*> stream_of(const KernelCall& call) {
   return static_cast<CudaStream*>(call.ctx.stream);
 }
 
+Result<void*> scratch(CudaStream& stream, std::size_t bytes) {
+  if (bytes <= stream.scratch_bytes) return stream.scratch;
+  if (stream.scratch != nullptr) (void)cudaFree(stream.scratch);
+  stream.scratch = nullptr;
+  stream.scratch_bytes = 0;
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_error(e, fmt::format("cuda: allocating {} bytes of scratch memory", bytes));
+  }
+  stream.scratch = p;
+  stream.scratch_bytes = bytes;
+  return p;
+}
+
 namespace {
 
 // cuBLASLt's workspace per stream: what its heuristics ask for on Hopper.
@@ -195,6 +211,7 @@ class CudaMemory final : public BackendMemory {
     }
     s.lt_plans.clear();
     if (s.workspace != nullptr) (void)cudaFree(s.workspace);
+    if (s.scratch != nullptr) (void)cudaFree(s.scratch);
     if (s.lt != nullptr) (void)cublasLtDestroy(s.lt);
     if (s.error_host != nullptr) (void)cudaFreeHost(s.error_host);
     if (s.stream != nullptr) (void)cudaStreamDestroy(s.stream);

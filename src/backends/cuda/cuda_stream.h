@@ -41,7 +41,16 @@ struct CudaStream {
   std::size_t workspace_bytes = 0;
   // One stream belongs to one user at a time, so its plans need no lock.
   std::map<LtPlanKey, LtPlan> lt_plans;
+  // Device memory the composite kernels (linear, ffn_swiglu) keep intermediates
+  // in, grown on demand and kept (scratch()).
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
 };
+
+// At least `bytes` of the stream's scratch memory. Growing it frees the old block
+// (cudaFree waits for the work that used it) and allocates a larger one, so a
+// stream reaches its largest size once and then allocates nothing.
+[[nodiscard]] Result<void*> scratch(CudaStream& stream, std::size_t bytes);
 
 // kResourceExhausted for out of memory, kUnavailable for no device or a driver
 // too old, kInternal otherwise; the message says `what` failed and CUDA's words.

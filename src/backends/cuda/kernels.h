@@ -37,4 +37,11 @@ Status matmul_simt_kernel(const KernelCall& call);
 Status matmul_cublaslt_kernel(const KernelCall& call);
 Status matmul_cublaslt_tf32_kernel(const KernelCall& call);
 
+// The fused ops as compositions on the stream (gemm/fused.cpp): linear is the
+// matmul sibling of its weight dtype then the bias added in place; ffn_swiglu is
+// the gate and up matmuls into the stream's scratch, silu(gate) * up in place,
+// and the down matmul.
+Status linear_kernel(const KernelCall& call);
+Status ffn_swiglu_kernel(const KernelCall& call);
+
 }  // namespace switchyard::cuda

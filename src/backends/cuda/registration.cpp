@@ -207,6 +207,15 @@ void append_matmul_rows(std::vector<Row>& rows) {
   for (DType w : {kF16, kBF16}) {
     rows.push_back(row(kOp, {kF32, w, kF32}, &matmul_simt_kernel, "simt", dot(kF32), kOwn));
   }
+  // The fused ops, as compositions (Note [Composite fused kernels] in gemm/fused.cpp).
+  for (DType w : kFloatDTypes) {
+    const std::string_view variant = w == kF32 ? "cublaslt" : "simt";
+    const std::string_view source = w == kF32 ? kCublasLt : kOwn;
+    rows.push_back(
+        row(OpKind::kLinear, {kF32, w, kF32, kF32}, &linear_kernel, variant, dot(kF32), source));
+    rows.push_back(row(OpKind::kFfnSwiglu, {kF32, w, w, w, kF32}, &ffn_swiglu_kernel, variant,
+                       dot(kF32), source));
+  }
 }
 
 }  // namespace

@@ -105,11 +105,10 @@ TEST(CudaBackendTest, TheBindingsAreInTheTableWithOrWithoutADevice) {
   EXPECT_EQ(alts[2].name, "matmul_f32__cuda_simt");
   ASSERT_TRUE(alts[1].precision.max_rel.has_value());
   EXPECT_GT(*alts[1].precision.max_rel, *alts[0].precision.max_rel);
-  // Every op the CPU binds in f32 is bound here too, at the same key; the fused
-  // ops are formed only where a backend binds them, and cuda binds none yet.
+  // Every op the CPU binds in f32 is bound here too, at the same key, the fused
+  // linear and ffn_swiglu included.
   for (const KernelBindingTable::Slot& slot : table->slots()) {
     if (slot.backend != BackendId::kCpu || !slot.key.is_static()) continue;
-    if (op_family(*slot.key.static_op()) == OpFamily::kFused) continue;
     bool f32_only = true;
     for (std::size_t i = 0; i < slot.dtypes.size(); ++i) {
       f32_only = f32_only && (slot.dtypes[i] == DType::kF32 || slot.dtypes[i] == DType::kI32);

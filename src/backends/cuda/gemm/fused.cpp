@@ -1,0 +1,134 @@
+// linear and ffn_swiglu on CUDA, composed of the backend's own kernels on the
+// call's stream.
+//
+// Note [Composite fused kernels]
+// The planner forms a fused node only where a backend binds its key, so binding
+// linear and ffn_swiglu here keeps graphs planned for cuda from differing in shape
+// from the CPU's. These first bindings are compositions, not fused kernels: the
+// matmul sibling the weight dtype selects (cuBLASLt in f32 compute for f32 weights,
+// the tiled kernel for f16 / bf16 weights), then an elementwise pass. They read
+// the intermediates back from device memory (the stream's scratch), which a single
+// fused kernel would not; what they save today is the planner's and the
+// executor's per-node work. Their precision is the matmul's (one more rounding
+// for the bias, and for silu and the product).
+#include <utility>
+
+#include "backends/cuda/kernel_checks.h"
+#include "backends/cuda/kernels.h"
+
+namespace switchyard::cuda {
+namespace {
+
+// The matmul sibling for a weight dtype (Note [Composite fused kernels]).
+KernelFn matmul_for(DType w) {
+  return w == DType::kF32 ? &matmul_cublaslt_kernel : &matmul_simt_kernel;
+}
+
+// Runs a matmul of a [m, k] and w into out [m, n], all device views, with the
+// fused call's context and name.
+Status matmul(const KernelCall& call, const TensorView& a, const TensorView& w,
+              const TensorView& out) {
+  const TensorView inputs[] = {a, w};
+  return matmul_for(w.dtype())(
+      {inputs, std::span<const TensorView>(&out, 1), call.params, call.ctx, call.name});
+}
+
+TensorView rows(const TensorView& t, std::int64_t m, std::int64_t n, void* data = nullptr) {
+  return TensorView::contiguous(data != nullptr ? data : static_cast<void*>(t.first()), t.dtype(),
+                                Shape{m, n}, BackendId::kCuda);
+}
+
+// x [..., k] as [m, k]; kInvalidArgument unless contiguous with rank >= 1.
+Result<std::int64_t> row_count(const KernelCall& call, const TensorView& x) {
+  if (x.rank() < 1 || !x.is_contiguous()) {
+    return invalid_argument_error(
+        fmt::format("{}: x {} must be contiguous [..., K]", label(call), describe(x)));
+  }
+  const std::int64_t k = x.dim(x.rank() - 1);
+  return k > 0 ? x.numel() / k : 0;
+}
+
+}  // namespace
+
+Status linear_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 3));
+  const TensorView &x = call.inputs[0], &w = call.inputs[1], &bias = call.inputs[2];
+  const TensorView& out = call.outputs[0];
+  if (x.dtype() != DType::kF32 || bias.dtype() != DType::kF32 || out.dtype() != DType::kF32 ||
+      (w.dtype() != DType::kF32 && w.dtype() != DType::kF16 && w.dtype() != DType::kBF16)) {
+    return invalid_argument_error(fmt::format(
+        "{}: takes f32 x, bias and out and f32, f16 or bf16 weights; got {}, {}, {}, {}",
+        label(call), name(x.dtype()), name(w.dtype()), name(bias.dtype()), name(out.dtype())));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t m, row_count(call, x));
+  if (w.rank() != 2 || w.dim(1) != x.dim(x.rank() - 1) || bias.rank() != 1 ||
+      bias.dim(0) != w.dim(0) || !bias.is_contiguous() || !out.is_contiguous() ||
+      out.numel() != m * w.dim(0)) {
+    return invalid_argument_error(
+        fmt::format("{}: x {}, w {}, bias {}, out {} are not [..., K], "
+                    "[N, K], [N] and [..., N]",
+                    label(call), x.shape().to_string(), w.shape().to_string(),
+                    bias.shape().to_string(), out.shape().to_string()));
+  }
+  const std::int64_t n = w.dim(0), k = w.dim(1);
+  const TensorView out2 = rows(out, m, n);
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, rows(x, m, k), w, out2));
+  // out += bias, each row: the bias read with stride 0 across rows.
+  device::Layout b;
+  b.rank = 2;
+  b.dims[0] = m;
+  b.dims[1] = n;
+  b.strides[0] = 0;
+  b.strides[1] = 1;
+  b.contiguous = m <= 1;
+  return launched(device::binary(device::BinaryOp::kAdd, device::Type::kF32, out2.first(),
+                                 layout_of(out2), bias.first(), b, out2.first(), m * n, stream),
+                  call);
+}
+
+Status ffn_swiglu_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 4));
+  SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const TensorView &x = call.inputs[0], &gate = call.inputs[1], &up = call.inputs[2];
+  const TensorView &down = call.inputs[3], &out = call.outputs[0];
+  const DType wt = gate.dtype();
+  if (x.dtype() != DType::kF32 || out.dtype() != DType::kF32 || up.dtype() != wt ||
+      down.dtype() != wt || (wt != DType::kF32 && wt != DType::kF16 && wt != DType::kBF16)) {
+    return invalid_argument_error(
+        fmt::format("{}: takes f32 x and out and gate, up, down of one dtype among f32, f16, bf16",
+                    label(call)));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t m, row_count(call, x));
+  const std::int64_t d = x.dim(x.rank() - 1);
+  const std::int64_t f = gate.rank() == 2 ? gate.dim(0) : -1;
+  if (gate.rank() != 2 || gate.dim(1) != d || !(up.shape() == gate.shape()) || down.rank() != 2 ||
+      down.dim(0) != d || down.dim(1) != f || !(out.shape() == x.shape()) || !out.is_contiguous()) {
+    return invalid_argument_error(fmt::format(
+        "{}: x {}, gate {}, up {}, down {}, out {} are not [..., D], [F, D], [F, D], [D, F] and "
+        "[..., D]",
+        label(call), x.shape().to_string(), gate.shape().to_string(), up.shape().to_string(),
+        down.shape().to_string(), out.shape().to_string()));
+  }
+  if (m == 0) return Status::ok();
+  const auto half = static_cast<std::size_t>(m * f) * sizeof(float);
+  SWITCHYARD_ASSIGN_OR_RETURN(void* tmp, scratch(*s, 2 * half));
+  auto* g_data = static_cast<std::byte*>(tmp);
+  const TensorView g = TensorView::contiguous(g_data, DType::kF32, Shape{m, f}, BackendId::kCuda);
+  const TensorView u =
+      TensorView::contiguous(g_data + half, DType::kF32, Shape{m, f}, BackendId::kCuda);
+  const TensorView x2 = rows(x, m, d);
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, gate, g));
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, up, u));
+  const device::Layout dense = layout_of(g);
+  SWITCHYARD_RETURN_IF_ERROR(
+      launched(device::unary(device::UnaryOp::kSilu, device::Type::kF32, g.first(), dense,
+                             g.first(), m * f, 1.0f, stream),
+               call));
+  SWITCHYARD_RETURN_IF_ERROR(
+      launched(device::binary(device::BinaryOp::kMul, device::Type::kF32, g.first(), dense,
+                              u.first(), dense, g.first(), m * f, stream),
+               call));
+  return matmul(call, g, down, rows(out, m, d));
+}
+
+}  // namespace switchyard::cuda
