@@ -9,7 +9,10 @@
 # WERROR=OFF builds without -Werror (a newer compiler than CI's may warn where CI's
 # does not).
 # GoogleTest comes from the system, or from a source tree at .gtest-src (copy
-# /usr/src/googletest there on a machine without the package).
+# /usr/src/googletest there on a machine without the package). Google Benchmark
+# comes from the system, or from an installed copy at .bench-prefix (include/ and
+# lib/x86_64-linux-gnu/ as a Debian package lays them out); without either, the
+# CUDA benchmarks are not built.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/cuda-device-out}
@@ -29,9 +32,17 @@ step() {  # step NAME COMMAND...: runs it with its log in $out/NAME.log
 nvidia-smi >"$out/nvidia-smi.log" 2>&1
 gtest=()
 [[ -d .gtest-src ]] && gtest=(-DSWITCHYARD_GTEST_SOURCE_DIR="$PWD/.gtest-src")
+bench=(-DSWITCHYARD_BUILD_BENCHMARKS=OFF)
+if [[ -d .bench-prefix ]]; then
+  bench=(-DSWITCHYARD_BUILD_BENCHMARKS=ON
+         -Dbenchmark_DIR="$PWD/.bench-prefix/lib/x86_64-linux-gnu/cmake/benchmark")
+  export LD_LIBRARY_PATH="$PWD/.bench-prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+elif [[ -f /usr/include/benchmark/benchmark.h ]]; then
+  bench=(-DSWITCHYARD_BUILD_BENCHMARKS=ON)
+fi
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSWITCHYARD_WERROR="${WERROR:-ON}" -DSWITCHYARD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DSWITCHYARD_BUILD_BENCHMARKS=OFF "${gtest[@]}"
+  "${gtest[@]}" "${bench[@]}"
 step build cmake --build "$build" -j "$(nproc)"
 tool=$build/tools/switchyard/switchyard
 step ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure
@@ -42,6 +53,10 @@ for t in f32 f16 bf16; do
   done
 done
 step run-mix-auto "$tool" run --prompt-tokens 64 --tokens 32
+if [[ -x $build/bench/switchyard_bench ]]; then
+  step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter=Cuda \
+    --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+fi
 if [[ ${1:-} == --full ]]; then
   step ctest-all ctest --test-dir "$build" -j "$(nproc)" --output-on-failure
 fi
@@ -49,6 +64,7 @@ fi
   printf '%s\n' "${summary[@]}"
   grep -h "tests passed\|tests failed" "$out"/ctest-*.log
   tail -n 1 "$out/verify-cuda.log"
+  [[ -f $out/bench-cuda.log ]] && grep "_median" "$out/bench-cuda.log"
   for f in "$out"/run-*.log; do
     printf '%s: ' "$(basename "$f" .log)"
     grep -h "tokens/s\|backend " "$f" | tr '\n' ' '

@@ -1,0 +1,238 @@
+// The CUDA backend's kernels, called through their binding-table entries on a
+// stream of the backend's own memory, timed on the GPU:
+//   - dense matmul 4096 x 4096 x 4096 per sibling (cuBLASLt bf16, f16, exact f32,
+//     TF32; the tiled SIMT kernel for bf16 and f32) in TFLOP/s;
+//   - decode attention: 16 sequences of one new token each against a 4096-token
+//     cache, 32 query heads over 8 kv heads of 128 (Llama-3-8B's), in GB/s of K
+//     and V read, with the ratio to the copy bandwidth measured in the same run
+//     (`vs_copy_bw`, a device-to-device copy through CudaMemory, counting bytes
+//     read and written);
+//   - add f32 over 2^26 elements in GB/s, and that copy itself.
+// Each iteration queues 10 calls and then waits for the stream once, so the wait
+// is amortised. Without a CUDA device every benchmark skips, saying why. Run:
+//   ./build/release/bench/switchyard_bench --benchmark_filter=Cuda
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "switchyard/backends.h"
+#include "switchyard/dispatch.h"
+#include "switchyard/half.h"
+
+namespace switchyard {
+namespace {
+
+constexpr int kCallsPerIteration = 10;
+
+BackendMemory* cuda_memory_or_skip(benchmark::State& state) {
+  BackendMemory* memory = current_table()->backend_memory(BackendId::kCuda);
+  if (memory == nullptr) {
+    state.SkipWithError("the cuda backend is not compiled into this build");
+    return nullptr;
+  }
+  if (Status ready = memory->ready(); !ready.is_ok()) {
+    state.SkipWithError(std::string(ready.message()).c_str());
+    return nullptr;
+  }
+  return memory;
+}
+
+// Device tensors of random values and a stream, freed together.
+class Workspace {
+ public:
+  explicit Workspace(BackendMemory& memory) : memory_(memory) {
+    Result<void*> s = memory.create_stream();
+    ok_ = s.is_ok();
+    stream_ = ok_ ? *s : nullptr;
+  }
+  ~Workspace() {
+    memory_.destroy_stream(stream_);
+    for (void* p : blocks_) memory_.deallocate(p);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  // A device tensor of `dtype` filled with N(0, scale) values (zeros hide
+  // unwritten outputs and can run faster than real data).
+  TensorView tensor(DType dtype, Shape shape, float scale = 1.0f) {
+    const std::int64_t n = shape.numel();
+    const std::int64_t bytes = n * dense_bytes(dtype);
+    std::vector<std::byte> host(static_cast<std::size_t>(bytes));
+    std::mt19937 rng(static_cast<std::uint32_t>(blocks_.size() + 1));
+    std::normal_distribution<float> dist(0.0f, scale);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = dist(rng);
+      if (dtype == DType::kF32) {
+        reinterpret_cast<float*>(host.data())[i] = v;
+      } else {
+        reinterpret_cast<std::uint16_t*>(host.data())[i] =
+            dtype == DType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+      }
+    }
+    Result<void*> p = memory_.allocate(bytes);
+    if (!p.is_ok()) {
+      ok_ = false;
+      return {};
+    }
+    blocks_.push_back(*p);
+    const TensorView d = TensorView::contiguous(*p, dtype, shape, BackendId::kCuda);
+    ok_ =
+        ok_ && memory_.copy(TensorView::contiguous(host.data(), dtype, shape), d, stream_).is_ok();
+    return d;
+  }
+  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] void* stream() const { return stream_; }
+  [[nodiscard]] BackendMemory& memory() const { return memory_; }
+
+ private:
+  BackendMemory& memory_;
+  void* stream_ = nullptr;
+  bool ok_ = true;
+  std::vector<void*> blocks_;
+};
+
+const BindingEntry* find_entry(OpKind op, const DTypeList& key, const std::string& name) {
+  for (const BindingEntry& e : current_table()->lookup_alternatives(op, key, BackendId::kCuda)) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+// Times `call` kCallsPerIteration times per iteration; false once it fails.
+template <typename Call>
+void time_calls(benchmark::State& state, Workspace& ws, Call&& call) {
+  for (auto _ : state) {
+    for (int i = 0; i < kCallsPerIteration; ++i) {
+      if (Status s = call(); !s.is_ok()) {
+        state.SkipWithError(s.to_string().c_str());
+        return;
+      }
+    }
+    if (Status s = ws.memory().synchronize(ws.stream()); !s.is_ok()) {
+      state.SkipWithError(s.to_string().c_str());
+      return;
+    }
+  }
+}
+
+Status run_entry(const BindingEntry& e, std::span<const TensorView> inputs, const TensorView& out,
+                 const OpParams& params, void* stream) {
+  ExecContext ctx{.stream = stream};
+  return e.fn({.inputs = inputs,
+               .outputs = std::span<const TensorView>(&out, 1),
+               .params = params,
+               .ctx = ctx,
+               .name = e.name});
+}
+
+// Seconds per device-to-device copy of `bytes`, median of a few.
+double copy_seconds(Workspace& ws, std::int64_t bytes) {
+  const TensorView a = ws.tensor(DType::kF32, Shape{bytes / 4});
+  const TensorView b = ws.tensor(DType::kF32, Shape{bytes / 4});
+  std::vector<double> t;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCallsPerIteration; ++i) (void)ws.memory().copy(a, b, ws.stream());
+    (void)ws.memory().synchronize(ws.stream());
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                kCallsPerIteration);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void BM_CudaMatmul(benchmark::State& state, DType dtype, std::string variant) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  const DTypeList key{dtype, dtype, dtype};
+  const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, variant);
+  const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
+  if (e == nullptr) return state.SkipWithError(("no entry " + entry_name).c_str());
+  constexpr std::int64_t n = 4096;
+  Workspace ws(*memory);
+  const TensorView inputs[] = {ws.tensor(dtype, Shape{n, n}, 0.1f),
+                               ws.tensor(dtype, Shape{n, n}, 0.1f)};
+  const TensorView out = ws.tensor(dtype, Shape{n, n});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  const OpParams params;
+  time_calls(state, ws, [&] { return run_entry(*e, inputs, out, params, ws.stream()); });
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n * kCallsPerIteration * 1e-12,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_cublaslt, DType::kBF16, "cublaslt")->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f16_cublaslt, DType::kF16, "cublaslt")->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt, DType::kF32, "cublaslt")->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt_tf32, DType::kF32, "cublaslt_tf32")->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_simt, DType::kBF16, "simt")->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_simt, DType::kF32, "simt")->UseRealTime();
+
+void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  constexpr std::int64_t kBatch = 16, kKv = 4096, kHeads = 32, kKvHeads = 8, kDh = 128;
+  const DTypeList key{q_type, kv_type, kv_type, q_type};
+  const BindingEntry* e = find_entry(
+      OpKind::kAttention, key, kernel_name(OpKind::kAttention, key, BackendId::kCuda, "simt"));
+  if (e == nullptr) return state.SkipWithError("no attention entry");
+  Workspace ws(*memory);
+  const TensorView inputs[] = {ws.tensor(q_type, Shape{kBatch, 1, kHeads, kDh}),
+                               ws.tensor(kv_type, Shape{kBatch, kKv, kKvHeads, kDh}),
+                               ws.tensor(kv_type, Shape{kBatch, kKv, kKvHeads, kDh})};
+  const TensorView out = ws.tensor(q_type, Shape{kBatch, 1, kHeads, kDh});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  const double kv_bytes = 2.0 * kBatch * kKv * kKvHeads * kDh * dense_bytes(kv_type);
+  const double copy_bw = 2.0 * (std::int64_t{1} << 30) / copy_seconds(ws, std::int64_t{1} << 30);
+  OpParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(kDh));
+  const auto t0 = std::chrono::steady_clock::now();
+  time_calls(state, ws, [&] { return run_entry(*e, inputs, out, params, ws.stream()); });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double calls = static_cast<double>(state.iterations()) * kCallsPerIteration;
+  state.counters["GB/s"] = benchmark::Counter(kv_bytes * kCallsPerIteration * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["vs_copy_bw"] = calls > 0 ? kv_bytes * calls / seconds / copy_bw : 0.0;
+  state.counters["copy_GB/s"] = copy_bw * 1e-9;
+}
+BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16, DType::kF16, DType::kF16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f32, DType::kF32, DType::kF32)->UseRealTime();
+
+void BM_CudaAdd(benchmark::State& state) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  const DTypeList key{DType::kF32, DType::kF32, DType::kF32};
+  const BindingEntry* e = find_entry(OpKind::kAdd, key, "add_f32__cuda_simt");
+  if (e == nullptr) return state.SkipWithError("no add entry");
+  constexpr std::int64_t n = std::int64_t{1} << 26;
+  Workspace ws(*memory);
+  const TensorView inputs[] = {ws.tensor(DType::kF32, Shape{n}), ws.tensor(DType::kF32, Shape{n})};
+  const TensorView out = ws.tensor(DType::kF32, Shape{n});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  const OpParams params;
+  time_calls(state, ws, [&] { return run_entry(*e, inputs, out, params, ws.stream()); });
+  state.counters["GB/s"] = benchmark::Counter(3.0 * 4 * n * kCallsPerIteration * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CudaAdd)->UseRealTime();
+
+void BM_CudaCopy(benchmark::State& state) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  constexpr std::int64_t bytes = std::int64_t{1} << 30;
+  Workspace ws(*memory);
+  const TensorView a = ws.tensor(DType::kF32, Shape{bytes / 4});
+  const TensorView b = ws.tensor(DType::kF32, Shape{bytes / 4});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  time_calls(state, ws, [&] { return memory->copy(a, b, ws.stream()); });
+  state.counters["GB/s"] = benchmark::Counter(2.0 * bytes * kCallsPerIteration * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CudaCopy)->UseRealTime();
+
+}  // namespace
+}  // namespace switchyard
