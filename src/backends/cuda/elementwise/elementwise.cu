@@ -9,22 +9,40 @@
 namespace switchyard::cuda::device {
 namespace {
 
+__device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
+  switch (op) {
+    case BinaryOp::kAdd: return __fadd_rn(x, y);
+    case BinaryOp::kSub: return __fsub_rn(x, y);
+    case BinaryOp::kMul: return __fmul_rn(x, y);
+    case BinaryOp::kDiv: return __fdiv_rn(x, y);
+  }
+  return x;
+}
+
 template <typename S>
 __global__ void binary_kernel(BinaryOp op, const S* a, Layout la, const S* b, Layout lb, S* out,
                               std::int64_t n) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
-    const float x = to_f32(a[offset_of(la, i)]);
-    const float y = to_f32(b[offset_of(lb, i)]);
-    float r = 0.0f;
-    switch (op) {
-      case BinaryOp::kAdd: r = __fadd_rn(x, y); break;
-      case BinaryOp::kSub: r = __fsub_rn(x, y); break;
-      case BinaryOp::kMul: r = __fmul_rn(x, y); break;
-      case BinaryOp::kDiv: r = __fdiv_rn(x, y); break;
-    }
-    out[i] = from_f32<S>(r);
+    out[i] = from_f32<S>(binary_op(op, to_f32(a[offset_of(la, i)]), to_f32(b[offset_of(lb, i)])));
   }
+}
+
+// Note [Dense elementwise launches]
+// Operands that are all contiguous (the common case) take a kernel with one element
+// per thread and no layout arithmetic: the strided kernel holds both layouts in
+// registers and branches on them per element, and measured 0.16 of the device's
+// copy bandwidth for a dense f32 add on the H200.
+template <typename S>
+__global__ void binary_dense_kernel(BinaryOp op, const S* a, const S* b, S* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = from_f32<S>(binary_op(op, to_f32(a[i]), to_f32(b[i])));
+}
+
+// One thread per element when the grid holds them (2^31 - 1 blocks).
+inline bool dense_grid(std::int64_t n) { return (n + kThreads - 1) / kThreads <= 0x7fffffff; }
+inline unsigned dense_blocks(std::int64_t n) {
+  return static_cast<unsigned>((n + kThreads - 1) / kThreads);
 }
 
 // Note [Unary ops in double]
@@ -56,26 +74,27 @@ __device__ __forceinline__ double unary_op(UnaryOp op, double x, double scale) {
   return x;
 }
 
+__device__ __forceinline__ float unary_f32(UnaryOp op, float v, float scale) {
+  if (op == UnaryOp::kNeg) return -v;
+  if (op == UnaryOp::kScale) return __fmul_rn(v, scale);  // one f32 rounding, as the CPU's
+  if (op == UnaryOp::kSqrt) return __fsqrt_rn(v);
+  if (op == UnaryOp::kRelu) return v > 0.0f || v != v ? v : 0.0f;
+  return __double2float_rn(unary_op(op, static_cast<double>(v), scale));
+}
+
 template <typename S>
 __global__ void unary_kernel(UnaryOp op, const S* x, Layout lx, S* out, std::int64_t n,
                              float scale) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
-    const float v = to_f32(x[offset_of(lx, i)]);
-    float r;
-    if (op == UnaryOp::kNeg) {
-      r = -v;
-    } else if (op == UnaryOp::kScale) {
-      r = __fmul_rn(v, scale);  // one f32 rounding, as the CPU's scale
-    } else if (op == UnaryOp::kSqrt) {
-      r = __fsqrt_rn(v);
-    } else if (op == UnaryOp::kRelu) {
-      r = v > 0.0f || v != v ? v : 0.0f;
-    } else {
-      r = __double2float_rn(unary_op(op, static_cast<double>(v), scale));
-    }
-    out[i] = from_f32<S>(r);
+    out[i] = from_f32<S>(unary_f32(op, to_f32(x[offset_of(lx, i)]), scale));
   }
+}
+
+template <typename S>
+__global__ void unary_dense_kernel(UnaryOp op, const S* x, S* out, std::int64_t n, float scale) {
+  const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = from_f32<S>(unary_f32(op, to_f32(x[i]), scale));
 }
 
 // Float to i32: round to nearest even, saturate, NaN to 0 (cvt.rni.sat semantics).
@@ -150,11 +169,30 @@ cudaError_t cast_from(const void* x, const Layout& lx, Type to, void* out, std::
   return cudaGetLastError();
 }
 
+// Calls `launch` with the storage type's tag (never i32 here).
+template <typename Launch>
+cudaError_t with_float_type(Type type, Launch&& launch) {
+  switch (type) {
+    case Type::kF32: launch(float{}); break;
+    case Type::kF16: launch(__half{}); break;
+    case Type::kBF16: launch(__nv_bfloat16{}); break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t binary(BinaryOp op, Type type, const void* a, const Layout& la, const void* b,
                    const Layout& lb, void* out, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  if (la.contiguous && lb.contiguous && dense_grid(n)) {  // Note [Dense elementwise launches]
+    return with_float_type(type, [&](auto tag) {
+      using S = decltype(tag);
+      binary_dense_kernel<<<dense_blocks(n), kThreads, 0, stream>>>(
+          op, static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(out), n);
+    });
+  }
   const unsigned blocks = blocks_for(n);
   switch (type) {
     case Type::kF32:
@@ -180,6 +218,13 @@ cudaError_t binary(BinaryOp op, Type type, const void* a, const Layout& la, cons
 cudaError_t unary(UnaryOp op, Type type, const void* x, const Layout& lx, void* out, std::int64_t n,
                   float scale, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  if (lx.contiguous && dense_grid(n)) {  // Note [Dense elementwise launches]
+    return with_float_type(type, [&](auto tag) {
+      using S = decltype(tag);
+      unary_dense_kernel<<<dense_blocks(n), kThreads, 0, stream>>>(op, static_cast<const S*>(x),
+                                                                   static_cast<S*>(out), n, scale);
+    });
+  }
   const unsigned blocks = blocks_for(n);
   switch (type) {
     case Type::kF32:
