@@ -2,8 +2,8 @@
 // stream of the backend's own memory, timed on the GPU:
 //   - dense matmul 4096 x 4096 x 4096 per sibling (cuBLASLt bf16, f16, exact f32,
 //     TF32; the tiled SIMT kernel for bf16 and f32) in TFLOP/s;
-//   - decode attention: 16 sequences of one new token each against a 4096-token
-//     cache, 32 query heads over 8 kv heads of 128 (Llama-3-8B's), in GB/s of K
+//   - decode attention: 16 sequences (and one) of one new token each against a
+//     4096-token cache, 32 query heads over 8 kv heads of 128 (Llama-3-8B's), in GB/s of K
 //     and V read, with the ratio to the copy bandwidth measured in the same run
 //     (`vs_copy_bw`, a device-to-device copy through CudaMemory, counting bytes
 //     read and written);
@@ -28,6 +28,8 @@ namespace switchyard {
 namespace {
 
 constexpr int kCallsPerIteration = 10;
+// Four times the H200's 60 MB L2: the copy streams from device memory.
+constexpr std::int64_t kCopyBytes = std::int64_t{1} << 28;
 
 BackendMemory* cuda_memory_or_skip(benchmark::State& state) {
   BackendMemory* memory = current_table()->backend_memory(BackendId::kCuda);
@@ -171,10 +173,12 @@ BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt_tf32, DType::kF32, "cublaslt_tf32"
 BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_simt, DType::kBF16, "simt")->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_simt, DType::kF32, "simt")->UseRealTime();
 
-void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type) {
+void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type,
+                            std::int64_t batch) {
   BackendMemory* memory = cuda_memory_or_skip(state);
   if (memory == nullptr) return;
-  constexpr std::int64_t kBatch = 16, kKv = 4096, kHeads = 32, kKvHeads = 8, kDh = 128;
+  const std::int64_t kBatch = batch;
+  constexpr std::int64_t kKv = 4096, kHeads = 32, kKvHeads = 8, kDh = 128;
   const DTypeList key{q_type, kv_type, kv_type, q_type};
   const BindingEntry* e = find_entry(
       OpKind::kAttention, key, kernel_name(OpKind::kAttention, key, BackendId::kCuda, "simt"));
@@ -186,7 +190,7 @@ void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type
   const TensorView out = ws.tensor(q_type, Shape{kBatch, 1, kHeads, kDh});
   if (!ws.ok()) return state.SkipWithError("could not set up the operands");
   const double kv_bytes = 2.0 * kBatch * kKv * kKvHeads * kDh * dense_bytes(kv_type);
-  const double copy_bw = 2.0 * (std::int64_t{1} << 30) / copy_seconds(ws, std::int64_t{1} << 30);
+  const double copy_bw = 2.0 * kCopyBytes / copy_seconds(ws, kCopyBytes);
   OpParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(kDh));
   const auto t0 = std::chrono::steady_clock::now();
@@ -199,8 +203,9 @@ void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type
   state.counters["vs_copy_bw"] = calls > 0 ? kv_bytes * calls / seconds / copy_bw : 0.0;
   state.counters["copy_GB/s"] = copy_bw * 1e-9;
 }
-BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16, DType::kF16, DType::kF16)->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f32, DType::kF32, DType::kF32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch16, DType::kF16, DType::kF16, 16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f32_batch16, DType::kF32, DType::kF32, 16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch1, DType::kF16, DType::kF16, 1)->UseRealTime();
 
 void BM_CudaAdd(benchmark::State& state) {
   BackendMemory* memory = cuda_memory_or_skip(state);
@@ -223,7 +228,7 @@ BENCHMARK(BM_CudaAdd)->UseRealTime();
 void BM_CudaCopy(benchmark::State& state) {
   BackendMemory* memory = cuda_memory_or_skip(state);
   if (memory == nullptr) return;
-  constexpr std::int64_t bytes = std::int64_t{1} << 30;
+  constexpr std::int64_t bytes = kCopyBytes;
   Workspace ws(*memory);
   const TensorView a = ws.tensor(DType::kF32, Shape{bytes / 4});
   const TensorView b = ws.tensor(DType::kF32, Shape{bytes / 4});

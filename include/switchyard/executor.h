@@ -41,7 +41,10 @@ namespace switchyard {
 
 // Wall time per step, accumulated over runs, for a caller that wants to know where
 // the time goes (`switchyard run` splits it by op family). Profiling adds two clock
-// reads per step; without a profile the dispatch loop has no timing at all.
+// reads per step; without a profile the dispatch loop has no timing at all. On a
+// backend with streams a step's time is the time to queue it, not the device's:
+// waiting for each step would measure the device at the price of the run's own
+// throughput, which `switchyard run` reports beside the profile.
 struct ExecProfile {
   // Indexed by node of the plan's graph (ExecutionPlan::graph()); sized on first use.
   std::vector<double> node_ns;

@@ -100,11 +100,23 @@ struct AttentionShape {
 };
 // The largest head dimension the kernel takes.
 inline constexpr std::int64_t kMaxHeadDim = 256;
+// Note [Splitting the keys across blocks]
+// One block per (batch, query, head) leaves most of the GPU idle when rows are few
+// (decoding one token: batch x heads blocks). The keys are then split over
+// several blocks, each writing an unnormalised partial result, and a second
+// kernel merges them, as flash-decoding does: enough splits for about
+// kAttentionBlocks blocks, none shorter than kMinKeysPerSplit keys.
+inline constexpr std::int64_t kAttentionBlocks = 1024;
+inline constexpr std::int64_t kMinKeysPerSplit = 256;
+// How many splits attention() wants for `shape`; 1 needs no partial buffer.
+std::int64_t attention_splits(const AttentionShape& shape);
 // q [batch, sq, heads, head_dim], k and v [batch, skv, kv_heads, head_dim], mask
-// [sq, skv] or null, out like q.
+// [sq, skv] or null, out like q. With splits > 1, `partial` holds
+// batch * sq * heads * splits * (head_dim + 2) floats of device memory.
 cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, const void* v,
                       const void* mask, void* out, const AttentionShape& shape, float scale,
-                      bool causal, std::int64_t query_offset, cudaStream_t stream);
+                      bool causal, std::int64_t query_offset, std::int64_t splits, float* partial,
+                      cudaStream_t stream);
 
 // --- matmul_simt.cu -------------------------------------------------------------
 // out [batch, m, n] = a [batch, m, k] . w [n, k]^T (w_batch_stride 0) or per batch.

@@ -487,10 +487,22 @@ Status attention_kernel(const KernelCall& call) {
     }
     mask = m.first();
   }
-  return launched(
-      device::attention(*qt, *kvt, q.first(), k.first(), v.first(), mask, out.first(), s,
-                        call.params.scale, call.params.causal, call.params.query_offset, stream),
-      call);
+  // Note [Splitting the keys across blocks] (device.h): the partial results live
+  // in the stream's scratch.
+  const std::int64_t splits = device::attention_splits(s);
+  float* partial = nullptr;
+  if (splits > 1) {
+    SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * cs, stream_of(call));
+    const auto bytes =
+        static_cast<std::size_t>(s.batch * s.sq * s.heads * splits * (s.head_dim + 2)) *
+        sizeof(float);
+    SWITCHYARD_ASSIGN_OR_RETURN(void* p, scratch(*cs, bytes));
+    partial = static_cast<float*>(p);
+  }
+  return launched(device::attention(*qt, *kvt, q.first(), k.first(), v.first(), mask, out.first(),
+                                    s, call.params.scale, call.params.causal,
+                                    call.params.query_offset, splits, partial, stream),
+                  call);
 }
 
 }  // namespace switchyard::cuda

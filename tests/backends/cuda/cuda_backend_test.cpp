@@ -420,5 +420,44 @@ TEST(CudaBackendTest, NaNPropagatesThroughSoftmaxAndAttention) {
   for (float e : o) EXPECT_TRUE(std::isnan(e));
 }
 
+// Many keys split across blocks and merged (Note [Splitting the keys across
+// blocks]), with grouped-query heads, a mask with masked entries, and causal rows
+// whose later splits hold no visible key at all, against the CPU's kernel.
+TEST(CudaBackendTest, AttentionOverManyKeysMatchesTheCpu) {
+  REQUIRE_CUDA_DEVICE();
+  constexpr std::int64_t kBatch = 2, kSq = 3, kHeads = 8, kKvHeads = 2, kDh = 64, kSkv = 1000;
+  const std::vector<float> q = random_floats(kBatch * kSq * kHeads * kDh, 11);
+  const std::vector<float> k = random_floats(kBatch * kSkv * kKvHeads * kDh, 12);
+  const std::vector<float> v = random_floats(kBatch * kSkv * kKvHeads * kDh, 13);
+  std::vector<float> mask = random_floats(kSq * kSkv, 14);
+  for (std::size_t j = 0; j < mask.size(); j += 7) mask[j] = -INFINITY;
+  const TensorView inputs[] = {TensorView::contiguous(const_cast<float*>(q.data()), DType::kF32,
+                                                      Shape{kBatch, kSq, kHeads, kDh}),
+                               TensorView::contiguous(const_cast<float*>(k.data()), DType::kF32,
+                                                      Shape{kBatch, kSkv, kKvHeads, kDh}),
+                               TensorView::contiguous(const_cast<float*>(v.data()), DType::kF32,
+                                                      Shape{kBatch, kSkv, kKvHeads, kDh}),
+                               TensorView::contiguous(mask.data(), DType::kF32, Shape{kSq, kSkv})};
+  const DTypeList key{DType::kF32, DType::kF32, DType::kF32, DType::kF32, DType::kF32};
+  const BindingEntry* cpu = *current_table()->lookup(OpKind::kAttention, key, BackendId::kCpu);
+  for (std::int64_t offset : {std::int64_t{100}, std::int64_t{997}}) {
+    OpParams params;
+    params.scale = 0.125f;
+    params.causal = true;
+    params.query_offset = offset;
+    const std::size_t n = q.size();
+    std::vector<float> want(n, std::nanf("")), got(n, std::nanf(""));
+    const Shape shape{kBatch, kSq, kHeads, kDh};
+    const TensorView w = TensorView::contiguous(want.data(), DType::kF32, shape);
+    ExecContext ctx;
+    ASSERT_TRUE(
+        cpu->fn({inputs, std::span<const TensorView>(&w, 1), params, ctx, cpu->name}).is_ok());
+    const Status st = run_kernel(OpKind::kAttention, key, inputs,
+                                 TensorView::contiguous(got.data(), DType::kF32, shape), params);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    expect_close(got, want, 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace switchyard
