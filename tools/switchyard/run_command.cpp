@@ -90,6 +90,21 @@ Result<BackendId> pick_backend(std::string_view text) {
   return backend;
 }
 
+// What `--backend auto` chose and why, for the report: the accelerator whose
+// device is present, or the host and the reason each compiled accelerator gave.
+std::string auto_note(BackendId chosen) {
+  if (is_accelerator(chosen)) return " (auto: its device is present)";
+  const TableSnapshot table = current_table();
+  for (BackendId b : compiled_backends()) {
+    const BackendMemory* memory = table->backend_memory(b);
+    if (!is_accelerator(b) || memory == nullptr) continue;
+    if (Status ready = memory->ready(); !ready.is_ok()) {
+      return fmt::format(" (auto: {} not usable: {})", name(b), ready.message());
+    }
+  }
+  return " (auto)";
+}
+
 // The storage rules of the embedded model: the default mix, or one dtype for every
 // matrix weight (norms stay f32).
 Result<std::vector<TensorTypeRule>> synthetic_types(std::string_view model_type) {
@@ -287,8 +302,9 @@ int run(const RunOptions& o) {
                o.model.empty() ? "synthetic llama (embedded)" : o.model, c.block_count,
                c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
                c.vocab_size);
-    fmt::print("backend  {}, {} thread{}; loaded in {:.2f} s\n", name(*backend),
-               runner->num_threads(), runner->num_threads() == 1 ? "" : "s", load_s);
+    fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s\n", name(*backend),
+               o.backend == "auto" ? auto_note(*backend) : std::string(), runner->num_threads(),
+               runner->num_threads() == 1 ? "" : "s", load_s);
     fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", o.prompt_tokens, prefill_s,
                prompt_tps);
     fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n", o.tokens,
