@@ -327,6 +327,85 @@ TEST(Executor, MemoryComesFromTheBackendSectionOfTheTable) {
   EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]);
 }
 
+// A stand-in device with streams: records every stream it makes, waits on and
+// destroys, and which stream each copy was queued on.
+class StreamDeviceMemory final : public BackendMemory {
+ public:
+  Result<void*> allocate(std::int64_t bytes) override { return host_memory().allocate(bytes); }
+  void deallocate(void* pointer) override { host_memory().deallocate(pointer); }
+  Status copy(const TensorView& src, const TensorView& dst, void* stream) override {
+    copy_streams.push_back(stream);
+    return host_memory().copy(src, dst, stream);
+  }
+  bool host_addressable() const override { return false; }
+  Result<void*> create_stream() override {
+    ++made;
+    return static_cast<void*>(&streams[made - 1]);
+  }
+  void destroy_stream(void* stream) override { destroyed.push_back(stream); }
+  Status synchronize(void* stream) override {
+    synchronized.push_back(stream);
+    return sync_error;
+  }
+  int streams[4] = {};
+  int made = 0;
+  std::vector<void*> copy_streams, synchronized, destroyed;
+  Status sync_error;
+};
+
+// Note [One stream per executor]: the executor makes one stream for the device
+// backend its plan uses, queues every copy there (both directions), waits on it
+// once per run, destroys it with itself; an error the stream reports fails the run.
+TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
+  StreamDeviceMemory device;
+  KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
+  t.add_backend(BackendId::kCuda, device);
+  register_basic(t, BackendId::kCpu, "cpu");
+  register_basic(t, BackendId::kCuda, "cuda");
+  const Graph g = ffn_block(4, false);
+  PlanOptions options;
+  options.policy.fallbacks = {BackendId::kCuda};
+  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  {
+    Result<Executor> exec = Executor::create(plan);
+    ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+    ASSERT_EQ(device.made, 1);
+    void* const stream = &device.streams[0];
+    std::vector<float> x = ramp(32, 3), y(32);
+    const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {4, 8});
+    const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {4, 8});
+    device.copy_streams.clear();
+    device.synchronized.clear();
+    ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+    EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]);
+    EXPECT_EQ(device.made, 1) << "a run makes no stream of its own";
+    ASSERT_FALSE(device.copy_streams.empty());
+    for (void* s : device.copy_streams) EXPECT_EQ(s, stream);
+    EXPECT_EQ(device.synchronized, std::vector<void*>{stream});
+    device.sync_error = internal_error("a launch failed on the device");
+    const Status failed = exec->run({&in, 1}, {&out, 1});
+    EXPECT_EQ(failed.code(), StatusCode::kInternal);
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("cuda"));
+    device.sync_error = Status::ok();
+    EXPECT_TRUE(device.destroyed.empty());
+  }
+  EXPECT_EQ(device.destroyed, std::vector<void*>{&device.streams[0]});
+
+  // A stream the caller gives is used and left to the caller.
+  int callers = 0;
+  ExecutorOptions eo;
+  eo.streams[static_cast<std::size_t>(BackendId::kCuda)] = &callers;
+  device.destroyed.clear();
+  {
+    Result<Executor> exec = Executor::create(plan, eo);
+    ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+    EXPECT_EQ(device.made, 1);
+  }
+  EXPECT_TRUE(device.destroyed.empty());
+}
+
 TEST(Executor, WithoutAHostSectionNothingRuns) {
   KernelBindingTable t;
   register_basic(t, BackendId::kCpu, "cpu");
