@@ -210,6 +210,67 @@ TEST(VerifyHarnessTest, EverySiblingIsVerified) {
   EXPECT_TRUE(verify_table(table, {.op = OpKind::kMul}).empty());
 }
 
+// A stand-in device: host memory that claims not to be, with streams, so that the
+// harness's device path (Note [Verifying on a device]) runs without a GPU.
+class StandInDevice final : public BackendMemory {
+ public:
+  Result<void*> allocate(std::int64_t bytes) override {
+    SWITCHYARD_RETURN_IF_ERROR(ready());
+    return host_memory().allocate(bytes);
+  }
+  void deallocate(void* pointer) override { host_memory().deallocate(pointer); }
+  Status copy(const TensorView& src, const TensorView& dst, void* stream) override {
+    ++copies;
+    EXPECT_NE(stream, nullptr) << "the harness copies on its stream";
+    return host_memory().copy(src, dst, stream);
+  }
+  bool host_addressable() const override { return false; }
+  Status ready() const override {
+    return absent ? unavailable_error("no stand-in device") : Status::ok();
+  }
+  Result<void*> create_stream() override {
+    ++made;
+    return static_cast<void*>(this);
+  }
+  void destroy_stream(void*) override { ++destroyed; }
+  int copies = 0, made = 0, destroyed = 0;
+  bool absent = false;
+};
+
+// Device entries run on device copies of each case, and the guards, the poison and
+// the input check still catch what they catch on the host.
+TEST(VerifyHarnessTest, DeviceEntriesRunOnCopiesWithTheSameGuards) {
+  StandInDevice device;
+  KernelBindingTable table;
+  table.add_backend(BackendId::kCuda, device);
+  const DTypeList key{kF32, kF32, kF32};
+  table.register_kernel(OpKind::kAdd, key, BackendId::kCuda, &test_add<Mode::kCorrect>,
+                        {.name = "add_f32__dev_good", .precision = exact()});
+  table.register_kernel(OpKind::kAdd, key, BackendId::kCuda, &test_add<Mode::kWritePastEnd>,
+                        {.name = "add_f32__dev_past_end", .precision = exact()});
+  table.register_kernel(OpKind::kAdd, key, BackendId::kCuda, &test_add<Mode::kSkipLast>,
+                        {.name = "add_f32__dev_skip_last", .precision = exact()});
+  table.register_kernel(OpKind::kAdd, key, BackendId::kCuda, &test_add<Mode::kWriteInput>,
+                        {.name = "add_f32__dev_write_input", .precision = exact()});
+  ASSERT_TRUE(table.finalize().is_ok());
+  const std::vector<VerifyEntryReport> r = verify_table(table);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].verdict, VerifyVerdict::kPass) << r[0].reason;
+  EXPECT_EQ(r[1].failure, VerifyFailure::kOutOfBoundsWrite) << r[1].reason;
+  EXPECT_EQ(r[2].failure, VerifyFailure::kNaN) << r[2].reason;
+  EXPECT_EQ(r[3].failure, VerifyFailure::kInputModified) << r[3].reason;
+  EXPECT_GT(device.copies, 0);
+  EXPECT_EQ(device.made, 4);
+  EXPECT_EQ(device.destroyed, 4);
+
+  // Without its device the entries are skipped, saying why.
+  device.absent = true;
+  const std::vector<VerifyEntryReport> skipped = verify_table(table);
+  ASSERT_EQ(skipped.size(), 4u);
+  EXPECT_EQ(skipped[0].verdict, VerifyVerdict::kSkipped);
+  EXPECT_NE(skipped[0].reason.find("no stand-in device"), std::string::npos) << skipped[0].reason;
+}
+
 TEST(VerifyHarnessTest, KeysOutsideTheContractAreSkippedWithTheReason) {
   KernelBindingTable table;
   table.register_kernel(OpKind::kAdd, {kF32, kF32}, BackendId::kCpu, &test_add<Mode::kCorrect>,
