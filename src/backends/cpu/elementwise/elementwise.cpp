@@ -133,7 +133,7 @@ float unary_scalar(float xf, float scale) {
   if constexpr (kOp == OpKind::kNeg) {
     return -xf;
   } else if constexpr (kOp == OpKind::kRelu) {
-    return xf > 0.0f ? xf : 0.0f;
+    return xf > 0.0f || std::isnan(xf) ? xf : 0.0f;
   } else if constexpr (kOp == OpKind::kScale) {
     return xf * scale;
   } else if constexpr (kOp == OpKind::kSqrt) {
