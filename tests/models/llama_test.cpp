@@ -298,6 +298,25 @@ INSTANTIATE_TEST_SUITE_P(Weights, NonFiniteWeightTest,
                            return n;
                          });
 
+// A file may claim any context length, and a caller may ask for all of it: the KV
+// cache is checked against the machine's memory before it is allocated.
+TEST(LlamaLoadTest, AKvCacheLargerThanMemoryIsRefusedBeforeAllocating) {
+  // The largest context the synthetic writer stores (2^32 - 1): 8 TiB of cache.
+  constexpr std::int64_t kContext = 0xffffffff;
+  SyntheticLlamaConfig config = test_config();
+  config.context_length = kContext;
+  GgufFile file = synthetic_file(config, {}, "huge_context");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.max_context = kContext;
+  Result<LlamaModel> model = LlamaModel::load(std::move(file), o);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(model.status().message().find("KV cache"), std::string_view::npos)
+      << model.status().to_string();
+  EXPECT_NE(model.status().message().find("fewer tokens"), std::string_view::npos);
+}
+
 // Mixed quantized weights (q4_k, q8_0, q6_k): the reference uses the exact
 // dequantized weights, so weight quantization cancels out. What remains is the CPU
 // quantized matmuls quantizing each activation block to 8 bits for their integer
