@@ -64,8 +64,11 @@ int run_command_line(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    // --help and --version print as CLI11 prints them; a usage error is one line
+    // on stderr, like every other error.
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    std::fprintf(stderr, "switchyard: usage: %s (see --help)\n", one_line(e.what()).c_str());
+    return kExitUsage;
   }
   if (!selected) return kExitUsage;
   // The tool is the top of the stack: it publishes the built-in table that every
