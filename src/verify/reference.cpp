@@ -598,6 +598,7 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
     case OpKind::kSilu: return unary(op, inputs, [](X x) { return x * sigmoid(x); });
     case OpKind::kGelu: return unary(op, inputs, &gelu);
     case OpKind::kGeluErf: return unary(op, inputs, &gelu_erf);
+    case OpKind::kGeluQuick: return unary(op, inputs, [](X x) { return x * sigmoid(1.702 * x); });
     case OpKind::kRelu:
       return unary(op, inputs, [](X x) { return x > 0.0 || std::isnan(x) ? x : 0.0; });
     case OpKind::kSqrt: return unary(op, inputs, [](X x) { return std::sqrt(x); });

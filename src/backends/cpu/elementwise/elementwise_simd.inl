@@ -69,6 +69,8 @@ inline VF apply_unary(VF x, VF param) {
     const VF minus_2y = vmul(x, vfma(vmul(x, x), vset(static_cast<float>(kMinus2C * 0.044715)),
                                      vset(static_cast<float>(kMinus2C))));
     return vdiv_one_plus_exp<kAcc>(x, minus_2y);
+  } else if constexpr (kOp == OpKind::kGeluQuick) {
+    return vdiv_one_plus_exp<kAcc>(x, vmul(x, vset(-1.702f)));
   } else if constexpr (kOp == OpKind::kRelu) {
     // max(0, x) returns its second operand when either is NaN, so relu(NaN) is
     // NaN (docs/ops.md: non-finite values propagate).

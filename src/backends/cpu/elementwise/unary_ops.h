@@ -43,6 +43,8 @@ float unary_scalar(float xf, float scale) {
     // 0.5 x (1 + tanh(y)) written as x / (1 + e^(-2y)), which does not cancel.
     const double y = 0.7978845608028654 * (x + 0.044715 * x * x * x);
     return static_cast<float>(x / (1.0 + std::exp(-2.0 * y)));
+  } else if constexpr (kOp == OpKind::kGeluQuick) {
+    return static_cast<float>(x / (1.0 + std::exp(-1.702 * x)));
   } else if constexpr (kOp == OpKind::kGeluErf) {
     // 0.5 x (1 + erf(x / sqrt 2)) == 0.5 x erfc(-x / sqrt 2), exact for negative x.
     return static_cast<float>(0.5 * x * std::erfc(-x * 0.7071067811865476));
@@ -80,6 +82,10 @@ constexpr UnaryAccuracy unary_accuracy() {
   } else if constexpr (kOp == OpKind::kTanh) {
     return {.simd_rel = 6e-7};
   } else if constexpr (kOp == OpKind::kGelu) {
+    return {.simd_rel = 2e-5, .f16_exp = true};
+  } else if constexpr (kOp == OpKind::kGeluQuick) {
+    // silu's error, and the rounded argument -1.702 x scales the exponential's
+    // error by up to |1.702 x| where the result is tiny, as gelu's does.
     return {.simd_rel = 2e-5, .f16_exp = true};
   } else if constexpr (kOp == OpKind::kRsqrt) {
     return {.simd_rel = 1.2e-7};
