@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Quick start, second command: builds everything and runs every test.
 #   1. the GoogleTest suite (dev preset: optimised, warnings as errors);
-#   2. the concurrency tests again under ThreadSanitizer (tsan preset);
-#   3. the SIMD objects hold no code for instruction sets their callers do not
+#   2. the SIMD objects hold no code for instruction sets their callers do not
 #      check (scripts/check_isa.sh);
-#   4. the tool's own checks on the built-in table (coverage, conformance).
+#   3. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (asan preset), the fuzz targets' corpora and regressions included;
+#   4. the concurrency tests again under ThreadSanitizer (tsan preset);
+#   5. the tool's own checks on the built-in table (coverage, conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -18,6 +20,11 @@ ctest --preset dev
 
 echo "== instruction sets of the SIMD objects"
 bash scripts/check_isa.sh build/dev
+
+echo "== the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (asan)"
+cmake --preset asan >/dev/null
+cmake --build --preset asan
+ctest --preset asan
 
 echo "== concurrency tests under ThreadSanitizer (tsan)"
 cmake --preset tsan >/dev/null

@@ -60,4 +60,9 @@ void note_environment_problem(EnvVar v, std::string problem);
 // after the readers ran.
 [[nodiscard]] Status check_environment();
 
+// The machine's physical memory in bytes (0 when the platform does not say): the
+// bound for memory sized from untrusted numbers (a KV cache for a requested token
+// count), checked before allocating so that a request too large is a clear error.
+[[nodiscard]] std::int64_t physical_memory_bytes();
+
 }  // namespace switchyard

@@ -106,6 +106,9 @@ enum class VerifyFailure : unsigned char {
   kBoundExceeded,
   // The NMSE is above VerifyOptions::max_nmse.
   kNmseExceeded,
+  // With an input poisoned by NaN or infinity, an output the reference makes
+  // non-finite came out finite: the kernel dropped a NaN (Note [Poisoned inputs]).
+  kNonFiniteDropped,
   // Two runs at the same thread count gave different bytes (bit-stable claimed).
   kNotBitStable,
   // A serial run and a threaded run gave different bytes (claimed deterministic).

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 extern char** environ;
@@ -77,6 +79,18 @@ Status check_environment() {
   for (std::string& line : environment_problems()) found.push_back(std::move(line));
   if (found.empty()) return Status::ok();
   return invalid_argument_error(fmt::format("environment: {}", fmt::join(found, "; ")));
+}
+
+std::int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::int64_t>(pages), static_cast<std::int64_t>(page),
+                             &bytes)) {
+    return INT64_MAX;
+  }
+  return bytes;
 }
 
 }  // namespace switchyard

@@ -56,15 +56,14 @@ struct Published {
 
 // The mask named by SWITCHYARD_MASK_KERNELS. Read once, from the first-use
 // initializer below. A malformed value cannot be returned as a Status from there,
-// and ignoring it quietly would be the silent behaviour masking exists to avoid,
-// so it is printed where the user will see it.
+// and ignoring it quietly would be the silent behaviour masking exists to avoid:
+// it is noted as an environment problem, which check_environment() turns into an
+// error (the tool calls it at start-up and exits 2, in one line).
 KernelMask mask_from_environment() {
   const char* spec = read_environment(EnvVar::kMaskKernels);
   if (spec == nullptr) return {};
   Result<KernelMask> mask = KernelMask::parse(spec);
   if (!mask.is_ok()) {
-    fmt::print(stderr, "switchyard: SWITCHYARD_MASK_KERNELS ignored, nothing is masked: {}\n",
-               mask.status().message());
     note_environment_problem(EnvVar::kMaskKernels,
                              fmt::format("{}; nothing is masked", mask.status().message()));
     return {};

@@ -9,6 +9,7 @@
 
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
+#include "switchyard/environment.h"
 #include "switchyard/executor.h"
 #include "switchyard/llama.h"
 #include "switchyard/quant.h"
@@ -20,6 +21,26 @@ constexpr std::string_view kTokens = "tokens";
 constexpr std::string_view kPositions = "positions";
 constexpr std::string_view kMask = "kq_mask";
 constexpr std::string_view kLogits = "logits";
+
+// The KV cache is sized by a requested token count and the file's dimensions:
+// checked against the machine's memory before anything is allocated, so that a
+// request too large is an error that says how large, not std::bad_alloc.
+Status check_cache_fits(const LlamaConfig& c, std::int64_t tokens) {
+  std::int64_t bytes = 0;
+  const bool overflow = __builtin_mul_overflow(tokens, c.kv_dim(), &bytes) ||
+                        __builtin_mul_overflow(bytes, c.block_count, &bytes) ||
+                        __builtin_mul_overflow(bytes, std::int64_t{2 * sizeof(float)}, &bytes);
+  const std::int64_t memory = physical_memory_bytes();
+  if (overflow || (memory > 0 && bytes > memory)) {
+    return resource_exhausted_error(fmt::format(
+        "llama: a KV cache of {} tokens x {} layers x {} values (k and v, f32) needs {}, more "
+        "than this machine's {} of memory; ask for fewer tokens",
+        tokens, c.block_count, c.kv_dim(),
+        overflow ? std::string("more than 2^63 bytes") : fmt::format("{:.1f} GiB", bytes / 0x1p30),
+        fmt::format("{:.1f} GiB", memory / 0x1p30)));
+  }
+  return Status::ok();
+}
 
 std::string k_cache_name(std::int64_t i) { return fmt::format("blk.{}.k_cache", i); }
 std::string v_cache_name(std::int64_t i) { return fmt::format("blk.{}.v_cache", i); }
@@ -261,6 +282,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
                                           : std::min<std::int64_t>(c.context_length, 2048);
   s.max_batch = options.max_batch > 0 ? std::min(options.max_batch, s.max_context)
                                       : std::min<std::int64_t>(s.max_context, 512);
+  SWITCHYARD_RETURN_IF_ERROR(check_cache_fits(c, s.max_context));
 
   Registry& registry = options.registry ? *options.registry : global_registry();
   if (options.strict) registry.set_strict_policy(*options.strict);

@@ -272,8 +272,18 @@ Result<QuantizePlan> plan_quantization(const GgufFile& input, const QuantizeOpti
     }
   }
   bool has_output = false;
+  // Block indices come from tensor names: the presets make rules per block, so an
+  // index is bounded by the tensor count (each block holds at least one tensor)
+  // before any rule is made for it.
+  const auto tensor_count = static_cast<std::int64_t>(input.tensors().size());
   for (const GgufTensorInfo& t : input.tensors()) {
     if (std::optional<std::int64_t> b = block_index(t.name)) {
+      if (*b >= tensor_count) {
+        return invalid_argument_error(fmt::format(
+            "tensor '{}': block index {} is not below the file's {} tensors, so the blocks are "
+            "not numbered from 0 as a model's are",
+            printable(t.name), *b, tensor_count));
+      }
       plan.block_count = std::max(plan.block_count, *b + 1);
     }
     has_output = has_output || t.name == "output.weight";

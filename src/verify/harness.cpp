@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -333,6 +335,96 @@ Status prepare_inputs(Case& c, std::vector<RefTensor>& refs, std::vector<HostInp
   return Status::ok();
 }
 
+// Note [Poisoned inputs]
+// Every entry also runs its first case with its first float operand poisoned, in
+// three ways: one element NaN, every element NaN (a softmax or attention row of
+// nothing but NaN, which a maximum that drops NaN mistakes for a masked row), and
+// one element +infinity. The float64 reference computes the same function on
+// the poisoned values, and wherever it gives NaN or an infinity the kernel's
+// output must be NaN or infinite too (docs/ops.md). Finite reference outputs are
+// not compared: how far a NaN may spread beyond the reference's (a whole
+// quantized row, say) is the kernel's business. A poison that reaches no output
+// of the reference (an embedding row no index selects) checks nothing.
+enum class Poison : std::uint8_t { kOneNaN, kAllNaN, kOneInf };
+constexpr Poison kPoisons[] = {Poison::kOneNaN, Poison::kAllNaN, Poison::kOneInf};
+
+std::string_view describe(Poison poison) {
+  switch (poison) {
+    case Poison::kOneNaN: return "its first element NaN";
+    case Poison::kAllNaN: return "every element NaN";
+    case Poison::kOneInf: return "its first element +inf";
+  }
+  return "?";
+}
+
+// Poisons the first float operand of `c`; false when it has none.
+bool poison_first_float(Case& c, Poison poison) {
+  for (InputSpec& in : c.inputs) {
+    if (!is_float(in.dtype) || in.values.empty()) continue;
+    if (poison == Poison::kAllNaN) {
+      std::fill(in.values.begin(), in.values.end(), std::numeric_limits<double>::quiet_NaN());
+    } else {
+      in.values[0] = poison == Poison::kOneNaN ? std::numeric_limits<double>::quiet_NaN()
+                                               : std::numeric_limits<double>::infinity();
+    }
+    return true;
+  }
+  return false;
+}
+
+// Where an entry's kernel runs: on host memory, or on a device through its
+// memory and a stream (the harness's own).
+struct RunSite {
+  BackendId backend = kHostBackend;
+  BackendMemory* memory = nullptr;  // null: host memory
+  void* stream = nullptr;
+  ParallelRunner* runner = nullptr;
+};
+
+// Runs `c` poisoned; the failure (kNone when the kernel kept every non-finite
+// value the reference has) and its detail.
+std::pair<VerifyFailure, std::string> run_poisoned(const BindingEntry& entry, OpKind op,
+                                                   DType out_dtype, Case c, Poison poison,
+                                                   const RunSite& site) {
+  if (!is_float(out_dtype) || !poison_first_float(c, poison)) return {VerifyFailure::kNone, {}};
+  const std::string role = [&] {
+    for (const InputSpec& in : c.inputs)
+      if (is_float(in.dtype)) return in.role;
+    return std::string();
+  }();
+  std::vector<RefTensor> refs;
+  std::vector<HostInput> host;
+  if (!prepare_inputs(c, refs, host).is_ok()) return {VerifyFailure::kNone, {}};
+  Result<RefOutput> ref = verify_detail::compute_reference(op, refs, c.params, out_dtype);
+  if (!ref.is_ok()) return {VerifyFailure::kNone, {}};
+  std::vector<std::vector<std::byte>> pristine;
+  for (const HostInput& h : host)
+    pristine.emplace_back(h.bytes.span().begin(), h.bytes.span().end());
+  GuardedOutput out(out_dtype, ref->shape);
+  const std::string what = fmt::format("{} with {}", role, describe(poison));
+  std::optional<DeviceCase> device;
+  if (site.memory != nullptr) {
+    device.emplace(site.backend, *site.memory, site.stream);
+    if (Status s = device->upload(host, out); !s.is_ok()) {
+      return {VerifyFailure::kKernelError, fmt::format("{}: uploading: {}", what, s.to_string())};
+    }
+  }
+  RunOutcome outcome = CaseRunner(entry, host, pristine, c.params, out, device ? &*device : nullptr)
+                           .run(site.runner);
+  if (outcome.failure != VerifyFailure::kNone) {
+    return {outcome.failure, fmt::format("{}: {}", what, outcome.detail)};
+  }
+  const std::vector<double> values = out.values();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(ref->values[i]) && std::isfinite(values[i])) {
+      return {VerifyFailure::kNonFiniteDropped,
+              fmt::format("{}: element {} is {:.9g} where the reference gives {}", what, i,
+                          values[i], ref->values[i])};
+    }
+  }
+  return {VerifyFailure::kNone, {}};
+}
+
 void skip(VerifyEntryReport& report, std::string reason) {
   report.verdict = VerifyVerdict::kSkipped;
   report.reason = std::move(reason);
@@ -367,6 +459,7 @@ std::string_view name(VerifyFailure failure) {
     case VerifyFailure::kInputModified: return "input-modified";
     case VerifyFailure::kBoundExceeded: return "bound-exceeded";
     case VerifyFailure::kNmseExceeded: return "nmse-exceeded";
+    case VerifyFailure::kNonFiniteDropped: return "non-finite-dropped";
     case VerifyFailure::kNotBitStable: return "not-bit-stable";
     case VerifyFailure::kNotThreadDeterministic: return "not-thread-deterministic";
   }
@@ -440,6 +533,11 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
       if (stream != nullptr) memory->destroy_stream(stream);
     }
   } stream_guard{memory, stream};
+  if (cases->empty()) {
+    skip(report, "the case generator made no case");
+    return report;
+  }
+  const Case first_case = cases->front();
   for (Case& c : *cases) {
     VerifyCaseResult result;
     result.description = describe_case(c);
@@ -519,6 +617,18 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
           fmt::format("{} on case {}: {}", name(result.failure), result.description, result.detail);
     }
     report.cases.push_back(std::move(result));
+  }
+  for (Poison poison : kPoisons) {
+    if (report.failure != VerifyFailure::kNone) break;
+    const RunSite site{.backend = slot.backend,
+                       .memory = on_device ? memory : nullptr,
+                       .stream = stream,
+                       .runner = &parallel};
+    auto [failure, detail] = run_poisoned(entry, *op, out_dtype, first_case, poison, site);
+    if (failure != VerifyFailure::kNone) {
+      report.failure = failure;
+      report.reason = fmt::format("{} on a poisoned case: {}", name(failure), detail);
+    }
   }
   if (report.failure != VerifyFailure::kNone) {
     report.verdict = VerifyVerdict::kFail;

@@ -10,6 +10,7 @@ namespace switchyard::verify_detail {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 Status contract_error(OpKind op, std::string what) {
   return invalid_argument_error(fmt::format("reference {}: {}", name(op), what));
@@ -212,10 +213,20 @@ Result<RefOutput> layer_norm(std::span<const RefTensor> in, const OpParams& p) {
   return out;
 }
 
-// Softmax of one row of logits in place; a row with every entry -inf becomes zeros.
+// max(a, b) that returns NaN when either is NaN (std::max keeps `a` then).
+double max_nan(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+}
+
+// Softmax of one row of logits in place; a row with every entry -inf becomes zeros,
+// and a row holding a NaN becomes NaN but for its masked (-inf) entries.
 void softmax_row(std::vector<double>& row) {
   double mx = -kInf;
-  for (double v : row) mx = std::max(mx, v);
+  for (double v : row) mx = max_nan(mx, v);
+  if (std::isnan(mx)) {
+    for (double& v : row) v = v == -kInf ? 0.0 : kNaN;
+    return;
+  }
   if (mx == -kInf) {
     std::fill(row.begin(), row.end(), 0.0);
     return;
@@ -346,7 +357,7 @@ Result<RefOutput> reduce(OpKind op, Reduction how, std::span<const RefTensor> in
     double acc = max ? -kInf : 0.0;
     double mag = 0.0;
     for (std::int64_t i = 0; i < d; ++i) {
-      acc = max ? std::max(acc, row[i]) : acc + row[i];
+      acc = max ? max_nan(acc, row[i]) : acc + row[i];
       mag += std::abs(row[i]);
     }
     if (how == Reduction::kMean) {
@@ -587,7 +598,9 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
     case OpKind::kSilu: return unary(op, inputs, [](X x) { return x * sigmoid(x); });
     case OpKind::kGelu: return unary(op, inputs, &gelu);
     case OpKind::kGeluErf: return unary(op, inputs, &gelu_erf);
-    case OpKind::kRelu: return unary(op, inputs, [](X x) { return x > 0.0 ? x : 0.0; });
+    case OpKind::kGeluQuick: return unary(op, inputs, [](X x) { return x * sigmoid(1.702 * x); });
+    case OpKind::kRelu:
+      return unary(op, inputs, [](X x) { return x > 0.0 || std::isnan(x) ? x : 0.0; });
     case OpKind::kSqrt: return unary(op, inputs, [](X x) { return std::sqrt(x); });
     case OpKind::kRsqrt: return unary(op, inputs, [](X x) { return 1.0 / std::sqrt(x); });
     case OpKind::kSigmoid: return unary(op, inputs, &sigmoid);

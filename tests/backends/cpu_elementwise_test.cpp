@@ -40,7 +40,9 @@ double unary_expect(OpKind op, double x, double scale) {
     case OpKind::kRsqrt: return 1 / std::sqrt(x);
     case OpKind::kSigmoid: return 1 / (1 + std::exp(-x));
     case OpKind::kTanh: return std::tanh(x);
-    default: return x * scale;
+    case OpKind::kGeluQuick: return x / (1 + std::exp(-1.702 * x));
+    case OpKind::kScale: return x * scale;
+    default: ADD_FAILURE() << "no expected value for unary op " << name(op); return std::nan("");
   }
 }
 
@@ -185,8 +187,8 @@ TEST(CpuElementwiseTest, SimdTranscendentalsHoldTheirBoundsOverTheF32Range) {
   const std::vector<double> raw = sweep_values();
   const auto n = static_cast<std::int64_t>(raw.size());
   Tensor x = Tensor::of(DType::kF32, {n}, raw);
-  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh,
-                    OpKind::kRsqrt}) {
+  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kGeluQuick,
+                    OpKind::kSigmoid, OpKind::kTanh, OpKind::kRsqrt}) {
     for (const BindingEntry& e : cpu_entries(op, {DType::kF32, DType::kF32})) {
       Tensor out(DType::kF32, {n});
       ASSERT_TRUE(call_entry(e, {x.view()}, {out.view()}).is_ok()) << e.name;
@@ -211,7 +213,8 @@ TEST(CpuElementwiseTest, SimdTranscendentalsHoldTheirBoundsOnEveryF16Input) {
   }
   const auto n = static_cast<std::int64_t>(raw.size());
   Tensor x = Tensor::of(DType::kF16, {n}, raw);
-  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh}) {
+  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kGeluQuick,
+                    OpKind::kSigmoid, OpKind::kTanh}) {
     std::vector<double> expected(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) expected[i] = unary_expect(op, x.get(i), 1.0);
     for (const BindingEntry& e : cpu_entries(op, {DType::kF16, DType::kF16})) {
@@ -231,7 +234,8 @@ TEST(CpuElementwiseTest, TranscendentalLanesDoNotDependOnTheirNeighbours) {
   const std::vector<double> base = random_values(n, -60, 60, 23);
   const double specials[] = {std::numeric_limits<double>::quiet_NaN(), 200.0, -200.0,
                              -std::numeric_limits<double>::infinity(), 87.5,  -95.0};
-  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh}) {
+  for (OpKind op : {OpKind::kExp, OpKind::kSilu, OpKind::kGelu, OpKind::kGeluQuick,
+                    OpKind::kSigmoid, OpKind::kTanh}) {
     for (DType t : kFloats) {
       for (const BindingEntry& e : cpu_entries(op, {t, t})) {
         Tensor x = Tensor::of(t, {n}, base);

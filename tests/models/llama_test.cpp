@@ -254,13 +254,18 @@ TEST(LlamaForwardTest, F32ModelMatchesFloat64Reference) {
 }
 
 // Note [Non-finite logits]: a NaN in one weight makes the step fail, naming the
-// node that wrote the first NaN, and the position does not move.
-TEST(LlamaForwardTest, NonFiniteLogitsAreRefusedNamingTheNode) {
+// node that wrote the first NaN, and the position does not move. In a key or
+// value projection the NaN reaches every attention score of its head: a NaN
+// score row is NaN, not a masked row that attends to nothing (docs/ops.md).
+class NonFiniteWeightTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NonFiniteWeightTest, LogitsAreRefusedNamingTheNode) {
+  const std::string tensor = GetParam();
   Result<SyntheticModel> m = generate_synthetic_llama(test_config());
   ASSERT_TRUE(m.is_ok());
   bool poisoned = false;
   for (SyntheticTensor& t : m->tensors) {
-    if (t.name != "blk.1.ffn_down.weight") continue;
+    if (t.name != tensor) continue;
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::memcpy(t.data.data() + 4 * 5, &nan, sizeof nan);
     poisoned = true;
@@ -277,9 +282,39 @@ TEST(LlamaForwardTest, NonFiniteLogitsAreRefusedNamingTheNode) {
   const Status st = model->eval(t, logits);
   ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(st.message().find("blk.1.ffn_down"), std::string_view::npos) << st.to_string();
+  const std::string node = tensor.substr(0, tensor.rfind(".weight"));
+  EXPECT_NE(st.message().find(node), std::string_view::npos) << st.to_string();
   EXPECT_NE(st.message().find("nan"), std::string_view::npos) << st.to_string();
   EXPECT_EQ(model->position(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, NonFiniteWeightTest,
+                         ::testing::Values("blk.1.ffn_down.weight", "blk.0.attn_k.weight",
+                                           "blk.1.attn_v.weight", "blk.0.attn_q.weight"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           for (char& c : n)
+                             if (c == '.') c = '_';
+                           return n;
+                         });
+
+// A file may claim any context length, and a caller may ask for all of it: the KV
+// cache is checked against the machine's memory before it is allocated.
+TEST(LlamaLoadTest, AKvCacheLargerThanMemoryIsRefusedBeforeAllocating) {
+  // The largest context the synthetic writer stores (2^32 - 1): 8 TiB of cache.
+  constexpr std::int64_t kContext = 0xffffffff;
+  SyntheticLlamaConfig config = test_config();
+  config.context_length = kContext;
+  GgufFile file = synthetic_file(config, {}, "huge_context");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.max_context = kContext;
+  Result<LlamaModel> model = LlamaModel::load(std::move(file), o);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(model.status().message().find("KV cache"), std::string_view::npos)
+      << model.status().to_string();
+  EXPECT_NE(model.status().message().find("fewer tokens"), std::string_view::npos);
 }
 
 // Mixed quantized weights (q4_k, q8_0, q6_k): the reference uses the exact

@@ -589,5 +589,25 @@ TEST_F(QuantizeModelTest, NonFiniteWeightsNameTensorAndRow) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "out.gguf"));
 }
 
+// The presets make rules per block: a block index from a hostile tensor name is
+// bounded by the tensor count before any rule is made (not 2^62 rules).
+TEST_F(QuantizeModelTest, ABlockIndexBeyondTheTensorCountIsRefused) {
+  GgufWriter w;
+  std::vector<std::byte> bytes(32 * 32 * 4, std::byte{0});
+  ASSERT_TRUE(w.add_tensor("blk.0.attn_v.weight", DType::kF32, Shape{32, 32}, bytes).is_ok());
+  ASSERT_TRUE(
+      w.add_tensor("blk.4611686018427387904.ffn_down.weight", DType::kF32, Shape{32, 32}, bytes)
+          .is_ok());
+  ASSERT_TRUE(w.write(dir_ / "far.gguf").is_ok());
+  QuantizeOptions options;
+  options.type = "q4_k_m";
+  Result<QuantizeSummary> s = quantize_gguf(dir_ / "far.gguf", dir_ / "out.gguf", options);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("block index 4611686018427387904"), std::string_view::npos)
+      << s.status().to_string();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "out.gguf"));
+}
+
 }  // namespace
 }  // namespace switchyard

@@ -36,6 +36,7 @@ std::vector<KeyCase> dense_keys() {
       {OpKind::kSilu, {kF32, kF32}},
       {OpKind::kGelu, {kF32, kF32}},
       {OpKind::kGeluErf, {kBF16, kBF16}},
+      {OpKind::kGeluQuick, {kF16, kF16}},
       {OpKind::kRelu, {kF32, kF32}},
       {OpKind::kSqrt, {kF32, kF32}},
       {OpKind::kRsqrt, {kF32, kF32}},

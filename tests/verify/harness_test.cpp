@@ -30,6 +30,8 @@ enum class Mode {
   kWriteInput,
   kScaledWrong,
   kIgnoresStrides,
+  kDropsNaN,
+  kClampsInfinity,
 };
 
 std::atomic<int> g_calls{0};
@@ -58,6 +60,9 @@ Status test_add(const KernelCall& call) {
       if (M == Mode::kOneUlpHigh) r = std::nextafter(r, INFINITY);
       if (M == Mode::kScaledWrong) r = pa[i] + 1.5f * pb[i];
       if (M == Mode::kSkipLast && i == n - 1) continue;
+      // As a maximum that returns its second operand would: NaN becomes b.
+      if (M == Mode::kDropsNaN && std::isnan(r)) r = std::isnan(pb[i]) ? 0.0f : pb[i];
+      if (M == Mode::kClampsInfinity && std::isinf(r)) r = std::copysign(3.0e38f, r);
       po[i] = r;
     }
   });
@@ -136,6 +141,22 @@ TEST(VerifyHarnessTest, NaNAndUnwrittenElementsFail) {
       EXPECT_EQ(r.failure, VerifyFailure::kNaN) << r.reason;
     }
   }
+}
+
+// Note [Poisoned inputs]: a kernel correct on finite inputs that turns a NaN or
+// an infinity into a finite number fails, whatever it claims.
+TEST(VerifyHarnessTest, AKernelThatDropsNonFiniteValuesFails) {
+  for (KernelFn fn : {&test_add<Mode::kDropsNaN>, &test_add<Mode::kClampsInfinity>}) {
+    for (const PrecisionGuarantee& p : {exact(), PrecisionGuarantee{}}) {
+      const VerifyEntryReport r = verify_one(fn, p);
+      EXPECT_EQ(r.verdict, VerifyVerdict::kFail);
+      EXPECT_EQ(r.failure, VerifyFailure::kNonFiniteDropped) << r.reason;
+      EXPECT_NE(r.reason.find("poisoned"), std::string::npos) << r.reason;
+      // The regular cases passed: only the poisoned one failed.
+      for (const VerifyCaseResult& c : r.cases) EXPECT_EQ(c.failure, VerifyFailure::kNone);
+    }
+  }
+  EXPECT_EQ(name(VerifyFailure::kNonFiniteDropped), "non-finite-dropped");
 }
 
 TEST(VerifyHarnessTest, NonDeterminismAcrossRunsBreaksABitStableClaim) {

@@ -3,10 +3,11 @@
 // op.def marks its binding kOptional, at least one CPU binding in the built-in
 // table.
 //
-// The reference and case-generator switches are exhaustive (an op without a case
-// does not compile); this test checks what the compiler cannot: that the case
-// taken for the op produces cases and that the reference computes on them, at
-// every dtype list the table binds, and that a required op is bound at all.
+// The reference switch is exhaustive (an op without a reference does not
+// compile); this test checks what the compiler cannot: that the op has a case
+// generator (elementwise ops take their family's), that it produces cases and
+// that the reference computes on them, at every dtype list the table binds, and
+// that a required op is bound at all.
 #include <algorithm>
 #include <random>
 #include <string>

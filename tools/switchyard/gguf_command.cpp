@@ -96,24 +96,29 @@ int run_inspect(const InspectOptions& options) {
   fmt::print("  alignment {}, header {} bytes, data at offset {}, {} bytes of tensor data\n",
              file.alignment(), file.header_bytes(), file.data_offset(), tensor_bytes);
   fmt::print("metadata ({} keys)\n", file.metadata().size());
+  // Keys and names come from the file: escaped (no control byte reaches the
+  // terminal) and cut, so each stays on its line.
+  constexpr std::size_t kNameBytes = 200;
   std::size_t key_width = 0;
   for (const GgufMetadata::Entry& e : file.metadata().entries()) {
-    key_width = std::max(key_width, e.key.size());
+    key_width = std::max(key_width, printable(e.key, kNameBytes).size());
   }
   for (const GgufMetadata::Entry& e : file.metadata().entries()) {
-    fmt::print("  {:<{}}  {:<6}  {}\n", e.key, key_width, name(e.value.type()),
-               e.value.to_string(options.max_elements));
+    fmt::print("  {:<{}}  {:<6}  {}\n", printable(e.key, kNameBytes), key_width,
+               name(e.value.type()), e.value.to_string(options.max_elements));
   }
   fmt::print("tensors ({})  shape is outermost first; ne is GGUF's innermost-first order\n",
              file.tensors().size());
   std::size_t name_width = 4;
-  for (const GgufTensorInfo& t : file.tensors()) name_width = std::max(name_width, t.name.size());
+  for (const GgufTensorInfo& t : file.tensors()) {
+    name_width = std::max(name_width, printable(t.name, kNameBytes).size());
+  }
   fmt::print("  {:<{}}  {:<6}  {:<16}  {:<16}  {:>12}  {:>12}\n", "name", name_width, "dtype",
              "shape", "ne", "offset", "bytes");
   for (const GgufTensorInfo& t : file.tensors()) {
-    fmt::print("  {:<{}}  {:<6}  {:<16}  {:<16}  {:>12}  {:>12}\n", t.name, name_width,
-               name(t.dtype), t.shape.to_string(), dims_text(gguf_dims(t.shape)), t.offset,
-               t.size_bytes);
+    fmt::print("  {:<{}}  {:<6}  {:<16}  {:<16}  {:>12}  {:>12}\n", printable(t.name, kNameBytes),
+               name_width, name(t.dtype), t.shape.to_string(), dims_text(gguf_dims(t.shape)),
+               t.offset, t.size_bytes);
   }
   return kExitOk;
 }

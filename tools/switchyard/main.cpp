@@ -2,6 +2,10 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "command.h"
 #include "switchyard/backends.h"
@@ -11,8 +15,30 @@
 
 namespace switchyard::tool {
 
+namespace {
+
+// The message with every control byte written as \xNN: whatever a file or the
+// environment put into it, an error is one line and sends the terminal nothing
+// but text. (Strings taken from files are also cut where they enter a message;
+// printable() in status.h.)
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 int report_failure(const Status& status) {
-  std::fprintf(stderr, "switchyard: %s\n", status.to_string().c_str());
+  std::fprintf(stderr, "switchyard: %s\n", one_line(status.to_string()).c_str());
   switch (status.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
@@ -38,8 +64,11 @@ int run_command_line(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    // --help and --version print as CLI11 prints them; a usage error is one line
+    // on stderr, like every other error.
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;
+    std::fprintf(stderr, "switchyard: usage: %s (see --help)\n", one_line(e.what()).c_str());
+    return kExitUsage;
   }
   if (!selected) return kExitUsage;
   // The tool is the top of the stack: it publishes the built-in table that every

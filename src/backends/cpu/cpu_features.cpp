@@ -6,6 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "switchyard/environment.h"
@@ -54,7 +58,10 @@ CpuFeatures detect() {
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the wider registers.
   f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  f.f16c = f.avx2 && __builtin_cpu_supports("f16c");
+  // f16c from CPUID itself (leaf 1, ECX): clang's __builtin_cpu_supports does not
+  // know it. Its registers are the ymm ones AVX2 already needs saved.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  f.f16c = f.avx2 && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");

@@ -23,6 +23,7 @@
 #include "backends/cpu/attention/attention.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/elementwise/elementwise.h"
+#include "backends/cpu/elementwise/unary_ops.h"
 #include "backends/cpu/gemm/dense_kernels.h"
 #include "backends/cpu/gemm/dense_reference.h"
 #include "backends/cpu/layout/layout.h"
@@ -155,46 +156,6 @@ KernelOptions options(Variant v, PrecisionGuarantee precision, CostFn cost, Kern
 
 std::string variant_name(Variant v, std::string_view extra = {}) {
   return variant_name(variant_suffix(v), extra);
-}
-
-// How a unary op's siblings compute, for their precision claims.
-struct UnaryAccuracy {
-  // One correctly rounded f32 operation (neg, relu, sqrt, scale): exact in f32 and
-  // in the SIMD rows alike.
-  bool exact = false;
-  // Otherwise the f32 relative error of the SIMD rows (simd_vec.h), measured over
-  // the whole f32 range by cpu_elementwise_test with a margin; gelu's argument is
-  // itself rounded, which scales the exp error by up to |2y| where the result is
-  // tiny.
-  double simd_rel = 0;
-  // Rows that store f16 evaluate the exponential to f16 accuracy (Note
-  // [Exponentials for f16 results]): 1e-5 more, checked on every f16 input.
-  bool f16_exp = false;
-};
-
-// One per unary op of op.def; an op added there without a line here does not
-// compile (Note [Per-op code over kOpsOfFamily] in op.h).
-template <OpKind kOp>
-constexpr UnaryAccuracy unary_accuracy() {
-  if constexpr (kOp == OpKind::kNeg || kOp == OpKind::kRelu || kOp == OpKind::kSqrt ||
-                kOp == OpKind::kScale) {
-    return {.exact = true};
-  } else if constexpr (kOp == OpKind::kExp) {
-    return {.simd_rel = 4e-7, .f16_exp = true};
-  } else if constexpr (kOp == OpKind::kSigmoid || kOp == OpKind::kSilu) {
-    return {.simd_rel = 6e-7, .f16_exp = true};
-  } else if constexpr (kOp == OpKind::kTanh) {
-    return {.simd_rel = 6e-7};
-  } else if constexpr (kOp == OpKind::kGelu) {
-    return {.simd_rel = 2e-5, .f16_exp = true};
-  } else if constexpr (kOp == OpKind::kRsqrt) {
-    return {.simd_rel = 1.2e-7};
-  } else {
-    // gelu_erf has no SIMD row (has_simd_unary_row); a new op must say how its rows
-    // compute.
-    static_assert(!has_simd_unary_row(kOp), "a unary op with a SIMD row has no stated accuracy");
-    return {};
-  }
 }
 
 template <std::size_t... I>

@@ -45,8 +45,10 @@
 #define SWITCHYARD_SIMD_NS avx512
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which its
 // -Wmaybe-uninitialized / -Wuninitialized report at every use; they are wrong there.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #else
 #define SWITCHYARD_SIMD_NS avx2
 #endif

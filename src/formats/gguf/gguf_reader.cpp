@@ -318,15 +318,15 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
     Result<std::string> key = cursor.read_string("metadata key");
     if (!key.is_ok()) return key.status().with_context(fmt::format("metadata entry {}", i));
     auto in_key = [&](const Status& s) {
-      return s.with_context(fmt::format("metadata key '{}'", *key));
+      return s.with_context(fmt::format("metadata key '{}'", printable(*key)));
     };
     Result<GgufType> type = read_type(cursor, "value type");
     if (!type.is_ok()) return in_key(type.status());
     Result<GgufValue> value = read_value(cursor, *type, 0);
     if (!value.is_ok()) return in_key(value.status());
     if (file.metadata_.contains(*key)) {
-      return invalid_argument_error(
-          fmt::format("duplicate metadata key '{}' (second one at offset {})", *key, at));
+      return invalid_argument_error(fmt::format(
+          "duplicate metadata key '{}' (second one at offset {})", printable(*key), at));
     }
     SWITCHYARD_RETURN_IF_ERROR(
         file.metadata_.add(std::move(key).value(), std::move(value).value()));
@@ -349,8 +349,10 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
     Result<std::string> name_or = cursor.read_string("tensor name");
     if (!name_or.is_ok()) return name_or.status().with_context(fmt::format("tensor info {}", i));
     std::string tensor_name = std::move(name_or).value();
+    // The name as messages show it: escaped and cut, so an error stays one line.
+    const std::string shown = printable(tensor_name);
     auto in_tensor = [&](const Status& s) {
-      return s.with_context(fmt::format("tensor '{}'", tensor_name));
+      return s.with_context(fmt::format("tensor '{}'", shown));
     };
     if (tensor_name.size() > kGgufMaxTensorNameBytes) {
       return invalid_argument_error(
@@ -360,14 +362,14 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
     }
     if (file.tensor_index_.contains(tensor_name)) {
       return invalid_argument_error(
-          fmt::format("duplicate tensor name '{}' (second one at offset {})", tensor_name, at));
+          fmt::format("duplicate tensor name '{}' (second one at offset {})", shown, at));
     }
     Result<std::uint32_t> n_dims = cursor.read<std::uint32_t>("dimension count");
     if (!n_dims.is_ok()) return in_tensor(n_dims.status());
     if (*n_dims == 0 || *n_dims > static_cast<std::uint32_t>(kGgufMaxDims)) {
       return invalid_argument_error(
-          fmt::format("tensor '{}' has {} dimensions; GGUF tensors have 1 to {}", tensor_name,
-                      *n_dims, kGgufMaxDims));
+          fmt::format("tensor '{}' has {} dimensions; GGUF tensors have 1 to {}", shown, *n_dims,
+                      kGgufMaxDims));
     }
     std::array<std::int64_t, kGgufMaxDims> ne{};
     std::int64_t numel = 1;
@@ -378,13 +380,13 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
         return invalid_argument_error(
             fmt::format("tensor '{}' has dimension ne[{}] = {} ({}); dimensions must be 1 to "
                         "INT64_MAX",
-                        tensor_name, d, *dim, static_cast<std::int64_t>(*dim)));
+                        shown, d, *dim, static_cast<std::int64_t>(*dim)));
       }
       ne[d] = static_cast<std::int64_t>(*dim);
       if (__builtin_mul_overflow(numel, ne[d], &numel)) {
         return out_of_range_error(fmt::format(
             "tensor '{}' has more elements than fit in int64 (dimension product overflows)",
-            tensor_name));
+            shown));
       }
     }
     const std::uint64_t type_at = cursor.position();
@@ -397,7 +399,7 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
     if (!dtype) {
       return invalid_argument_error(
           fmt::format("tensor '{}' has ggml type id {} (offset {}), which Switchyard does not know",
-                      tensor_name, *type_id, type_at));
+                      shown, *type_id, type_at));
     }
     Result<std::uint64_t> offset = cursor.read<std::uint64_t>("data offset");
     if (!offset.is_ok()) return in_tensor(offset.status());
@@ -408,8 +410,7 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
     const std::int64_t rows = numel / ne[0];
     std::int64_t size_bytes = 0;
     if (__builtin_mul_overflow(*row, rows, &size_bytes)) {
-      return out_of_range_error(
-          fmt::format("tensor '{}' has more bytes than fit in int64", tensor_name));
+      return out_of_range_error(fmt::format("tensor '{}' has more bytes than fit in int64", shown));
     }
 
     GgufTensorInfo info;
@@ -436,8 +437,8 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
   for (const GgufTensorInfo& t : file.tensors_) {
     if (t.offset % align != 0) {
       return invalid_argument_error(
-          fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}", t.name,
-                      t.offset, align));
+          fmt::format("tensor '{}' data offset {} is not a multiple of the alignment {}",
+                      printable(t.name), t.offset, align));
     }
     std::uint64_t start = 0, end = 0;
     if (add_overflows(file.data_offset_, t.offset, &start) ||
@@ -445,7 +446,7 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
         end > file.bytes_.size()) {
       return data_loss_error(fmt::format(
           "tensor '{}' data ({} bytes at data offset {}) runs past the end of the {}-byte file",
-          t.name, t.size_bytes, t.offset, file.bytes_.size()));
+          printable(t.name), t.size_bytes, t.offset, file.bytes_.size()));
     }
   }
   // Overlap: sorted by offset, each tensor must end before the next begins.
@@ -459,8 +460,8 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
     const GgufTensorInfo& next = file.tensors_[order[i]];
     if (prev.offset + static_cast<std::uint64_t>(prev.size_bytes) > next.offset) {
       return invalid_argument_error(fmt::format(
-          "tensor '{}' (data offset {}, {} bytes) overlaps tensor '{}' (data offset {})", prev.name,
-          prev.offset, prev.size_bytes, next.name, next.offset));
+          "tensor '{}' (data offset {}, {} bytes) overlaps tensor '{}' (data offset {})",
+          printable(prev.name), prev.offset, prev.size_bytes, printable(next.name), next.offset));
     }
   }
   return file;
@@ -474,7 +475,7 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 Result<TensorView> GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo* info = find_tensor(name);
   if (info == nullptr) {
-    return not_found_error(fmt::format("the file has no tensor named '{}'", name));
+    return not_found_error(fmt::format("the file has no tensor named '{}'", printable(name)));
   }
   return view(*info);
 }

@@ -108,10 +108,18 @@ Status attention_kernel_impl(const KernelCall& call) {
                               double logit = dot * scale;
                               if constexpr (kMask) logit += to_f32(pm[s * skv + j]);
                               p[j] = logit;
-                              m = std::max(m, logit);
+                              m = std::isnan(logit) ? logit : std::max(m, logit);
+                              if (std::isnan(m)) break;
                             }
                             std::fill(acc.begin(), acc.end(), 0.0);
                             Q* orow = po + r * dh;
+                            if (std::isnan(m)) {
+                              // A NaN logit: the row is NaN (docs/ops.md), also
+                              // when no other key is unmasked.
+                              for (std::int64_t e = 0; e < dh; ++e)
+                                orow[e] = from_f32<Q>(std::numeric_limits<float>::quiet_NaN());
+                              continue;
+                            }
                             if (valid == 0 || m == -std::numeric_limits<double>::infinity()) {
                               // Every key masked: the softmax contract gives zero weights.
                               for (std::int64_t e = 0; e < dh; ++e) orow[e] = from_f32<Q>(0.0f);

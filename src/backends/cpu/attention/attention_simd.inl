@@ -280,9 +280,17 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       }
       const float m_old = ml[3 * r];
       const float bm = max_lanes(bmax);
-      const float m_new = bm > m_old ? bm : m_old;
-      // Nothing unmasked yet: the block adds nothing (and e^(-inf - -inf) is NaN).
-      if (m_new == -kAttnInf) continue;
+      float m_new = bm > m_old ? bm : m_old;
+      if (m_new == -kAttnInf) {
+        // Nothing unmasked yet: the block adds nothing (and e^(-inf - -inf) is
+        // NaN). Unless its logits are NaN, which vmax drops (it returns its
+        // second operand): then the row is NaN from here on, as a NaN logit
+        // beside finite ones makes it through the sum of exponentials.
+        bool nan = false;
+        for (int t = 0; t < kBlockTiles; ++t) nan |= any_lane(vnan_lanes(load(pr + t * kW1)));
+        if (!nan) continue;
+        m_new = __builtin_nanf("");
+      }
       const VF mv = vset(m_new);
       if (m_new != m_old) {
         // e^(m_old - m_new) in [0, 1): 0 for the first unmasked block.
@@ -340,9 +348,10 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   for (std::int64_t r = 0; r < rows; ++r) {
     Q* orow = out + q_offset(r);
     const float* ar = acc + r * dh_pad;
-    // A row with every key masked has l = 0 and gives zeros, as softmax does.
+    // A row with every key masked has l = 0 and gives zeros, as softmax does; a
+    // NaN row has l NaN and stays NaN.
     const float l = ml[3 * r + 1];
-    const VF inv = l > 0.0f ? vdiv(vset(1.0f), vset(l)) : vset(0.0f);
+    const VF inv = l == 0.0f ? vset(0.0f) : vdiv(vset(1.0f), vset(l));
     std::int64_t e = 0;
     for (; e + kW <= dh; e += kW) store(orow + e, vmul(load(ar + e), inv));
     if (e < dh) store_partial(orow + e, dh - e, vmul(load(ar + e), inv));

@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "backends/cpu/elementwise/unary_ops.h"
 #include "backends/cpu/simd_rows.h"
 
 namespace switchyard::cpu {
@@ -122,43 +123,6 @@ KernelFn binary_for(OpKind op, DType t) {
 }
 
 // --- unary -------------------------------------------------------------------
-
-// The reference value of a unary op. Transcendental functions are evaluated in
-// double so the only error left is the final rounding.
-// The reference value of a unary op. Transcendental functions are evaluated in
-// double so the only error left is the final rounding.
-template <OpKind kOp>
-float unary_scalar(float xf, float scale) {
-  const double x = xf;
-  if constexpr (kOp == OpKind::kNeg) {
-    return -xf;
-  } else if constexpr (kOp == OpKind::kRelu) {
-    return xf > 0.0f ? xf : 0.0f;
-  } else if constexpr (kOp == OpKind::kScale) {
-    return xf * scale;
-  } else if constexpr (kOp == OpKind::kSqrt) {
-    return std::sqrt(xf);
-  } else if constexpr (kOp == OpKind::kRsqrt) {
-    return static_cast<float>(1.0 / std::sqrt(x));
-  } else if constexpr (kOp == OpKind::kExp) {
-    return static_cast<float>(std::exp(x));
-  } else if constexpr (kOp == OpKind::kSigmoid) {
-    return static_cast<float>(1.0 / (1.0 + std::exp(-x)));
-  } else if constexpr (kOp == OpKind::kSilu) {
-    return static_cast<float>(x / (1.0 + std::exp(-x)));
-  } else if constexpr (kOp == OpKind::kTanh) {
-    return static_cast<float>(std::tanh(x));
-  } else if constexpr (kOp == OpKind::kGelu) {
-    // 0.5 x (1 + tanh(y)) written as x / (1 + e^(-2y)), which does not cancel.
-    const double y = 0.7978845608028654 * (x + 0.044715 * x * x * x);
-    return static_cast<float>(x / (1.0 + std::exp(-2.0 * y)));
-  } else if constexpr (kOp == OpKind::kGeluErf) {
-    // 0.5 x (1 + erf(x / sqrt 2)) == 0.5 x erfc(-x / sqrt 2), exact for negative x.
-    return static_cast<float>(0.5 * x * std::erfc(-x * 0.7071067811865476));
-  } else {
-    static_assert(kNoCodeForOp<kOp>, "a unary op of op.def has no reference formula here");
-  }
-}
 
 template <OpKind kOp, typename S, Variant kVariant>
 Status unary_kernel_impl(const KernelCall& call) {

@@ -69,10 +69,12 @@ inline VF apply_unary(VF x, VF param) {
     const VF minus_2y = vmul(x, vfma(vmul(x, x), vset(static_cast<float>(kMinus2C * 0.044715)),
                                      vset(static_cast<float>(kMinus2C))));
     return vdiv_one_plus_exp<kAcc>(x, minus_2y);
+  } else if constexpr (kOp == OpKind::kGeluQuick) {
+    return vdiv_one_plus_exp<kAcc>(x, vmul(x, vset(-1.702f)));
   } else if constexpr (kOp == OpKind::kRelu) {
-    // max(x, 0) returns its second operand for NaN, so relu(NaN) = 0 as in the
-    // reference's `x > 0 ? x : 0`.
-    return vmax(x, vset(0.0f));
+    // max(0, x) returns its second operand when either is NaN, so relu(NaN) is
+    // NaN (docs/ops.md: non-finite values propagate).
+    return vmax(vset(0.0f), x);
   } else if constexpr (kOp == OpKind::kSqrt) {
     return vsqrt(x);
   } else if constexpr (kOp == OpKind::kRsqrt) {

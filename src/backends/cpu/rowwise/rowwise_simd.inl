@@ -205,6 +205,15 @@ void softmax_row(const void* xv, const void* maskv, void* ov, std::int64_t cols,
   store(tmp, mx);
   float m = tmp[0];
   for (int l = 1; l < kW; ++l) m = tmp[l] > m ? tmp[l] : m;
+  // vmax returns its second operand when either is NaN, so the maximum of a row
+  // whose unmasked logits are all NaN can come out -inf: such a row is NaN, not
+  // masked (docs/ops.md). Only a row that looks masked pays for the check; in any
+  // other row a NaN logit makes the sum of exponentials, and so the row, NaN.
+  if (m == -kInf) {
+    for (std::int64_t i = 0; i < valid; i += kW) {
+      if (any_lane(vnan_lanes(logits(i, width(i))))) m = __builtin_nanf("");
+    }
+  }
   std::int64_t written = 0;
   if (valid > 0 && m != -kInf) {
     const VF mv = vset(m);

@@ -15,7 +15,8 @@ const RowwiseSimd& simd_table(Variant v) {
 }
 
 // Softmax of the first `valid` columns in double; the rest, or a row with
-// nothing unmasked, become zeros.
+// nothing unmasked, become zeros. A NaN logit makes the row NaN (the sum of its
+// exponentials is NaN; a row of nothing but NaN is not a masked row).
 template <typename S>
 void softmax_ref_row(const S* x, const S* mask, S* out, std::int64_t cols, std::int64_t valid,
                      float scale, std::vector<double>& logits) {
@@ -25,10 +26,14 @@ void softmax_ref_row(const S* x, const S* mask, S* out, std::int64_t cols, std::
     double v = static_cast<double>(to_f32(x[j])) * scale;
     if (mask != nullptr) v += to_f32(mask[j]);
     logits[j] = v;
-    m = std::max(m, v);
+    m = std::isnan(v) ? v : std::max(m, v);
+    if (std::isnan(m)) break;
   }
   std::int64_t written = 0;
-  if (valid > 0 && m != -std::numeric_limits<double>::infinity()) {
+  if (std::isnan(m)) {
+    std::fill(out, out + valid, from_f32<S>(std::numeric_limits<float>::quiet_NaN()));
+    written = valid;
+  } else if (valid > 0 && m != -std::numeric_limits<double>::infinity()) {
     double sum = 0.0;
     for (std::int64_t j = 0; j < valid; ++j) sum += std::exp(logits[j] - m);
     for (std::int64_t j = 0; j < valid; ++j) {
