@@ -17,6 +17,18 @@
 //   this build does not read, kInvalidArgument for values the format forbids), never
 //   a crash, an out-of-bounds read or an allocation sized by the file's claims.
 //
+// Metadata memory
+//   Metadata values are copied out of the file into compact storage: an array of
+//   numbers is one buffer of its element type, an array of strings one block of
+//   offsets and characters (GgufArray gives zero-copy spans and string views of
+//   them). Parsed metadata holds at most kGgufMetadataMemoryFactor (2) times the
+//   file's header and metadata bytes plus kGgufMetadataMemorySlack (16 MiB), as
+//   GgufMetadata::memory_bytes() counts it; a file that would need more (only one
+//   made of hundreds of thousands of tiny entries or inner arrays can) is refused
+//   with kInvalidArgument naming the key, before the memory is allocated. Arrays of
+//   numbers and strings cost about their bytes in the file (measured in
+//   docs/benchmarks.md, section 10).
+//
 // Dimension order (read this before touching shapes)
 //   GGUF stores a tensor's dimensions innermost first: ne[0] is the row length, the
 //   unit-stride dimension. Switchyard's `Shape` lists dimensions outermost first. The
@@ -75,6 +87,15 @@ inline constexpr std::size_t kGgufMaxWrittenTensorNameBytes = 63;
 // Arrays nested deeper than this are refused, so a hostile file cannot exhaust the
 // stack through recursion.
 inline constexpr int kGgufMaxArrayDepth = 16;
+
+// The reader refuses a file whose parsed metadata would hold more memory
+// (GgufMetadata::memory_bytes) than this many times the file's header and metadata
+// bytes plus kGgufMetadataMemorySlack, before allocating it. Arrays of numbers and
+// strings take at most about their bytes in the file, so only a file made mostly of
+// per-entry bookkeeping (hundreds of thousands of tiny keys or inner arrays) meets
+// the limit. Note [Metadata memory] in gguf_reader.cpp.
+inline constexpr std::uint64_t kGgufMetadataMemoryFactor = 2;
+inline constexpr std::uint64_t kGgufMetadataMemorySlack = std::uint64_t{16} << 20;
 
 namespace detail {
 // What the memory estimates (GgufMetadata::memory_bytes) count for one heap block
@@ -265,7 +286,7 @@ class GgufValue {
   Rep rep_;
 };
 // Arrays are kept no larger than a string, so an inner array costs what a string
-// does.
+// does (Note [Metadata memory] in gguf_reader.cpp counts on it).
 static_assert(sizeof(GgufValue) <= sizeof(std::string) + sizeof(std::size_t));
 
 // The strings of a string array: a zero-copy view of its storage, valid while the
@@ -418,7 +439,9 @@ class GgufMetadata {
 
   // An estimate of the memory these entries hold, from capacities: this object, the
   // entry array, every key and value (GgufValue::heap_bytes) and the lookup index,
-  // each heap block counted as detail::heap_block_bytes does.
+  // each heap block counted as detail::heap_block_bytes does. A file's parsed
+  // metadata stays within kGgufMetadataMemoryFactor times its header and metadata
+  // bytes plus kGgufMetadataMemorySlack (Note [Metadata memory] in gguf_reader.cpp).
   [[nodiscard]] std::size_t memory_bytes() const;
 
   friend bool operator==(const GgufMetadata& a, const GgufMetadata& b) {
