@@ -138,7 +138,7 @@ GgufValue pack_strings(std::span<const S> strings) {
   std::uint64_t end = 0;
   char* chars = detail::GgufValueAccess::string_chars(words);
   for (std::size_t i = 0; i < strings.size(); ++i) {
-    std::memcpy(chars + end, strings[i].data(), strings[i].size());
+    std::copy_n(strings[i].data(), strings[i].size(), chars + end);
     end += strings[i].size();
     words[1 + i] = end;
   }
