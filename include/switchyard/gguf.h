@@ -326,7 +326,7 @@ class GgufStrings {
   // String `i`; `i` must be below size() (unchecked, as for a span).
   [[nodiscard]] std::string_view operator[](std::size_t i) const {
     const std::uint64_t begin = i == 0 ? 0 : ends_[i - 1];
-    return chars_.substr(begin, ends_[i] - begin);
+    return {chars_.data() + begin, static_cast<std::size_t>(ends_[i] - begin)};
   }
   // Every string's bytes, back to back: the storage the views point into.
   [[nodiscard]] std::string_view chars() const { return chars_; }
