@@ -3,7 +3,9 @@
 // walk that converts every row to f32.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "switchyard/gguf.h"
@@ -17,7 +19,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)file.status().to_string();
     return 0;
   }
-  for (const auto& entry : file->metadata().entries()) (void)entry.value.to_string(4);
+  // Note [Metadata memory]: whatever parsed stays within the documented limit; array
+  // views cover their storage.
+  const GgufMetadata& metadata = file->metadata();
+  if (metadata.memory_bytes() >
+      kGgufMetadataMemoryFactor * file->header_bytes() + kGgufMetadataMemorySlack) {
+    std::abort();
+  }
+  for (const auto& entry : metadata.entries()) {
+    (void)entry.value.to_string(4);
+    if (!entry.value.is_array()) continue;
+    const GgufArray array = *entry.value.as_array();
+    if (array.element_type() == GgufType::kString) {
+      const GgufStrings strings = *array.strings();
+      std::size_t total = 0;
+      for (std::string_view s : strings) total += s.size();
+      if (total != strings.chars().size()) std::abort();
+    } else if (!array.empty() && array.element_type() != GgufType::kArray) {
+      (void)array.at(array.size() - 1).to_string();
+    }
+  }
   std::vector<float> row;
   for (const GgufTensorInfo& info : file->tensors()) {
     const std::span<const std::byte> tensor = file->tensor_bytes(info);

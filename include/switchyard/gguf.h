@@ -17,6 +17,18 @@
 //   this build does not read, kInvalidArgument for values the format forbids), never
 //   a crash, an out-of-bounds read or an allocation sized by the file's claims.
 //
+// Metadata memory
+//   Metadata values are copied out of the file into compact storage: an array of
+//   numbers is one buffer of its element type, an array of strings one block of
+//   offsets and characters (GgufArray gives zero-copy spans and string views of
+//   them). Parsed metadata holds at most kGgufMetadataMemoryFactor (2) times the
+//   file's header and metadata bytes plus kGgufMetadataMemorySlack (16 MiB), as
+//   GgufMetadata::memory_bytes() counts it; a file that would need more (only one
+//   made of hundreds of thousands of tiny entries or inner arrays can) is refused
+//   with kInvalidArgument naming the key, before the memory is allocated. Arrays of
+//   numbers and strings cost about their bytes in the file (measured in
+//   docs/benchmarks.md, section 10).
+//
 // Dimension order (read this before touching shapes)
 //   GGUF stores a tensor's dimensions innermost first: ne[0] is the row length, the
 //   unit-stride dimension. Switchyard's `Shape` lists dimensions outermost first. The
@@ -31,6 +43,9 @@
 //   SWITCHYARD_ASSIGN_OR_RETURN(std::uint32_t blocks,
 //   file.metadata().get_u32("llama.block_count")); SWITCHYARD_ASSIGN_OR_RETURN(TensorView w,
 //   file.tensor("blk.0.attn_q.weight"));
+//   SWITCHYARD_ASSIGN_OR_RETURN(GgufStrings tokens,
+//                               file.metadata().get_strings("tokenizer.ggml.tokens"));
+//   for (std::string_view token : tokens) ...  // views into the metadata, no copies
 //
 //   GgufWriter writer;
 //   writer.metadata().set("general.architecture", GgufValue::string("llama"));
@@ -42,6 +57,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,7 +88,32 @@ inline constexpr std::size_t kGgufMaxWrittenTensorNameBytes = 63;
 // stack through recursion.
 inline constexpr int kGgufMaxArrayDepth = 16;
 
+// The reader refuses a file whose parsed metadata would hold more memory
+// (GgufMetadata::memory_bytes) than this many times the file's header and metadata
+// bytes plus kGgufMetadataMemorySlack, before allocating it. Arrays of numbers and
+// strings take at most about their bytes in the file, so only a file made mostly of
+// per-entry bookkeeping (hundreds of thousands of tiny keys or inner arrays) meets
+// the limit. Note [Metadata memory] in gguf_reader.cpp.
+inline constexpr std::uint64_t kGgufMetadataMemoryFactor = 2;
+inline constexpr std::uint64_t kGgufMetadataMemorySlack = std::uint64_t{16} << 20;
+
 namespace detail {
+// What the memory estimates (GgufMetadata::memory_bytes) count for one heap block
+// of `request` bytes: the request with the allocator's header and rounding, as
+// glibc's malloc does it (an 8-byte header, 16-byte granules, 32 bytes at least);
+// nothing for no block.
+constexpr std::size_t heap_block_bytes(std::size_t request) {
+  if (request == 0) return 0;
+  const std::size_t rounded = (request + 8 + 15) / 16 * 16;
+  return rounded < 32 ? 32 : rounded;
+}
+
+// What GgufMetadata::memory_bytes counts for one node of the metadata's lookup
+// index: the link, the key object, the position and the cached hash (the key's own
+// heap block is counted apart).
+inline constexpr std::size_t kGgufIndexNodeBytes =
+    heap_block_bytes(sizeof(void*) + sizeof(std::string) + 2 * sizeof(std::size_t));
+
 // Lets the lookup maps below find a std::string key from a std::string_view.
 struct StringHash {
   using is_transparent = void;
@@ -101,9 +142,21 @@ inline constexpr std::uint32_t kGgufTypeCount = 13;
 // "u8", "i32", "f32", "bool", "string", "array", ...; "unknown" outside the enum.
 [[nodiscard]] std::string_view name(GgufType t);
 
+class GgufArray;
+class GgufValue;
+namespace detail {
+struct GgufValueAccess;  // the reader's way in (src/formats/gguf/gguf_format.h)
+}  // namespace detail
+
 // One metadata value: a scalar, a string or an array. An array has one element type
 // for all its elements; arrays of arrays are allowed, each inner array with its own
 // element type and length. Values are plain data: copyable, comparable.
+//
+// Arrays are stored compactly, never as one GgufValue per element: an array of a
+// scalar type is one contiguous buffer of that type (a u8 array costs one byte per
+// element), an array of strings is one buffer of characters and one end offset per
+// string, and only an array of arrays holds GgufValues (one per inner array). Read
+// them through as_array() (see GgufArray).
 class GgufValue {
  public:
   static GgufValue u8(std::uint8_t v) { return GgufValue(std::in_place_index<0>, v); }
@@ -118,18 +171,38 @@ class GgufValue {
   static GgufValue u64(std::uint64_t v) { return GgufValue(std::in_place_index<10>, v); }
   static GgufValue i64(std::int64_t v) { return GgufValue(std::in_place_index<11>, v); }
   static GgufValue f64(double v) { return GgufValue(std::in_place_index<12>, v); }
-  // An array of `element_type`. Every element must have that type (aborts
-  // otherwise: mixing types is a programmer error the format cannot represent).
-  static GgufValue array(GgufType element_type, std::vector<GgufValue> elements);
-  // An array of strings, the common case (token lists).
+
+  // Arrays of one scalar type, taking the buffer over.
+  static GgufValue u8_array(std::vector<std::uint8_t> values);
+  static GgufValue i8_array(std::vector<std::int8_t> values);
+  static GgufValue u16_array(std::vector<std::uint16_t> values);
+  static GgufValue i16_array(std::vector<std::int16_t> values);
+  static GgufValue u32_array(std::vector<std::uint32_t> values);
+  static GgufValue i32_array(std::vector<std::int32_t> values);
+  static GgufValue f32_array(std::vector<float> values);
+  static GgufValue bool_array(std::span<const bool> values);
+  // A bool array from bytes that are each 0 (false) or 1 (true), GGUF's encoding;
+  // aborts on any other byte.
+  static GgufValue bool_array_from_bytes(std::vector<std::uint8_t> bytes);
+  static GgufValue u64_array(std::vector<std::uint64_t> values);
+  static GgufValue i64_array(std::vector<std::int64_t> values);
+  static GgufValue f64_array(std::vector<double> values);
+  // An array of strings, the common large case (token lists, merges).
   static GgufValue string_array(std::span<const std::string> strings);
+  static GgufValue string_array(std::span<const std::string_view> strings);
+  // An array of `element_type` from one value per element, for any element type
+  // (the only way to build an array of arrays). Every element must have that type
+  // (aborts otherwise: mixing types is a programmer error the format cannot
+  // represent). Scalar and string elements are packed into the compact storage.
+  static GgufValue array(GgufType element_type, std::vector<GgufValue> elements);
 
   [[nodiscard]] GgufType type() const { return static_cast<GgufType>(rep_.index()); }
   [[nodiscard]] bool is_array() const { return type() == GgufType::kArray; }
   // The element type of an array; aborts for a non-array.
   [[nodiscard]] GgufType element_type() const;
-  // The elements of an array; aborts for a non-array.
-  [[nodiscard]] std::span<const GgufValue> elements() const;
+  // A view of an array, valid while this value lives unchanged; kInvalidArgument
+  // naming the type for a non-array.
+  [[nodiscard]] Result<GgufArray> as_array() const;
 
   // The value as exactly this type; kInvalidArgument naming both types otherwise.
   [[nodiscard]] Result<std::uint8_t> as_u8() const;
@@ -156,15 +229,42 @@ class GgufValue {
   // longer than `max_elements` show their first `max_elements` elements and "...".
   [[nodiscard]] std::string to_string(std::size_t max_elements = 8) const;
 
+  // Bytes this value owns on the heap (strings longer than the inline buffer, array
+  // storage, inner arrays), from the capacities it holds, each block counted as
+  // detail::heap_block_bytes does. The value's own
+  // sizeof(GgufValue) is not included.
+  [[nodiscard]] std::size_t heap_bytes() const;
+
+  // Floats (scalars and array elements) compare by bits: a NaN read back equals the
+  // NaN written and -0 differs from +0.
   friend bool operator==(const GgufValue& a, const GgufValue& b);
 
  private:
+  friend class GgufArray;
+  friend struct detail::GgufValueAccess;
+
+  // An array of strings, in one block of 64-bit words: the count n, the end offset
+  // of each string in the characters (string i is [ends[i-1], ends[i]), the first
+  // starting at 0), then the characters of every string back to back, zero-padded
+  // to a whole word. One block whatever the count, and a GgufValue no larger than
+  // a std::string; no words at all for no strings.
+  struct StringList {
+    std::vector<std::uint64_t> words;
+    friend bool operator==(const StringList& a, const StringList& b) = default;
+  };
+  // One alternative per element type, at the index of its GGUF type id, so
+  // index() is the element type. bool elements are bytes holding 0 or 1.
+  using Storage =
+      std::variant<std::vector<std::uint8_t>, std::vector<std::int8_t>, std::vector<std::uint16_t>,
+                   std::vector<std::int16_t>, std::vector<std::uint32_t>, std::vector<std::int32_t>,
+                   std::vector<float>, std::vector<std::uint8_t>, StringList,
+                   std::vector<GgufValue>, std::vector<std::uint64_t>, std::vector<std::int64_t>,
+                   std::vector<double>>;
   struct ArrayRep {
-    GgufType element_type;
-    std::vector<GgufValue> elements;
-    friend bool operator==(const ArrayRep& a, const ArrayRep& b) {
-      return a.element_type == b.element_type && a.elements == b.elements;
-    }
+    Storage storage;
+    // Element types equal, and elements equal (floats by bits).
+    [[nodiscard]] bool equals(const ArrayRep& other) const;
+    friend bool operator==(const ArrayRep& a, const ArrayRep& b) { return a.equals(b); }
   };
   // The alternative index is the GGUF type id, so type() is the index.
   using Rep = std::variant<std::uint8_t, std::int8_t, std::uint16_t, std::int16_t, std::uint32_t,
@@ -174,10 +274,115 @@ class GgufValue {
   // strings pays one move per string here instead of several.
   template <std::size_t kIndex, typename V>
   GgufValue(std::in_place_index_t<kIndex> index, V&& v) : rep_(index, std::forward<V>(v)) {}
+  // An array value whose storage holds `items` as element type id kElement.
+  template <std::size_t kElement, typename Items>
+  static GgufValue packed(Items items) {
+    return GgufValue(std::in_place_index<9>,
+                     ArrayRep{Storage(std::in_place_index<kElement>, std::move(items))});
+  }
   template <typename T, GgufType kType>
   Result<T> as() const;
 
   Rep rep_;
+};
+// Arrays are kept no larger than a string, so an inner array costs what a string
+// does (Note [Metadata memory] in gguf_reader.cpp counts on it).
+static_assert(sizeof(GgufValue) <= sizeof(std::string) + sizeof(std::size_t));
+
+// The strings of a string array: a zero-copy view of its storage, valid while the
+// value it came from lives unchanged. Indexing and iteration give string_views.
+class GgufStrings {
+ public:
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = std::string_view;
+    Iterator() = default;
+    std::string_view operator*() const { return (*strings_)[index_]; }
+    Iterator& operator++() {
+      ++index_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator old = *this;
+      ++index_;
+      return old;
+    }
+    friend bool operator==(const Iterator& a, const Iterator& b) { return a.index_ == b.index_; }
+
+   private:
+    friend class GgufStrings;
+    Iterator(const GgufStrings* strings, std::size_t index) : strings_(strings), index_(index) {}
+    const GgufStrings* strings_ = nullptr;
+    std::size_t index_ = 0;
+  };
+
+  GgufStrings() = default;
+  [[nodiscard]] std::size_t size() const { return ends_.size(); }
+  [[nodiscard]] bool empty() const { return ends_.empty(); }
+  // String `i`; `i` must be below size() (unchecked, as for a span).
+  [[nodiscard]] std::string_view operator[](std::size_t i) const {
+    const std::uint64_t begin = i == 0 ? 0 : ends_[i - 1];
+    return {chars_.data() + begin, static_cast<std::size_t>(ends_[i] - begin)};
+  }
+  // Every string's bytes, back to back: the storage the views point into.
+  [[nodiscard]] std::string_view chars() const { return chars_; }
+  [[nodiscard]] Iterator begin() const { return Iterator(this, 0); }
+  [[nodiscard]] Iterator end() const { return Iterator(this, size()); }
+
+ private:
+  friend class GgufArray;
+  GgufStrings(std::string_view chars, std::span<const std::uint64_t> ends)
+      : chars_(chars), ends_(ends) {}
+  std::string_view chars_;
+  std::span<const std::uint64_t> ends_;
+};
+
+// A read-only view of an array value, valid while the value lives unchanged; cheap
+// to copy. The typed accessors are zero-copy views of the value's storage; each
+// returns kInvalidArgument naming both element types when the array holds another.
+//
+//   SWITCHYARD_ASSIGN_OR_RETURN(GgufArray a, md.get_array("tokenizer.ggml.scores",
+//                                                           GgufType::kF32));
+//   std::span<const float> scores = *a.as_f32s();  // cannot fail: the type was checked
+//
+// Keep a view in a variable before iterating it: in `for (x : *a.strings())` the
+// loop would outlive the temporary Result that holds the view.
+class GgufArray {
+ public:
+  [[nodiscard]] GgufType element_type() const { return static_cast<GgufType>(storage_->index()); }
+  [[nodiscard]] std::size_t size() const;
+  [[nodiscard]] bool empty() const { return size() == 0; }
+  // Element `i` as a value of its own (a copy: for a string, of its bytes; for an
+  // inner array, of the whole array, so prefer arrays() there). Aborts when `i` is
+  // not below size().
+  [[nodiscard]] GgufValue at(std::size_t i) const;
+
+  [[nodiscard]] Result<std::span<const std::uint8_t>> as_u8s() const;
+  [[nodiscard]] Result<std::span<const std::int8_t>> as_i8s() const;
+  [[nodiscard]] Result<std::span<const std::uint16_t>> as_u16s() const;
+  [[nodiscard]] Result<std::span<const std::int16_t>> as_i16s() const;
+  [[nodiscard]] Result<std::span<const std::uint32_t>> as_u32s() const;
+  [[nodiscard]] Result<std::span<const std::int32_t>> as_i32s() const;
+  [[nodiscard]] Result<std::span<const float>> as_f32s() const;
+  // A bool array's elements as bytes, each 0 (false) or 1 (true).
+  [[nodiscard]] Result<std::span<const std::uint8_t>> as_bool_bytes() const;
+  [[nodiscard]] Result<std::span<const std::uint64_t>> as_u64s() const;
+  [[nodiscard]] Result<std::span<const std::int64_t>> as_i64s() const;
+  [[nodiscard]] Result<std::span<const double>> as_f64s() const;
+  [[nodiscard]] Result<GgufStrings> strings() const;
+  // The inner arrays of an array of arrays, each a GgufValue of type kArray.
+  [[nodiscard]] Result<std::span<const GgufValue>> arrays() const;
+
+ private:
+  friend class GgufValue;
+  explicit GgufArray(const GgufValue::Storage& storage) : storage_(&storage) {}
+  template <typename T, GgufType kType>
+  Result<std::span<const T>> typed() const;
+  const GgufValue::Storage* storage_;
 };
 
 // Metadata key/values in file order, with lookup by key. Keys are unique.
@@ -216,14 +421,28 @@ class GgufMetadata {
   [[nodiscard]] Result<double> get_f64(std::string_view key) const;
   [[nodiscard]] Result<std::int64_t> get_integer(std::string_view key) const;
   [[nodiscard]] Result<double> get_float(std::string_view key) const;
-  // The elements of an array value whose element type is `element_type`; errors as
-  // above when the key is absent, not an array, or an array of another type.
-  [[nodiscard]] Result<std::span<const GgufValue>> get_array(std::string_view key,
-                                                             GgufType element_type) const;
+  // The array value of `key`; errors as above when the key is absent or not an array.
+  [[nodiscard]] Result<GgufArray> get_array(std::string_view key) const;
+  // As get_array(key), and kInvalidArgument naming the key and both element types
+  // when the array's element type is not `element_type`.
+  [[nodiscard]] Result<GgufArray> get_array(std::string_view key, GgufType element_type) const;
+  // The strings of a string array (a tokenizer's vocabulary), as zero-copy views
+  // valid while this metadata lives unchanged; errors as get_array(key, kString).
+  [[nodiscard]] Result<GgufStrings> get_strings(std::string_view key) const;
 
   [[nodiscard]] std::span<const Entry> entries() const { return entries_; }
   [[nodiscard]] std::size_t size() const { return entries_.size(); }
   [[nodiscard]] bool empty() const { return entries_.empty(); }
+  // Makes room for `entries` entries in all, so adding that many allocates no more
+  // bookkeeping (and none beyond them: the entry array is sized exactly).
+  void reserve(std::size_t entries);
+
+  // An estimate of the memory these entries hold, from capacities: this object, the
+  // entry array, every key and value (GgufValue::heap_bytes) and the lookup index,
+  // each heap block counted as detail::heap_block_bytes does. A file's parsed
+  // metadata stays within kGgufMetadataMemoryFactor times its header and metadata
+  // bytes plus kGgufMetadataMemorySlack (Note [Metadata memory] in gguf_reader.cpp).
+  [[nodiscard]] std::size_t memory_bytes() const;
 
   friend bool operator==(const GgufMetadata& a, const GgufMetadata& b) {
     return a.entries_.size() == b.entries_.size() && [&] {

@@ -103,7 +103,7 @@ Result<LlamaConfig> LlamaConfig::from_metadata(const GgufMetadata& md) {
   if (md.find("llama.vocab_size") != nullptr) {
     SWITCHYARD_ASSIGN_OR_RETURN(c.vocab_size, positive_key(md, "llama.vocab_size"));
   } else if (md.find("tokenizer.ggml.tokens") != nullptr) {
-    SWITCHYARD_ASSIGN_OR_RETURN(std::span<const GgufValue> tokens,
+    SWITCHYARD_ASSIGN_OR_RETURN(GgufArray tokens,
                                 md.get_array("tokenizer.ggml.tokens", GgufType::kString));
     c.vocab_size = static_cast<std::int64_t>(tokens.size());
   }  // else: from token_embd's rows (from_gguf)

@@ -64,7 +64,7 @@ TEST(GgufValueTest, ArraysAndToString) {
   GgufValue a = GgufValue::array(GgufType::kU32, {GgufValue::u32(1), GgufValue::u32(2)});
   EXPECT_TRUE(a.is_array());
   EXPECT_EQ(a.element_type(), GgufType::kU32);
-  EXPECT_EQ(a.elements().size(), 2u);
+  EXPECT_EQ(a.as_array()->size(), 2u);
   EXPECT_EQ(a.to_string(), "[u32 x 2: 1, 2]");
   EXPECT_EQ(a.to_string(1), "[u32 x 2: 1, ...]");
   EXPECT_EQ(GgufValue::string("a\"b\n").to_string(), "\"a\\\"b\\n\"");
@@ -121,14 +121,27 @@ TEST(GgufMetadataTest, TypedGettersNameKeyAndTypes) {
   EXPECT_EQ(*m.get_float("llama.rope.freq_base"), 10000.0);
   EXPECT_FALSE(m.get_string("llama.rope.freq_base").is_ok());
 
-  Result<std::span<const GgufValue>> tokens = m.get_array("tokens", GgufType::kString);
+  Result<GgufArray> tokens = m.get_array("tokens", GgufType::kString);
   ASSERT_TRUE(tokens.is_ok());
-  EXPECT_EQ(*(*tokens)[1].as_string(), "b");
-  Result<std::span<const GgufValue>> wrong_elements = m.get_array("counts", GgufType::kU32);
+  EXPECT_EQ((*tokens->strings())[1], "b");
+  Result<GgufArray> wrong_elements = m.get_array("counts", GgufType::kU32);
   ASSERT_FALSE(wrong_elements.is_ok());
   EXPECT_NE(wrong_elements.status().message().find("array of i32, not array of u32"),
             std::string_view::npos);
   EXPECT_FALSE(m.get_array("llama.block_count", GgufType::kU32).is_ok());
+  Result<GgufArray> not_array = m.get_array("llama.block_count");
+  ASSERT_FALSE(not_array.is_ok());
+  EXPECT_EQ(not_array.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(not_array.status().message().find("llama.block_count"), std::string_view::npos);
+  EXPECT_EQ(m.get_array("counts")->element_type(), GgufType::kI32);
+  Result<GgufStrings> strings = m.get_strings("tokens");
+  ASSERT_TRUE(strings.is_ok());
+  EXPECT_EQ((*strings)[0], "a");
+  Result<GgufStrings> not_strings = m.get_strings("counts");
+  ASSERT_FALSE(not_strings.is_ok());
+  EXPECT_NE(not_strings.status().message().find("metadata key 'counts': value is array of i32, "
+                                                "not array of string"),
+            std::string_view::npos);
   EXPECT_EQ(m.get_array("nope", GgufType::kU32).status().code(), StatusCode::kNotFound);
 
   // One getter per type.

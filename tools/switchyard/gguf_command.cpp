@@ -39,11 +39,14 @@ nlohmann::json to_json(const GgufValue& v, std::size_t max_elements) {
     case GgufType::kF64: return *v.as_f64();
     case GgufType::kArray: {
       nlohmann::json values = nlohmann::json::array();
-      const auto elements = v.elements();
+      const GgufArray elements = *v.as_array();
       for (std::size_t i = 0; i < elements.size() && i < max_elements; ++i) {
-        values.push_back(to_json(elements[i], max_elements));
+        // An inner array is rendered where it is; at() would copy it whole.
+        values.push_back(elements.element_type() == GgufType::kArray
+                             ? to_json((*elements.arrays())[i], max_elements)
+                             : to_json(elements.at(i), max_elements));
       }
-      return {{"element_type", name(v.element_type())},
+      return {{"element_type", name(elements.element_type())},
               {"length", elements.size()},
               {"values", std::move(values)},
               {"truncated", elements.size() > max_elements}};

@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <vector>
 
 #include "switchyard/gguf.h"
 
@@ -45,6 +46,31 @@ constexpr std::uint64_t gguf_min_encoded_bytes(GgufType t) {
   }
   return 1;
 }
+
+// The reader's and the value code's way into GgufValue's storage for string arrays
+// (see GgufValue::StringList): the words are laid out by the caller, in place.
+struct GgufValueAccess {
+  // Zeroed words for `count` strings of `total_chars` bytes in all, with the count
+  // set: the caller fills the end offsets (words[1 + i]) and the characters.
+  static std::vector<std::uint64_t> string_words(std::uint64_t count, std::uint64_t total_chars) {
+    if (count == 0) return {};
+    std::vector<std::uint64_t> words(
+        static_cast<std::size_t>(string_words_size(count, total_chars)), 0);
+    words[0] = count;
+    return words;
+  }
+  static constexpr std::uint64_t string_words_size(std::uint64_t count, std::uint64_t total_chars) {
+    return count == 0 ? 0 : 1 + count + (total_chars + 7) / 8;
+  }
+  // Where the characters go; the words must hold at least one string.
+  static char* string_chars(std::vector<std::uint64_t>& words) {
+    return reinterpret_cast<char*>(words.data() + 1 + words[0]);
+  }
+  // The array; the words must be laid out as GgufValue::StringList says.
+  static GgufValue string_array(std::vector<std::uint64_t> words) {
+    return GgufValue::packed<8>(GgufValue::StringList{std::move(words)});
+  }
+};
 
 // A key/value takes at least a key length, a type and a one-byte value.
 inline constexpr std::uint64_t kGgufMinKvBytes = 8 + 4 + 1;

@@ -70,6 +70,23 @@ class Cursor {
     position_ += length;
     return text;
   }
+  // `count` bytes as a view of the file.
+  Result<std::span<const std::byte>> read_bytes(std::uint64_t count, std::string_view what) {
+    SWITCHYARD_RETURN_IF_ERROR(need(count, what));
+    std::span<const std::byte> bytes = bytes_.subspan(position_, count);
+    position_ += count;
+    return bytes;
+  }
+  // The u64 at file offset `at`, already checked to lie in the file.
+  [[nodiscard]] std::uint64_t u64_at(std::uint64_t at) const {
+    std::uint64_t value;
+    std::memcpy(&value, bytes_.data() + at, sizeof(value));
+    return value;
+  }
+  // `length` bytes at file offset `at`, already checked to lie in the file.
+  [[nodiscard]] std::string_view text_at(std::uint64_t at, std::uint64_t length) const {
+    return {reinterpret_cast<const char*>(bytes_.data() + at), length};
+  }
   Result<std::string> read_string(std::string_view what) {
     SWITCHYARD_ASSIGN_OR_RETURN(std::string_view text, read_string_view(what));
     return std::string(text);
@@ -100,7 +117,128 @@ Result<GgufType> read_type(Cursor& cursor, std::string_view what) {
   return static_cast<GgufType>(id);
 }
 
-Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth) {
+// Note [Metadata memory]
+// Parsed metadata must not cost much more memory than the file spends on it: a
+// hostile file could otherwise make a small header demand gigabytes (each element
+// of a u8 array once took a 40-byte GgufValue, so a 1 GB file could ask for 40 GB).
+// Two things keep it bounded.
+//
+// The storage is compact (see GgufValue): a scalar array is one buffer of its
+// element type, exactly as many bytes as the file holds; a string array is one
+// block holding an 8-byte end offset per string and the characters, which the file
+// matches with each string's 8-byte length and its characters. Those cost about
+// their bytes in the file. What can cost more is bookkeeping: each metadata entry
+// (its slot, its key held twice, its index node: 150 bytes and more) for as little
+// as 13 bytes of file, and each inner array of an array of arrays (a 40-byte
+// GgufValue and its own block) for as little as 12.
+//
+// So every allocation the reader makes for metadata is charged, before it is made,
+// to a MetadataBudget: the memory held may not exceed kGgufMetadataMemoryFactor (2)
+// times the file bytes that the metadata read so far provably reaches, plus
+// kGgufMetadataMemorySlack (16 MiB). "Provably reaches" is the end of what is being
+// read, once the counts have been checked against the bytes left, so a forged
+// count is refused by the byte check (kDataLoss) and an honest but costly one by the
+// budget (kInvalidArgument naming the key), never by std::bad_alloc. The charges
+// use the same accounting as GgufMetadata::memory_bytes(), rounded up, so a parsed
+// file's memory_bytes() is within the limit for its header_bytes(); the tests in
+// tests/formats/gguf_metadata_memory_test.cpp measure it and check it against
+// glibc's own count. Every real file is far inside the slack for its bookkeeping:
+// a llama vocabulary of 128k tokens costs about its bytes, and 16 MiB covers some
+// hundred thousand entries. Reservations are exact (a container sized by doubling
+// could hold twice what was charged).
+class MetadataBudget {
+ public:
+  // The most memory metadata reaching file offset `file_end` may hold.
+  static std::uint64_t limit(std::uint64_t file_end) {
+    std::uint64_t scaled = 0;
+    if (__builtin_mul_overflow(file_end, kGgufMetadataMemoryFactor, &scaled) ||
+        __builtin_add_overflow(scaled, kGgufMetadataMemorySlack, &scaled)) {
+      return std::numeric_limits<std::uint64_t>::max();
+    }
+    return scaled;
+  }
+  // Charges `bytes` more for what `describe()` names, whose file bytes reach
+  // `file_end`; refuses when the total would pass the limit there. `describe` is
+  // called only for the message.
+  template <typename Describe>
+  Status charge(std::uint64_t bytes, std::uint64_t file_end, Describe&& describe) {
+    std::uint64_t total = 0;
+    if (__builtin_add_overflow(used_, bytes, &total) || total > limit(file_end)) {
+      return invalid_argument_error(fmt::format(
+          "{} would take {} bytes of memory, on top of {} already held; the metadata's limit "
+          "is {} bytes ({} x the {} bytes of header and metadata up to its end at offset {}, "
+          "plus {} MiB)",
+          describe(), bytes, used_, limit(file_end), kGgufMetadataMemoryFactor, file_end, file_end,
+          kGgufMetadataMemorySlack >> 20));
+    }
+    used_ = total;
+    return Status::ok();
+  }
+
+ private:
+  std::uint64_t used_ = 0;
+};
+
+// The memory a heap block for `bytes` bytes is charged (detail::heap_block_bytes,
+// which GgufMetadata::memory_bytes counts too); nothing for an empty one.
+constexpr std::uint64_t block_charge(std::uint64_t bytes) {
+  return detail::heap_block_bytes(bytes);
+}
+// The most a std::string of `length` bytes holds on the heap (short ones hold
+// nothing, but the charge does not depend on the library's inline size).
+constexpr std::uint64_t string_charge(std::uint64_t length) {
+  return length == 0 ? 0 : block_charge(length + 1);
+}
+// Charged per metadata entry when the entry count is read: its slot in the entry
+// array and, allowing twice the buckets the index reserves, in the index's bucket
+// array. Its index node and key are charged as the key is read.
+constexpr std::uint64_t kEntrySlotCharge = sizeof(GgufMetadata::Entry) + 2 * sizeof(void*);
+
+// A scalar array: `count` elements of T, copied out of the file in one go.
+template <typename T>
+Result<std::vector<T>> read_scalars(Cursor& cursor, std::uint64_t count, MetadataBudget& budget,
+                                    std::string_view type_name) {
+  const std::uint64_t bytes = count * sizeof(T);  // count <= remaining / sizeof(T)
+  SWITCHYARD_RETURN_IF_ERROR(budget.charge(block_charge(bytes), cursor.position() + bytes, [&] {
+    return fmt::format("an array of {} {} elements", count, type_name);
+  }));
+  std::vector<T> values(static_cast<std::size_t>(count));
+  SWITCHYARD_ASSIGN_OR_RETURN(std::span<const std::byte> raw, cursor.read_bytes(bytes, "array"));
+  if (bytes != 0) std::memcpy(values.data(), raw.data(), bytes);
+  return values;
+}
+
+// A string array, in two passes over the file: the lengths first (each checked
+// against the bytes left, and summed), then, into one block whose size is now known
+// and charged before it is allocated, the end offsets and the characters.
+Result<GgufValue> read_strings(Cursor& cursor, std::uint64_t count, MetadataBudget& budget) {
+  const std::uint64_t first = cursor.position();
+  std::uint64_t total = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    Result<std::string_view> text = cursor.read_string_view("string value");
+    if (!text.is_ok()) return text.status().with_context(fmt::format("array element {}", i));
+    total += text->size();  // cannot overflow: every byte counted is in the file
+  }
+  const std::uint64_t words_size = detail::GgufValueAccess::string_words_size(count, total);
+  SWITCHYARD_RETURN_IF_ERROR(
+      budget.charge(block_charge(words_size * sizeof(std::uint64_t)), cursor.position(), [&] {
+        return fmt::format("an array of {} strings ({} bytes of characters)", count, total);
+      }));
+  std::vector<std::uint64_t> words = detail::GgufValueAccess::string_words(count, total);
+  if (count == 0) return detail::GgufValueAccess::string_array(std::move(words));
+  char* chars = detail::GgufValueAccess::string_chars(words);
+  std::uint64_t at = first, end = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t length = cursor.u64_at(at);  // checked by the first pass
+    std::memcpy(chars + end, cursor.text_at(at + 8, length).data(), length);
+    at += 8 + length;
+    end += length;
+    words[1 + i] = end;
+  }
+  return detail::GgufValueAccess::string_array(std::move(words));
+}
+
+Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth, MetadataBudget& budget) {
   switch (type) {
     case GgufType::kU8: {
       SWITCHYARD_ASSIGN_OR_RETURN(auto v, cursor.read<std::uint8_t>("u8 value"));
@@ -141,6 +279,9 @@ Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth) {
     }
     case GgufType::kString: {
       SWITCHYARD_ASSIGN_OR_RETURN(std::string_view v, cursor.read_string_view("string value"));
+      SWITCHYARD_RETURN_IF_ERROR(budget.charge(string_charge(v.size()), cursor.position(), [&] {
+        return fmt::format("a {}-byte string", v.size());
+      }));
       return GgufValue::string(std::string(v));
     }
     case GgufType::kU64: {
@@ -163,33 +304,96 @@ Result<GgufValue> read_value(Cursor& cursor, GgufType type, int depth) {
       SWITCHYARD_ASSIGN_OR_RETURN(GgufType element_type, read_type(cursor, "array element type"));
       const std::uint64_t at = cursor.position();
       SWITCHYARD_ASSIGN_OR_RETURN(std::uint64_t count, cursor.read<std::uint64_t>("array length"));
-      // Checked before reserving, so a forged count cannot size an allocation.
-      if (count > cursor.remaining() / detail::gguf_min_encoded_bytes(element_type)) {
+      // Checked before anything is charged or reserved, so a forged count can size
+      // neither; the budget then bounds what an honest count costs.
+      const std::uint64_t min_bytes = detail::gguf_min_encoded_bytes(element_type);
+      if (count > cursor.remaining() / min_bytes) {
         return data_loss_error(fmt::format(
             "array length at offset {} claims {} {} elements, more than the {} bytes left in the "
             "file can hold",
             at, count, name(element_type), cursor.remaining()));
       }
-      std::vector<GgufValue> elements;
-      elements.reserve(std::min(count, kMaxReserve));
-      if (element_type == GgufType::kString) {
-        // The common large array (token lists, merges): built in place, with no
-        // Result per element.
-        for (std::uint64_t i = 0; i < count; ++i) {
-          Result<std::string_view> text = cursor.read_string_view("string value");
-          if (!text.is_ok()) return text.status().with_context(fmt::format("array element {}", i));
-          elements.push_back(GgufValue::string(std::string(*text)));
+      switch (element_type) {
+        case GgufType::kU8: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::uint8_t>(cursor, count, budget, "u8"));
+          return GgufValue::u8_array(std::move(v));
         }
-        return GgufValue::array(element_type, std::move(elements));
-      }
-      for (std::uint64_t i = 0; i < count; ++i) {
-        Result<GgufValue> element = read_value(cursor, element_type, depth + 1);
-        if (!element.is_ok()) {
-          return element.status().with_context(fmt::format("array element {}", i));
+        case GgufType::kI8: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::int8_t>(cursor, count, budget, "i8"));
+          return GgufValue::i8_array(std::move(v));
         }
-        elements.push_back(std::move(element).value());
+        case GgufType::kU16: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::uint16_t>(cursor, count, budget, "u16"));
+          return GgufValue::u16_array(std::move(v));
+        }
+        case GgufType::kI16: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::int16_t>(cursor, count, budget, "i16"));
+          return GgufValue::i16_array(std::move(v));
+        }
+        case GgufType::kU32: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::uint32_t>(cursor, count, budget, "u32"));
+          return GgufValue::u32_array(std::move(v));
+        }
+        case GgufType::kI32: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::int32_t>(cursor, count, budget, "i32"));
+          return GgufValue::i32_array(std::move(v));
+        }
+        case GgufType::kF32: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v, read_scalars<float>(cursor, count, budget, "f32"));
+          return GgufValue::f32_array(std::move(v));
+        }
+        case GgufType::kBool: {
+          const std::uint64_t first = cursor.position();
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::uint8_t>(cursor, count, budget, "bool"));
+          const auto bad = std::find_if(v.begin(), v.end(), [](std::uint8_t b) { return b > 1; });
+          if (bad != v.end()) {
+            const auto i = static_cast<std::uint64_t>(bad - v.begin());
+            return invalid_argument_error(
+                fmt::format("array element {}: bool value at offset {} is {}; GGUF allows only 0 "
+                            "and 1",
+                            i, first + i, *bad));
+          }
+          return GgufValue::bool_array_from_bytes(std::move(v));
+        }
+        case GgufType::kString: return read_strings(cursor, count, budget);
+        case GgufType::kArray: {
+          SWITCHYARD_RETURN_IF_ERROR(budget.charge(
+              block_charge(count * sizeof(GgufValue)), cursor.position() + count * min_bytes,
+              [&] { return fmt::format("an array of {} arrays", count); }));
+          std::vector<GgufValue> inner;
+          inner.reserve(static_cast<std::size_t>(count));
+          for (std::uint64_t i = 0; i < count; ++i) {
+            Result<GgufValue> element = read_value(cursor, GgufType::kArray, depth + 1, budget);
+            if (!element.is_ok()) {
+              return element.status().with_context(fmt::format("array element {}", i));
+            }
+            inner.push_back(std::move(element).value());
+          }
+          return GgufValue::array(GgufType::kArray, std::move(inner));
+        }
+        case GgufType::kU64: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::uint64_t>(cursor, count, budget, "u64"));
+          return GgufValue::u64_array(std::move(v));
+        }
+        case GgufType::kI64: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v,
+                                      read_scalars<std::int64_t>(cursor, count, budget, "i64"));
+          return GgufValue::i64_array(std::move(v));
+        }
+        case GgufType::kF64: {
+          SWITCHYARD_ASSIGN_OR_RETURN(auto v, read_scalars<double>(cursor, count, budget, "f64"));
+          return GgufValue::f64_array(std::move(v));
+        }
       }
-      return GgufValue::array(element_type, std::move(elements));
+      return internal_error("unreachable GGUF element type");
     }
   }
   return internal_error("unreachable GGUF value type");
@@ -312,24 +516,43 @@ Result<GgufFile> GgufFile::parse_into(GgufFile file) {
                     tensor_count, cursor.remaining()));
   }
 
-  // Metadata.
+  // Metadata, within its memory budget (Note [Metadata memory]): the entries'
+  // slots first, for the count just checked, then each key and value as it is read.
+  MetadataBudget budget;
+  // kv_count is below 2^60 (checked above against the file): no overflow here.
+  const std::uint64_t slots = sizeof(GgufMetadata) + kv_count * kEntrySlotCharge + 64;
+  const std::uint64_t entries_end = cursor.position() + kv_count * detail::kGgufMinKvBytes;
+  auto bookkeeping = [&] {
+    return fmt::format("the bookkeeping of {} metadata entries", kv_count);
+  };
+  SWITCHYARD_RETURN_IF_ERROR(budget.charge(slots, entries_end, bookkeeping));
+  file.metadata_.reserve(static_cast<std::size_t>(kv_count));
+  // The estimate allowed for the index's rounding up; the real figure replaces it.
+  if (const std::uint64_t reserved = file.metadata_.memory_bytes(); reserved > slots) {
+    SWITCHYARD_RETURN_IF_ERROR(budget.charge(reserved - slots, entries_end, bookkeeping));
+  }
   for (std::uint64_t i = 0; i < kv_count; ++i) {
     const std::uint64_t at = cursor.position();
-    Result<std::string> key = cursor.read_string("metadata key");
+    Result<std::string_view> key = cursor.read_string_view("metadata key");
     if (!key.is_ok()) return key.status().with_context(fmt::format("metadata entry {}", i));
     auto in_key = [&](const Status& s) {
       return s.with_context(fmt::format("metadata key '{}'", printable(*key)));
     };
+    // The key is held twice: in its entry and in the lookup index's node.
+    if (Status s = budget.charge(2 * string_charge(key->size()) + detail::kGgufIndexNodeBytes,
+                                 cursor.position(), [] { return "its key and index entry"; });
+        !s.is_ok()) {
+      return in_key(s);
+    }
     Result<GgufType> type = read_type(cursor, "value type");
     if (!type.is_ok()) return in_key(type.status());
-    Result<GgufValue> value = read_value(cursor, *type, 0);
+    Result<GgufValue> value = read_value(cursor, *type, 0, budget);
     if (!value.is_ok()) return in_key(value.status());
     if (file.metadata_.contains(*key)) {
       return invalid_argument_error(fmt::format(
           "duplicate metadata key '{}' (second one at offset {})", printable(*key), at));
     }
-    SWITCHYARD_RETURN_IF_ERROR(
-        file.metadata_.add(std::move(key).value(), std::move(value).value()));
+    SWITCHYARD_RETURN_IF_ERROR(file.metadata_.add(std::string(*key), std::move(value).value()));
   }
   if (const GgufValue* alignment = file.metadata_.find("general.alignment")) {
     Result<std::uint32_t> a = alignment->as_u32();

@@ -46,12 +46,41 @@ class Encoder {
       case GgufType::kU64: put(*v.as_u64()); break;
       case GgufType::kI64: put(*v.as_i64()); break;
       case GgufType::kF64: put(*v.as_f64()); break;
-      case GgufType::kArray:
-        put(static_cast<std::uint32_t>(v.element_type()));
-        put<std::uint64_t>(v.elements().size());
-        for (const GgufValue& e : v.elements()) put_value(e);
-        break;
+      case GgufType::kArray: put_array(*v.as_array()); break;
     }
+  }
+  // The element type, the count and the elements. Scalar elements are stored as
+  // their little-endian bytes already (bools as 0 and 1): one append each array.
+  void put_array(const GgufArray& a) {
+    put(static_cast<std::uint32_t>(a.element_type()));
+    put<std::uint64_t>(a.size());
+    switch (a.element_type()) {
+      case GgufType::kU8: put_span(*a.as_u8s()); break;
+      case GgufType::kI8: put_span(*a.as_i8s()); break;
+      case GgufType::kU16: put_span(*a.as_u16s()); break;
+      case GgufType::kI16: put_span(*a.as_i16s()); break;
+      case GgufType::kU32: put_span(*a.as_u32s()); break;
+      case GgufType::kI32: put_span(*a.as_i32s()); break;
+      case GgufType::kF32: put_span(*a.as_f32s()); break;
+      case GgufType::kBool: put_span(*a.as_bool_bytes()); break;
+      case GgufType::kString: {
+        const GgufStrings strings = *a.strings();
+        for (std::string_view s : strings) put_string(s);
+        break;
+      }
+      case GgufType::kArray: {
+        const std::span<const GgufValue> inner = *a.arrays();
+        for (const GgufValue& v : inner) put_array(*v.as_array());
+        break;
+      }
+      case GgufType::kU64: put_span(*a.as_u64s()); break;
+      case GgufType::kI64: put_span(*a.as_i64s()); break;
+      case GgufType::kF64: put_span(*a.as_f64s()); break;
+    }
+  }
+  template <typename T>
+  void put_span(std::span<const T> values) {
+    append(values.data(), values.size_bytes());
   }
   std::vector<std::byte>& bytes() { return bytes_; }
 
@@ -76,7 +105,10 @@ std::uint64_t align_up(std::uint64_t n, std::uint64_t alignment) {
 int array_depth(const GgufValue& v) {
   if (!v.is_array()) return 0;
   int deepest = 0;
-  for (const GgufValue& e : v.elements()) deepest = std::max(deepest, array_depth(e));
+  if (v.element_type() == GgufType::kArray) {
+    const std::span<const GgufValue> inner = *v.as_array()->arrays();
+    for (const GgufValue& e : inner) deepest = std::max(deepest, array_depth(e));
+  }
   return deepest + 1;
 }
 
