@@ -2,19 +2,26 @@
 //
 // Note [A scan at read bandwidth]
 //   The scan exists to be run over whole models before they are trusted, so it
-//   must cost about what reading the bytes costs. Two things make that so:
+//   must cost about what reading the bytes costs (docs/benchmarks.md, "Checking
+//   weights", measures it against a plain read of the same mapping). So:
 //   - Values are classified on their bits, never converted: with `a` the bits
 //     without the sign, a value is NaN or infinite when a >= the infinity pattern
-//     and subnormal when 0 < a < the smallest normal, which is one unsigned
-//     compare each ((a - 1) wraps zero to the top).
-//   - The common case, a chunk with nothing special, runs a branch-free loop that
-//     ORs those two compares over kChunk values; the compiler vectorizes it for
-//     the dense dtypes (baseline SSE2: no ISA-specific file is needed to keep up
-//     with memory). Only a chunk whose OR is set is walked again value by value,
-//     to count NaN, infinity and subnormals apart and to find the first one.
+//     and subnormal when 0 < a < the smallest normal.
+//   - Each chunk of kChunk values is counted branch-free: non-finite and
+//     subnormal counts, in 16-byte vectors for the dense dtypes (GCC vector
+//     extensions, baseline SSE2, two compares per vector; no ISA-specific file),
+//     one value at a time for the one or two scale fields of a block. Only a
+//     chunk that holds a NaN or an infinity is walked again value by value, to
+//     count the two apart and find the first; subnormals, which are common in
+//     healthy files (f16 weights, k-quant scales), cost one walk per call, over
+//     the earliest chunk that holds one.
+//   - Memory: a range is read as kStreams parts side by side and lines are
+//     prefetched kPrefetchBytes ahead; one linear stream per core left the block
+//     formats well short of the peer read on the 2-vCPU machine C (q4_0 at 0.55
+//     of it before, 2026-12-04).
 //   A block format is scanned through its scale fields alone (one or two loads per
 //   block of 17 to 292 bytes); the quants between them are integers and are not
-//   read, though the hardware fetches the lines they share with the scales.
+//   examined, though the hardware fetches the lines they share with the scales.
 #include "switchyard/value_scan.h"
 
 #include <algorithm>
@@ -100,6 +107,11 @@ struct Ieee {
     if (a != 0 && a < kMinNormal) return ValueClass::kSubnormal;
     return ValueClass::kNormal;
   }
+  static bool nonfinite(Bits b) { return static_cast<Bits>(b & kAbs) >= kInf; }
+  static bool subnormal(Bits b) {
+    // (a - 1) wraps zero to the top, so one unsigned compare: 0 < a < kMinNormal.
+    return static_cast<Bits>(static_cast<Bits>(b & kAbs) - 1) < static_cast<Bits>(kMinNormal - 1);
+  }
   // Without the sign bit every value is non-negative, so signed compares (one
   // instruction each in SSE2, unlike unsigned ones) order magnitudes:
   //   non-finite:  a > kInf - 1
@@ -135,6 +147,8 @@ struct E8M0 {
     if (b == 0) return ValueClass::kSubnormal;
     return ValueClass::kNormal;
   }
+  static bool nonfinite(Bits b) { return b == 0xff; }
+  static bool subnormal(Bits b) { return b == 0; }
   static void count(Vec v, Vec& nonfinite, Vec& subnormal) {
     nonfinite -= v == -1;
     subnormal -= v == 0;
@@ -142,8 +156,8 @@ struct E8M0 {
 };
 
 // Values counted per chunk before the counts are looked at: large enough to
-// amortise that, small enough that a chunk walked again is still in L1 and that an
-// 8-bit lane counter cannot overflow (kChunk / 16 values per lane at most).
+// amortise that, small enough that a chunk walked again is still in L1 and that a
+// lane counter cannot overflow (sum_lanes).
 constexpr std::int64_t kChunk = 1024;
 // Note [Sweep streams] in bench/roofline.h: one linear stream per core leaves the
 // prefetchers short of memory bandwidth, so a range is cut into this many parts
@@ -163,7 +177,6 @@ struct Layout {
   std::array<std::string_view, kFields> names{};
 };
 
-// Non-finite and subnormal values in `n` (<= kChunk) blocks at `p`.
 struct Counts {
   std::int64_t nonfinite = 0;
   std::int64_t subnormal = 0;
@@ -181,88 +194,94 @@ Counts sum_lanes(typename F::Vec nonfinite, typename F::Vec subnormal) {
   return c;
 }
 
-template <typename F, int kFields>
-Counts count_chunk(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t n) {
+// Contiguous values (a dense dtype): four vector loads, one 64-byte line, per
+// step, and a scalar tail.
+template <typename F>
+Counts count_values(const std::byte* p, std::int64_t n) {
   using Vec = typename F::Vec;
-  using SBits = typename F::SBits;
-  constexpr std::int64_t kLanes = 16 / sizeof(SBits);
+  constexpr std::int64_t kSize = sizeof(typename F::Bits);
+  constexpr std::int64_t kLanes = 16 / kSize;
+  constexpr std::int64_t kStep = 4 * kLanes;
   Vec nonfinite{}, subnormal{};
-  std::int64_t b = 0;
-  if (layout.dense && kFields == 1) {
-    // Contiguous values: four vector loads, one 64-byte line, per step.
-    constexpr std::int64_t kStep = 4 * kLanes;
-    const auto step = [&](const std::byte* q) {
-      Vec v;
-      std::memcpy(&v, q, sizeof v);
-      F::count(v, nonfinite, subnormal);
-    };
-    for (; b + kStep <= n; b += kStep) {
-      const std::byte* q = p + b * static_cast<std::int64_t>(sizeof(SBits));
-      __builtin_prefetch(q + kPrefetchBytes);
-      step(q);
-      step(q + 16);
-      step(q + 32);
-      step(q + 48);
-    }
-  } else {
-    // Scale fields of consecutive blocks gathered into one vector, in order.
-    constexpr std::int64_t kBlocks = kLanes / kFields;
-    for (; b + kBlocks <= n; b += kBlocks) {
-      const std::byte* q = p + static_cast<std::size_t>(b) * layout.stride;
-      __builtin_prefetch(q + kPrefetchBytes);
-      Vec v;
-      for (std::int64_t j = 0; j < kBlocks; ++j) {
-        for (int f = 0; f < kFields; ++f) {
-          v[j * kFields + f] = static_cast<SBits>(
-              F::load(q + static_cast<std::size_t>(j) * layout.stride + layout.offsets[f]));
-        }
-      }
-      F::count(v, nonfinite, subnormal);
-    }
+  const auto step = [&](const std::byte* q) {
+    Vec v;
+    std::memcpy(&v, q, sizeof v);
+    F::count(v, nonfinite, subnormal);
+  };
+  std::int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+    const std::byte* q = p + i * kSize;
+    __builtin_prefetch(q + kPrefetchBytes);
+    step(q);
+    step(q + 16);
+    step(q + 32);
+    step(q + 48);
   }
   Counts c = sum_lanes<F>(nonfinite, subnormal);
-  for (; b < n; ++b) {
+  for (; i < n; ++i) {
+    const typename F::Bits bits = F::load(p + i * kSize);
+    c.nonfinite += F::nonfinite(bits);
+    c.subnormal += F::subnormal(bits);
+  }
+  return c;
+}
+
+// Scale fields of blocks, one by one: a block holds one or two, so there is
+// little to vectorize, and building vectors lane by lane costs more than it saves.
+template <typename F, int kFields>
+Counts count_fields(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t n) {
+  Counts c;
+  for (std::int64_t b = 0; b < n; ++b) {
+    const std::byte* block = p + static_cast<std::size_t>(b) * layout.stride;
+    // Every block (several per line for the small ones: a prefetch of a line
+    // already asked for costs one load slot, a test to skip it costs more).
+    __builtin_prefetch(block + kPrefetchBytes);
     for (std::size_t offset : layout.offsets) {
-      const ValueClass k =
-          F::classify(F::load(p + static_cast<std::size_t>(b) * layout.stride + offset));
-      c.nonfinite += k == ValueClass::kNan || k == ValueClass::kInf;
-      c.subnormal += k == ValueClass::kSubnormal;
+      const typename F::Bits bits = F::load(block + offset);
+      c.nonfinite += F::nonfinite(bits);
+      c.subnormal += F::subnormal(bits);
     }
   }
   return c;
 }
 
-void note_first(std::int64_t& first, std::string_view& first_field, std::int64_t block,
-                std::string_view field) {
-  if (first < 0) {
-    first = block;
-    first_field = field;
-  }
+// Non-finite and subnormal values in `n` (<= kChunk) blocks at `p`.
+template <typename F, int kFields>
+Counts count_chunk(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t n) {
+  return layout.dense ? count_values<F>(p, n) : count_fields(layout, p, n);
 }
 
-// A chunk whose counts found something, walked value by value in file order: NaN
-// and infinity counted apart, and the first of each kind noted. Garbage is rare,
-// so this runs for few chunks (and for the first subnormal of a part).
+// A chunk whose counts found a NaN or an infinity, walked value by value in file
+// order: the two counted apart and the first noted. Garbage is rare, so this runs
+// for few chunks.
 template <typename F, int kFields>
-void walk_chunk(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t n,
-                std::int64_t first_block, bool count_nonfinite, ValueScan& s) {
+void walk_nonfinite(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t n,
+                    std::int64_t first_block, ValueScan& s) {
   for (std::int64_t b = 0; b < n; ++b) {
     const std::byte* block = p + static_cast<std::size_t>(b) * layout.stride;
     for (int f = 0; f < kFields; ++f) {
-      const std::string_view field = layout.dense ? std::string_view() : layout.names[f];
-      switch (F::classify(F::load(block + layout.offsets[f]))) {
-        case ValueClass::kNormal: break;
-        case ValueClass::kNan:
-          s.nan += count_nonfinite ? 1 : 0;
-          note_first(s.first_nonfinite, s.first_nonfinite_field, first_block + b, field);
-          break;
-        case ValueClass::kInf:
-          s.inf += count_nonfinite ? 1 : 0;
-          note_first(s.first_nonfinite, s.first_nonfinite_field, first_block + b, field);
-          break;
-        case ValueClass::kSubnormal:
-          note_first(s.first_subnormal, s.first_subnormal_field, first_block + b, field);
-          break;
+      const ValueClass k = F::classify(F::load(block + layout.offsets[f]));
+      if (k != ValueClass::kNan && k != ValueClass::kInf) continue;
+      (k == ValueClass::kNan ? s.nan : s.inf) += 1;
+      if (s.first_nonfinite < 0) {
+        s.first_nonfinite = first_block + b;
+        s.first_nonfinite_field = layout.dense ? std::string_view() : layout.names[f];
+      }
+    }
+  }
+}
+
+// The first subnormal of a chunk that holds one.
+template <typename F, int kFields>
+void find_subnormal(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t n,
+                    std::int64_t first_block, ValueScan& s) {
+  for (std::int64_t b = 0; b < n; ++b) {
+    const std::byte* block = p + static_cast<std::size_t>(b) * layout.stride;
+    for (int f = 0; f < kFields; ++f) {
+      if (F::classify(F::load(block + layout.offsets[f])) == ValueClass::kSubnormal) {
+        s.first_subnormal = first_block + b;
+        s.first_subnormal_field = layout.dense ? std::string_view() : layout.names[f];
+        return;
       }
     }
   }
@@ -270,12 +289,17 @@ void walk_chunk(const Layout<F, kFields>& layout, const std::byte* p, std::int64
 
 // Scans `blocks` blocks at `p`: kStreams parts read side by side, a chunk of each
 // in turn; each part keeps its own scan, and the parts are appended in order.
+// Subnormals can be common (f16 weights, k-quant scales), so a part only remembers
+// its first chunk holding one, and one chunk, the earliest part's, is searched for
+// the first subnormal at the end.
 template <typename F, int kFields>
 ValueScan scan_layout(const Layout<F, kFields>& layout, const std::byte* p, std::int64_t blocks,
                       std::int64_t first) {
   const std::int64_t chunks = (blocks + kChunk - 1) / kChunk;
   const std::int64_t chunks_per_part = (chunks + kStreams - 1) / kStreams;
   std::array<ValueScan, kStreams> parts{};
+  std::array<std::int64_t, kStreams> subnormal_chunk;
+  subnormal_chunk.fill(-1);
   for (std::int64_t c = 0; c < chunks_per_part; ++c) {
     for (int s = 0; s < kStreams; ++s) {
       const std::int64_t at = (s * chunks_per_part + c) * kChunk;
@@ -283,16 +307,21 @@ ValueScan scan_layout(const Layout<F, kFields>& layout, const std::byte* p, std:
       const std::int64_t n = std::min(kChunk, blocks - at);
       const std::byte* chunk = p + static_cast<std::size_t>(at) * layout.stride;
       const Counts k = count_chunk(layout, chunk, n);
-      ValueScan& part = parts[static_cast<std::size_t>(s)];
-      part.subnormal += k.subnormal;
-      if (k.nonfinite > 0 || (k.subnormal > 0 && part.first_subnormal < 0)) {
-        walk_chunk(layout, chunk, n, first + at, k.nonfinite > 0, part);
-      }
+      const auto si = static_cast<std::size_t>(s);
+      parts[si].subnormal += k.subnormal;
+      if (k.subnormal > 0 && subnormal_chunk[si] < 0) subnormal_chunk[si] = at;
+      if (k.nonfinite > 0) walk_nonfinite(layout, chunk, n, first + at, parts[si]);
     }
   }
   ValueScan scan;
   for (const ValueScan& part : parts) scan.append(part);
   scan.values = blocks * kFields;
+  for (const std::int64_t at : subnormal_chunk) {
+    if (at < 0) continue;
+    find_subnormal(layout, p + static_cast<std::size_t>(at) * layout.stride,
+                   std::min(kChunk, blocks - at), first + at, scan);
+    break;
+  }
   return scan;
 }
 
