@@ -162,8 +162,18 @@ expect 1 "run --check-weights refuses a NaN weight" -- \
 contains err "run: the model's weights hold NaN or infinity: 'blk.0.attn_q.weight' (f32: 1 NaN" \
   "the refusal names the tensor"
 one_line "run --check-weights refusal"
-expect 0 "run --no-check-weights runs it anyway" -- \
-  "$tool" run "$work/nan-f32.gguf" --no-check-weights --prompt-tokens 2 --tokens 1
+expect 1 "run checks the weights by default" -- \
+  "$tool" run "$work/nan-f32.gguf" --prompt-tokens 2 --tokens 1
+contains err "'blk.0.attn_q.weight'" "the default refusal names the tensor"
+# --no-check-weights skips the scan (what the NaN does then is the run's business:
+# finite logits, or a refusal of non-finite ones, but not the weight check's).
+"$tool" run "$work/nan-f32.gguf" --no-check-weights --prompt-tokens 2 --tokens 1 >"$work/out" 2>"$work/err"
+if grep -q "weights hold NaN" "$work/err"; then
+  echo "FAIL: run --no-check-weights still checked the weights"
+  failures=$((failures + 1))
+else
+  echo "ok: run --no-check-weights skips the scan"
+fi
 expect 0 "run --check-weights a clean model" -- \
   "$tool" run "$work/tiny-f32.gguf" --check-weights --prompt-tokens 2 --tokens 1
 contains out "^weights  checked 39 of 39 tensors" "run prints the check's summary"
