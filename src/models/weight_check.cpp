@@ -12,8 +12,11 @@ namespace {
 // enough that scheduling is noise, small enough that two threads share a tensor of
 // a few megabytes and the last tasks of a batch finish together.
 constexpr std::uint64_t kTaskBytes = std::uint64_t{1} << 20;
-// Bytes between progress reports (and between the runner's joins).
+// Bytes between progress reports (and between the runner's joins), and the most
+// tasks a batch holds (a file of a million tiny tensors must not make a million
+// tasks at once).
 constexpr std::uint64_t kBatchBytes = std::uint64_t{64} << 20;
+constexpr std::size_t kBatchTasks = 4096;
 
 // A run of whole blocks of one tensor.
 struct Task {
@@ -110,7 +113,7 @@ Result<WeightCheckReport> check_weights(const GgufFile& file, const WeightCheckO
       const std::int64_t n = std::min(per_task, blocks - at);
       batch.push_back({i, at, n});
       batch_bytes += static_cast<std::uint64_t>(n) * bb;
-      if (batch_bytes >= kBatchBytes) {
+      if (batch_bytes >= kBatchBytes || batch.size() >= kBatchTasks) {
         run_batch();
         batch_bytes = 0;
       }

@@ -231,6 +231,26 @@ TEST_F(WeightCheckTest, LargeTensorsSplitIntoTasksGiveTheSameAnswerOnAnyThreadCo
   }
 }
 
+TEST_F(WeightCheckTest, ManySmallTensorsSpanSeveralBatches) {
+  // More tensors than one batch holds: results must still land on their tensors.
+  constexpr int kTensors = 5000;
+  for (int i = 0; i < kTensors; ++i) {
+    std::vector<std::byte> v = stored(DType::kF32, 1, 8, static_cast<unsigned>(i));
+    if (i == 4500) put_f32(v, 4 * 6, -std::numeric_limits<float>::infinity());
+    add("t" + std::to_string(i), DType::kF32, Shape{8}, std::move(v));
+  }
+  const GgufFile file = parse();
+  ThreadPool pool(2);
+  Result<WeightCheckReport> r = check_weights(file, {.runner = &pool});
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->inf, 1);
+  EXPECT_EQ(r->nonfinite_tensors, 1);
+  ASSERT_NE(r->first_nonfinite(), nullptr);
+  EXPECT_EQ(file.tensors()[r->first_nonfinite()->tensor].name, "t4500");
+  EXPECT_EQ(r->first_nonfinite()->scan.first_nonfinite, 6);
+  EXPECT_EQ(r->values, kTensors * 8);
+}
+
 TEST_F(WeightCheckTest, EmptyFile) {
   GgufFile empty = parse();
   Result<WeightCheckReport> r = check_weights(empty);
