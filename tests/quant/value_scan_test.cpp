@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -266,6 +267,91 @@ TEST(ValueScanTest, MxFp4ExponentEdges) {
   const ValueScan s = scan(DType::kMXFP4, q);
   EXPECT_TRUE(s.finite());
   EXPECT_EQ(s.subnormal, 0);
+}
+
+// The scan's bit tricks against the obvious code: each stored float widened
+// through half.h (or read as f32 / f64) and classified by std::fpclassify, on
+// random bits of every length up to a few chunks (every tail and part split).
+ValueScan reference_scan(DType t, std::span<const std::byte> bytes) {
+  ValueScan s;
+  const auto note = [&s](double v, bool subnormal, std::int64_t block, std::string_view field) {
+    ++s.values;
+    if (std::isnan(v) || std::isinf(v)) {
+      (std::isnan(v) ? s.nan : s.inf) += 1;
+      if (s.first_nonfinite < 0) {
+        s.first_nonfinite = block;
+        s.first_nonfinite_field = field;
+      }
+    } else if (subnormal) {
+      ++s.subnormal;
+      if (s.first_subnormal < 0) {
+        s.first_subnormal = block;
+        s.first_subnormal_field = field;
+      }
+    }
+  };
+  const auto bb = static_cast<std::size_t>(block_bytes(t));
+  for (std::size_t b = 0; b < bytes.size() / bb; ++b) {
+    const std::byte* p = bytes.data() + b * bb;
+    const auto block = static_cast<std::int64_t>(b);
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    if (t == DType::kF32) {
+      float f;
+      std::memcpy(&f, p, 4);
+      note(f, std::fpclassify(f) == FP_SUBNORMAL, block, "");
+    } else if (t == DType::kF64) {
+      double d;
+      std::memcpy(&d, p, 8);
+      note(d, std::fpclassify(d) == FP_SUBNORMAL, block, "");
+    } else if (t == DType::kBF16) {
+      const float f = bf16_to_f32(h);
+      note(f, std::fpclassify(f) == FP_SUBNORMAL, block, "");
+    } else if (t == DType::kF16) {
+      // An f16 subnormal: exponent field 0, mantissa not (its f32 is normal).
+      note(f16_to_f32(h), (h & 0x7c00) == 0 && (h & 0x03ff) != 0, block, "");
+    } else {
+      for (const Field& f : kFields) {
+        if (f.dtype != t) continue;
+        if (f.bytes == 2) {
+          const std::uint16_t v =
+              static_cast<std::uint16_t>(std::to_integer<unsigned>(p[f.offset]) |
+                                         (std::to_integer<unsigned>(p[f.offset + 1]) << 8));
+          note(f16_to_f32(v), (v & 0x7c00) == 0 && (v & 0x03ff) != 0, block, f.name);
+        } else if (f.bytes == 4) {
+          const float v = quant::load_f32(reinterpret_cast<const std::uint8_t*>(p + f.offset));
+          note(v, std::fpclassify(v) == FP_SUBNORMAL, block, f.name);
+        } else {
+          const auto e = std::to_integer<unsigned>(p[f.offset]);
+          note(e == 0xff ? std::nan("") : 1.0, e == 0, block, f.name);
+        }
+      }
+    }
+  }
+  return s;
+}
+
+TEST(ValueScanTest, MatchesAScalarReferenceOnRandomBits) {
+  std::mt19937 rng(42);
+  std::vector<DType> dtypes = {DType::kF64, DType::kF32, DType::kF16, DType::kBF16};
+  for (DType t : kQuantizedDTypes) dtypes.push_back(t);
+  for (DType t : dtypes) {
+    const auto bb = static_cast<std::size_t>(block_bytes(t));
+    for (std::size_t blocks :
+         {0u, 1u, 15u, 16u, 17u, 63u, 64u, 65u, 1023u, 1024u, 1025u, 4099u, 9000u}) {
+      // Bits that are mostly normal values, with every special class sprinkled:
+      // random bytes, then one byte in 16 forced to 0x00, 0x7f, 0x80 or 0xff.
+      std::vector<std::byte> bytes(blocks * bb);
+      for (std::byte& b : bytes) {
+        const unsigned r = rng();
+        b = static_cast<std::byte>(
+            (r >> 8) % 16 != 0 ? r & 0xff : std::array{0x00u, 0x7fu, 0x80u, 0xffu}[r & 3]);
+      }
+      const ValueScan want = reference_scan(t, bytes);
+      if (!has_float_values(t)) continue;
+      EXPECT_EQ(scan(t, bytes), want) << name(t) << " " << blocks << " blocks";
+    }
+  }
 }
 
 TEST(ValueScanTest, ChunkedScansAppendToTheWholeScan) {
