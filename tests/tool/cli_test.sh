@@ -217,6 +217,22 @@ contains out "^NONFINITE  output.weight  q6_k: 0 NaN, 1 Inf, .* of 512 scales; f
   "the q6_k d"
 contains out "2 tensors hold NaN or infinity (1 NaN, 1 Inf)" "the summary counts both"
 expect 0 "inspect --check the clean q4_k_m model" -- "$tool" inspect "$work/tiny-q4km.gguf" --check
+# A tensor name from the file is printed escaped, so every line stays one line.
+{
+  printf 'GGUF\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+  printf '\x0e\x00\x00\x00\x00\x00\x00\x00evil\x1b[31m\nname'          # name: 14 bytes
+  printf '\x01\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00'            # 1 dim: 8
+  printf '\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'            # f32, offset 0
+  head -c 26 /dev/zero                                                 # pad to 96
+  printf '\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\xc0\x7f\x00\x00\x80\x3f'
+  printf '\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\x80\x3f'
+} >"$work/evil.gguf"
+expect 1 "inspect --check a NaN in a tensor with control bytes in its name" -- \
+  "$tool" inspect "$work/evil.gguf" --check
+contains out '^NONFINITE  evil\\x1b\[31m\\x0aname  f32: 1 NaN, 0 Inf, 0 subnormal of 8 values; first non-finite at element 2$' \
+  "the name is escaped"
+one_line "a refusal naming an escaped tensor"
+[[ $(wc -l <"$work/out") -eq 2 ]] || { echo "FAIL: the check's report is not two lines"; failures=$((failures + 1)); }
 # Malformed files keep the parser's clear error (exit 2), with or without the check.
 head -c 100000 "$work/tiny-f32.gguf" >"$work/cut.gguf"
 expect 2 "inspect --check a file cut short in its data" -- "$tool" inspect "$work/cut.gguf" --check
