@@ -219,7 +219,8 @@ TEST(ValueScanTest, EveryScaleFieldOfEveryBlockFormat) {
     const std::uint32_t sub = f.bytes == 2 ? 0x0003u : f.bytes == 4 ? 0x00000005u : 0x00u;
     put_bits(q.data() + 4321 * stride, f, nan);
     put_bits(q.data() + 1717 * stride, f, nan);
-    if (f.bytes != 1) put_bits(q.data() + 4999 * stride, f, inf);  // E8M0 has no infinity
+    // Alone in its chunk (kChunk = 1024 blocks), so only its own count finds it.
+    if (f.bytes != 1) put_bits(q.data() + 3000 * stride, f, inf);  // E8M0 has no infinity
     put_bits(q.data() + 2500 * stride, f, sub);
     const std::int64_t subnormal_before = clean.subnormal;
 
@@ -340,12 +341,14 @@ TEST(ValueScanTest, MatchesAScalarReferenceOnRandomBits) {
     for (std::size_t blocks :
          {0u, 1u, 15u, 16u, 17u, 63u, 64u, 65u, 1023u, 1024u, 1025u, 4099u, 9000u}) {
       // Bits that are mostly normal values, with every special class sprinkled:
-      // random bytes, then one byte in 16 forced to 0x00, 0x7f, 0x80 or 0xff.
+      // random bytes, then one byte in 8 forced to a byte of an infinity, a NaN,
+      // a zero or a subnormal.
       std::vector<std::byte> bytes(blocks * bb);
       for (std::byte& b : bytes) {
         const unsigned r = rng();
-        b = static_cast<std::byte>(
-            (r >> 8) % 16 != 0 ? r & 0xff : std::array{0x00u, 0x7fu, 0x80u, 0xffu}[r & 3]);
+        b = static_cast<std::byte>((r >> 8) % 8 != 0 ? r & 0xff
+                                                     : std::array{0x00u, 0x7cu, 0xfcu, 0x7fu, 0x80u,
+                                                                  0xffu, 0x03u, 0x04u}[r & 7]);
       }
       const ValueScan want = reference_scan(t, bytes);
       if (!has_float_values(t)) continue;
