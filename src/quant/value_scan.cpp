@@ -10,15 +10,18 @@
 //   - Each chunk of kChunk values is counted branch-free: non-finite and
 //     subnormal counts, in 16-byte vectors for the dense dtypes (GCC vector
 //     extensions, baseline SSE2, two compares per vector; no ISA-specific file),
-//     one value at a time for the one or two scale fields of a block. Only a
+//     four at a time in one 64-bit word for the f16 scale fields of a block
+//     format, one at a time for q8_k's f32 and mxfp4's E8M0 ones. Only a
 //     chunk that holds a NaN or an infinity is walked again value by value, to
 //     count the two apart and find the first; subnormals, which are common in
 //     healthy files (f16 weights, k-quant scales), cost one walk per call, over
 //     the earliest chunk that holds one.
 //   - Memory: a range is read as kStreams parts side by side and lines are
 //     prefetched kPrefetchBytes ahead; one linear stream per core left the block
-//     formats well short of the peer read on the 2-vCPU machine C (q4_0 at 0.55
-//     of it before, 2026-12-04).
+//     formats well short of the peer read on the 2-vCPU machine C (q4_k at 0.55
+//     of it before, 0.93 after, 2026-12-04). f32 and q4_0 remain bound by this
+//     code's instructions there (0.6-0.7 of the read); an AVX2 twin of
+//     count_values would lift f32.
 //   A block format is scanned through its scale fields alone (one or two loads per
 //   block of 17 to 292 bytes); the quants between them are integers and are not
 //   examined, though the hardware fetches the lines they share with the scales.

@@ -9,7 +9,7 @@
 //   switchyard/weight_check.h) and refuses a model that holds one, naming the
 //   tensor (exit 1). It does so by default because the scan costs one read of the
 //   weights at close to read bandwidth (docs/benchmarks.md, "Checking weights":
-//   0.6-0.85 of a plain read of the same mapping on two threads of machine C),
+//   0.6-1.0 of a plain read of the same mapping on two threads of machine C),
 //   which is what one decode step reads anyway: about one generated token for a
 //   memory-bound model, under 1% of the default 64 + 32 token run on the embedded
 //   model (0.6 ms against 4 ms per decode step in f32). A cold file costs the disk
