@@ -1,6 +1,7 @@
 // Fuzz target: the GGUF reader on arbitrary bytes, and everything a caller then
-// does with a file that parsed: metadata rendering, tensor views and the data
-// walk that converts every row to f32.
+// does with a file that parsed: metadata rendering, tensor views, the data walk
+// that converts every row to f32, and the weight check of `inspect --check`, which
+// reads every tensor's bytes in full.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "switchyard/gguf.h"
 #include "switchyard/quant.h"
+#include "switchyard/weight_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace switchyard;
@@ -53,5 +55,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)row_to_f32(info.dtype, tensor.subspan(at, static_cast<std::size_t>(*row_size)), row);
     }
   }
+  // Every range the check reads was validated by the parser: a failure here is a
+  // finding (the check reports kInternal for a range outside the file).
+  Result<WeightCheckReport> check = check_weights(*file);
+  if (!check.is_ok() || check->tensors.size() != file->tensors().size()) __builtin_trap();
   return 0;
 }

@@ -123,6 +123,90 @@ contains out "blk.0.attn_q.weight" "inspect lists tensors"
 expect 2 "inspect a missing file" -- "$tool" inspect "$work/missing.gguf"
 expect 2 "inspect a truncated file" -- "$tool" inspect "$work/truncated.gguf"
 
+# inspect --check and run --check-weights: garbage written into well-formed files at
+# known places must be found there, named, and fail the check (exit 1).
+# data_at FILE TENSOR: the file offset of a tensor's first byte (from inspect).
+data_at() {
+  local data offset
+  data=$("$tool" inspect "$1" | sed -n 's/.*data at offset \([0-9]*\),.*/\1/p')
+  offset=$("$tool" inspect "$1" | awk -v n="$2" '$1 == n { print $(NF - 1) }')
+  echo $((data + offset))
+}
+# poke FILE OFFSET BYTES: overwrite bytes in place (BYTES as printf escapes).
+poke() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
+# one_line: the last command's stderr is exactly one line.
+one_line() {
+  if [[ $(wc -l <"$work/err") -ne 1 ]]; then
+    echo "FAIL: $1: stderr has $(wc -l <"$work/err") lines"
+    sed 's/^/  stderr: /' "$work/err" | head -5
+    failures=$((failures + 1))
+  fi
+}
+expect 0 "inspect --check a clean f32 model" -- "$tool" inspect "$work/tiny-f32.gguf" --check
+contains out "checked 39 of 39 tensors" "the check covers every tensor"
+contains out "no NaN or infinity" "the summary says it is clean"
+[[ ! -s "$work/err" ]] || { echo "FAIL: a clean check wrote to stderr (no progress bar off a terminal)"; failures=$((failures + 1)); }
+cp "$work/tiny-f32.gguf" "$work/nan-f32.gguf"
+poke "$work/nan-f32.gguf" $(($(data_at "$work/nan-f32.gguf" blk.0.attn_q.weight) + 4 * 3)) '\x00\x00\xc0\x7f'
+expect 1 "inspect --check a NaN f32 weight" -- "$tool" inspect "$work/nan-f32.gguf" --check
+contains out "^NONFINITE  blk.0.attn_q.weight  f32: 1 NaN, 0 Inf, 0 subnormal of 65536 values; first non-finite at element 3$" \
+  "the tensor, the counts and the element"
+contains out "1 tensor holds NaN or infinity (1 NaN, 0 Inf)" "the summary counts it"
+contains err "holds NaN or infinity: 'blk.0.attn_q.weight'" "the refusal names the tensor"
+one_line "inspect --check refusal"
+expect 1 "inspect --check --json a NaN f32 weight" -- "$tool" inspect "$work/nan-f32.gguf" --check --json
+if command -v python3 >/dev/null; then
+  python3 - "$work/out" <<'PY' || { echo "FAIL: inspect --check --json"; failures=$((failures + 1)); }
+import json, sys
+c = json.load(open(sys.argv[1]))["check"]
+assert c["ok"] is False and c["nan"] == 1 and c["inf"] == 0, c
+f = c["findings"]
+assert len(f) == 1 and f[0]["name"] == "blk.0.attn_q.weight" and f[0]["first_nonfinite"] == 3, f
+assert f[0]["index_unit"] == "element" and f[0]["dtype"] == "f32", f
+PY
+fi
+expect 1 "run --check-weights refuses a NaN weight" -- \
+  "$tool" run "$work/nan-f32.gguf" --check-weights --prompt-tokens 2 --tokens 1
+contains err "run: the model's weights hold NaN or infinity: 'blk.0.attn_q.weight' (f32: 1 NaN" \
+  "the refusal names the tensor"
+one_line "run --check-weights refusal"
+expect 1 "run checks the weights by default" -- \
+  "$tool" run "$work/nan-f32.gguf" --prompt-tokens 2 --tokens 1
+contains err "'blk.0.attn_q.weight'" "the default refusal names the tensor"
+# --no-check-weights skips the scan (what the NaN does then is the run's business:
+# finite logits, or a refusal of non-finite ones, but not the weight check's).
+"$tool" run "$work/nan-f32.gguf" --no-check-weights --prompt-tokens 2 --tokens 1 >"$work/out" 2>"$work/err"
+if grep -q "weights hold NaN" "$work/err"; then
+  echo "FAIL: run --no-check-weights still checked the weights"
+  failures=$((failures + 1))
+else
+  echo "ok: run --no-check-weights skips the scan"
+fi
+expect 0 "run --check-weights a clean model" -- \
+  "$tool" run "$work/tiny-f32.gguf" --check-weights --prompt-tokens 2 --tokens 1
+contains out "^weights  checked 39 of 39 tensors" "run prints the check's summary"
+cp "$work/tiny-f32.gguf" "$work/sub-f32.gguf"
+at=$(data_at "$work/sub-f32.gguf" blk.1.ffn_up.weight)
+poke "$work/sub-f32.gguf" $((at + 4 * 10)) '\x01\x00\x00\x00'
+poke "$work/sub-f32.gguf" $((at + 4 * 11)) '\xff\xff\x7f\x80'
+expect 0 "inspect --check f32 subnormals (a warning)" -- "$tool" inspect "$work/sub-f32.gguf" --check
+contains out "^SUBNORMAL  blk.1.ffn_up.weight  f32: 0 NaN, 0 Inf, 2 subnormal of 196608 values; first subnormal at element 10$" \
+  "the subnormal tensor and its first element"
+contains out "2 subnormal values in 1 tensor stay subnormal in f32 (a warning)" "the summary warns"
+expect 0 "quantize to f16" -- "$tool" quantize "$work/tiny-f32.gguf" "$work/inf-f16.gguf" --type f16
+poke "$work/inf-f16.gguf" $(($(data_at "$work/inf-f16.gguf" blk.1.ffn_gate.weight) + 2 * 5)) '\x00\xfc'
+expect 1 "inspect --check an infinite f16 value" -- "$tool" inspect "$work/inf-f16.gguf" --check
+contains out "^NONFINITE  blk.1.ffn_gate.weight  f16: 0 NaN, 1 Inf, [0-9]* subnormal of 196608 values; first non-finite at element 5;" \
+  "the f16 tensor and element"
+expect 0 "quantize to q8_0" -- "$tool" quantize "$work/tiny-f32.gguf" "$work/nan-q8.gguf" --type q8_0
+poke "$work/nan-q8.gguf" $(($(data_at "$work/nan-q8.gguf" blk.0.attn_v.weight) + 34 * 5)) '\x00\x7e'
+expect 1 "inspect --check a NaN q8_0 scale" -- "$tool" inspect "$work/nan-q8.gguf" --check
+contains out "^NONFINITE  blk.0.attn_v.weight  q8_0: 1 NaN, 0 Inf, 0 subnormal of 1024 scales; first non-finite at block 5 (d)$" \
+  "the q8_0 block and field"
+expect 1 "run --check-weights a NaN q8_0 scale" -- \
+  "$tool" run "$work/nan-q8.gguf" --check-weights --prompt-tokens 2 --tokens 1
+contains err "'blk.0.attn_v.weight' (q8_0" "the refusal names the q8_0 tensor"
+
 # quantize: f32 -> q4_k_m, then run the result.
 expect 0 "quantize to q4_k_m" -- \
   "$tool" quantize "$work/tiny-f32.gguf" "$work/tiny-q4km.gguf" --type q4_k_m
@@ -130,6 +214,41 @@ expect 0 "inspect the quantized model" -- "$tool" inspect "$work/tiny-q4km.gguf"
 contains out "q4_k" "the quantized model holds q4_k tensors"
 contains out "q6_k" "the q4_k_m mix keeps some tensors in q6_k"
 expect 0 "run the quantized model" -- "$tool" run "$work/tiny-q4km.gguf" --prompt-tokens 8 --tokens 4
+# k-quant super-block scales: a NaN q4_k dmin and an infinite q6_k d in the q4_k_m mix.
+cp "$work/tiny-q4km.gguf" "$work/bad-q4km.gguf"
+poke "$work/bad-q4km.gguf" $(($(data_at "$work/bad-q4km.gguf" blk.0.attn_q.weight) + 144 * 2 + 2)) '\x01\x7e'
+poke "$work/bad-q4km.gguf" $(($(data_at "$work/bad-q4km.gguf" output.weight) + 210 * 7 + 208)) '\x00\x7c'
+expect 1 "inspect --check NaN / Inf k-quant super-block scales" -- "$tool" inspect "$work/bad-q4km.gguf" --check
+contains out "^NONFINITE  blk.0.attn_q.weight  q4_k: 1 NaN, 0 Inf, .* of 512 scales; first non-finite at block 2 (dmin)" \
+  "the q4_k dmin"
+contains out "^NONFINITE  output.weight  q6_k: 0 NaN, 1 Inf, .* of 512 scales; first non-finite at block 7 (d)" \
+  "the q6_k d"
+contains out "2 tensors hold NaN or infinity (1 NaN, 1 Inf)" "the summary counts both"
+expect 0 "inspect --check the clean q4_k_m model" -- "$tool" inspect "$work/tiny-q4km.gguf" --check
+# A tensor name from the file is printed escaped, so every line stays one line.
+{
+  printf 'GGUF\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+  printf '\x0e\x00\x00\x00\x00\x00\x00\x00evil\x1b[31m\nname'          # name: 14 bytes
+  printf '\x01\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00'            # 1 dim: 8
+  printf '\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'            # f32, offset 0
+  head -c 26 /dev/zero                                                 # pad to 96
+  printf '\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\xc0\x7f\x00\x00\x80\x3f'
+  printf '\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\x80\x3f'
+} >"$work/evil.gguf"
+expect 1 "inspect --check a NaN in a tensor with control bytes in its name" -- \
+  "$tool" inspect "$work/evil.gguf" --check
+contains out '^NONFINITE  evil\\x1b\[31m\\x0aname  f32: 1 NaN, 0 Inf, 0 subnormal of 8 values; first non-finite at element 2$' \
+  "the name is escaped"
+one_line "a refusal naming an escaped tensor"
+[[ $(wc -l <"$work/out") -eq 2 ]] || { echo "FAIL: the check's report is not two lines"; failures=$((failures + 1)); }
+# Malformed files keep the parser's clear error (exit 2), with or without the check.
+head -c 100000 "$work/tiny-f32.gguf" >"$work/cut.gguf"
+expect 2 "inspect --check a file cut short in its data" -- "$tool" inspect "$work/cut.gguf" --check
+contains err "runs past the end" "the parser's error"
+expect 2 "inspect --check a truncated header" -- "$tool" inspect "$work/truncated.gguf" --check
+expect 2 "run --check-weights a file cut short" -- "$tool" run "$work/cut.gguf" --check-weights
+expect 2 "inspect --check --threads beyond the range" -- "$tool" inspect "$work/tiny-f32.gguf" --check --threads 100000
+
 expect 2 "quantize to an unknown type" -- \
   "$tool" quantize "$work/tiny-f32.gguf" "$work/x.gguf" --type q9_z
 expect 2 "quantize a missing file" -- \

@@ -2,7 +2,16 @@
 // tensors with their shapes, types and sizes — read through the same reader the
 // runtime loads models with, so a file this command refuses is one the runtime
 // refuses too, with the same error.
+//
+// `switchyard inspect FILE --check [--json] [--threads N]`: instead of the listing,
+// a full scan of every tensor's floats (switchyard/weight_check.h): one line per
+// tensor holding NaN or infinity (NONFINITE) or subnormals (SUBNORMAL), and a
+// summary. Exit 1 when any tensor holds a NaN or an infinity (a failed check);
+// subnormals are finite and only warned about (exit 0): tiny blocks of a healthy
+// model give them (an f16 scale below 2^-14 is subnormal), and the kernels compute
+// with them correctly.
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -10,6 +19,8 @@
 
 #include "command.h"
 #include "switchyard/gguf.h"
+#include "switchyard/thread_pool.h"
+#include "weight_check_text.h"
 
 namespace switchyard::tool {
 namespace {
@@ -17,6 +28,8 @@ namespace {
 struct InspectOptions {
   std::string path;
   bool json = false;
+  bool check = false;
+  int threads = 0;
   std::size_t max_elements = 8;
 };
 
@@ -59,10 +72,39 @@ std::string dims_text(std::span<const std::int64_t> dims) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
+int run_check(const InspectOptions& options, const GgufFile& file) {
+  std::unique_ptr<ThreadPool> own_pool;
+  ThreadPool* pool = &default_thread_pool();
+  if (options.threads > 0) {
+    own_pool = std::make_unique<ThreadPool>(options.threads);
+    pool = own_pool.get();
+  }
+  Result<TimedWeightCheck> check = timed_weight_check(file, pool, !options.json);
+  if (!check.is_ok()) return report_failure(check.status());
+  if (options.json) {
+    nlohmann::json out;
+    out["file"] = options.path;
+    out["check"] = check_json(file, *check);
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print("{}{}: {}\n", finding_lines(file, check->report), printable(options.path),
+               check_summary(file, *check));
+  }
+  if (!check->report.finite()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "switchyard: inspect --check: %s holds NaN or infinity: %s\n",
+                 printable(options.path).c_str(),
+                 first_nonfinite_text(file, check->report).c_str());
+    return kExitCheckFailed;
+  }
+  return kExitOk;
+}
+
 int run_inspect(const InspectOptions& options) {
   Result<GgufFile> opened = GgufFile::open(options.path);
   if (!opened.is_ok()) return report_failure(opened.status());
   const GgufFile& file = *opened;
+  if (options.check) return run_check(options, file);
   std::int64_t tensor_bytes = 0;
   for (const GgufTensorInfo& t : file.tensors()) tensor_bytes += t.size_bytes;
 
@@ -133,6 +175,12 @@ void add_inspect_command(CLI::App& app, CommandMain& selected) {
   CLI::App* cmd = app.add_subcommand("inspect", "Show a GGUF file's header, metadata and tensors");
   cmd->add_option("file", options->path, "GGUF file")->required();
   cmd->add_flag("--json", options->json, "Machine-readable output");
+  cmd->add_flag("--check", options->check,
+                "Scan every tensor for NaN, infinity and subnormals instead of listing; exit 1 "
+                "on NaN or infinity");
+  cmd->add_option("--threads", options->threads,
+                  "--check: CPU threads (default: SWITCHYARD_THREADS or all)")
+      ->check(kThreadRange);
   cmd->add_option("--max-elements", options->max_elements,
                   "Array elements shown per metadata value (default 8)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
