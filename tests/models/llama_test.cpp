@@ -273,7 +273,8 @@ TEST_P(NonFiniteWeightTest, LogitsAreRefusedNamingTheNode) {
   ASSERT_TRUE(poisoned);
   Result<GgufWriter> w = synthetic_model_writer(*m);
   ASSERT_TRUE(w.is_ok());
-  GgufFile file = write_and_open(*w, "nan");
+  // One file per parameter: ctest runs the parameters as parallel processes.
+  GgufFile file = write_and_open(*w, "nan_" + tensor);
   TestRegistry r;
   Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();

@@ -47,6 +47,7 @@ enum class UnaryOp : int {
   kSilu,
   kGelu,
   kGeluErf,
+  kGeluQuick,
   kRelu,
   kSqrt,
   kRsqrt,

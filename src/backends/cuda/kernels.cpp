@@ -84,6 +84,8 @@ constexpr device::UnaryOp unary_op() {
     return U::kGelu;
   else if constexpr (kOp == OpKind::kGeluErf)
     return U::kGeluErf;
+  else if constexpr (kOp == OpKind::kGeluQuick)
+    return U::kGeluQuick;
   else if constexpr (kOp == OpKind::kRelu)
     return U::kRelu;
   else if constexpr (kOp == OpKind::kSqrt)

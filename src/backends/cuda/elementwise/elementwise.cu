@@ -64,6 +64,7 @@ __device__ __forceinline__ double unary_op(UnaryOp op, double x, double scale) {
       return x / (1.0 + exp(-2.0 * u));
     }
     case UnaryOp::kGeluErf: return 0.5 * x * erfc(-x * 0.7071067811865476);
+    case UnaryOp::kGeluQuick: return x / (1.0 + exp(-1.702 * x));
     case UnaryOp::kRelu: return x > 0.0 || x != x ? x : 0.0;
     case UnaryOp::kSqrt: return sqrt(x);
     case UnaryOp::kRsqrt: return 1.0 / sqrt(x);
