@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/quant/quant_matmul_avx2_inl.h"
@@ -240,27 +241,42 @@ inline __m256i reduce_pairs(__m256i u0, __m256i u1) {
   return _mm256_add_epi32(_mm256_unpacklo_epi64(u0, u1), _mm256_unpackhi_epi64(u0, u1));
 }
 
+inline std::uint16_t u16_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return h;
+}
+
+// The 16-bit fields at `kField` of the group's eight blocks, each inserted at its
+// slot. The blocks are a pack of template arguments, so every insert's lane is a
+// constant whatever the optimiser unrolls (at -O1 or under the sanitizers a loop
+// counter is not, and the build stops).
+template <DType W, int kField, int... kBlock>
+inline __m128i group_u16(const std::uint8_t* g, std::integer_sequence<int, kBlock...>) {
+  __m128i v = _mm_setzero_si128();
+  ((v = _mm_insert_epi16(v, u16_at(g + kBlock * block_bytes(W) + kField), slot_of(kBlock))), ...);
+  return v;
+}
+
 // The group's eight block scales (mins: field offset 2) in slot order, f32.
 template <DType W, int kField>
 inline __m256 group_f16(const std::uint8_t* g) {
-  constexpr int kB = block_bytes(W);
+  return _mm256_cvtph_ps(group_u16<W, kField>(g, std::make_integer_sequence<int, kGroupBlocks>{}));
+}
+
+// The group's eight mxfp4 exponent bytes in slot order (as group_u16).
+template <int... kBlock>
+inline __m128i group_e8m0(const std::uint8_t* g, std::integer_sequence<int, kBlock...>) {
   __m128i v = _mm_setzero_si128();
-#pragma GCC unroll 8
-  for (int b = 0; b < kGroupBlocks; ++b) {
-    std::uint16_t h;
-    std::memcpy(&h, g + b * kB + kField, sizeof h);
-    v = _mm_insert_epi16(v, h, slot_of(b));
-  }
-  return _mm256_cvtph_ps(v);
+  ((v = _mm_insert_epi8(v, g[kBlock * block_bytes(DType::kMXFP4)], slot_of(kBlock))), ...);
+  return v;
 }
 
 template <DType W>
 inline __m256 group_scales(const std::uint8_t* g) {
   if constexpr (W == DType::kMXFP4) {
     // quant::e8m0_half in lanes: exponent field e - 1, or 2^-22 << e for e < 2.
-    __m128i e8 = _mm_setzero_si128();
-#pragma GCC unroll 8
-    for (int b = 0; b < kGroupBlocks; ++b) e8 = _mm_insert_epi8(e8, g[b * 17], slot_of(b));
+    const __m128i e8 = group_e8m0(g, std::make_integer_sequence<int, kGroupBlocks>{});
     const __m256i e = _mm256_cvtepu8_epi32(e8);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
