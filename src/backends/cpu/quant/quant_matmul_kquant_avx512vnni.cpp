@@ -138,7 +138,9 @@ bool quantize_q8_k_block(const float* x, BlockQ8_K& b) {
     case DType::kQ4_K: prepare(k_order<DType::kQ4_K>, 1); break;
     case DType::kQ5_K: prepare(k_order<DType::kQ5_K>, 1); break;
     case DType::kQ6_K: prepare(k_order<DType::kQ6_K>, kSumScale<DType::kQ6_K>); break;
-    default: prepare(k_order<DType::kIQ4_XS>, 1); break;
+    case DType::kIQ4_XS: prepare(k_order<DType::kIQ4_XS>, 1); break;
+    // Only formats with tiles here (quant_format_avx512_kquant) reach this.
+    default: SWITCHYARD_CHECK_MSG(false, "prepare_k: a format without AVX-512 k-quant tiles");
   }
 }
 
