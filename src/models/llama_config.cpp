@@ -82,8 +82,8 @@ Result<LlamaConfig> LlamaConfig::from_metadata(const GgufMetadata& md) {
   }
   SWITCHYARD_ASSIGN_OR_RETURN(std::string_view arch, md.get_string(kArchitecture));
   if (arch != "llama") {
-    return invalid_argument_error(
-        fmt::format("llama: general.architecture is '{}', this builder reads 'llama'", printable(arch)));
+    return invalid_argument_error(fmt::format(
+        "llama: general.architecture is '{}', this builder reads 'llama'", printable(arch)));
   }
   LlamaConfig c;
   SWITCHYARD_ASSIGN_OR_RETURN(c.context_length, positive_key(md, "llama.context_length"));
