@@ -8,9 +8,11 @@
 // GCC 12's AVX-512 intrinsic headers build some results from a deliberately
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
 // reports once the intrinsics are inlined. The warning is about the header, not
-// this code, so it is silenced for this file only.
+// this code, so it is silenced for this file only (clang has no such analysis).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <immintrin.h>
 

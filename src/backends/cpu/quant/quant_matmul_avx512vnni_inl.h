@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "backends/cpu/quant/quant_tile_inl.h"
 #include "switchyard/dtype.h"
@@ -17,6 +18,18 @@ namespace switchyard::cpu {
 namespace {
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+// v with its 128-bit lanes 1 to R-1 replaced by lane(1) ... lane(R-1). The lane
+// index of vinserti32x4 is an immediate, so the rows unfold at compile time
+// rather than relying on the compiler to unroll a loop.
+template <int R, typename Lane>
+inline __m512i insert_lanes(__m512i v, Lane lane) {
+  static_assert(R >= 1 && R <= 4);
+  [&]<int... r>(std::integer_sequence<int, r...>) {
+    ((v = _mm512_inserti32x4(v, lane(r + 1), r + 1)), ...);
+  }(std::make_integer_sequence<int, R - 1>{});
+  return v;
+}
 
 template <typename T, std::size_t N>
 inline __m512i load_table(const std::array<T, N>& a) {

@@ -28,8 +28,10 @@
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
 // reports once the intrinsics are inlined; silenced for this file only, as in the
 // other AVX-512 kernels.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <array>

@@ -30,14 +30,17 @@
 // undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
 // reports once the intrinsics are inlined; silenced for this file only, as in the
 // other AVX-512 kernels.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/quant/quant_matmul_avx512vnni_inl.h"
@@ -200,8 +203,10 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
           _mm_broadcast_ss(reinterpret_cast<const float*>(wb[r] + kScaleAt<W>)));
     };
     __m128i pairs = scale_word(0);
-#pragma GCC unroll 8
-    for (int r = 1; r < R; ++r) pairs = _mm_blend_epi32(pairs, scale_word(r), 1 << r);
+    // The blend mask is an immediate: the rows unfold at compile time.
+    [&]<int... r>(std::integer_sequence<int, r...>) {
+      ((pairs = _mm_blend_epi32(pairs, scale_word(r + 1), 1 << (r + 1))), ...);
+    }(std::make_integer_sequence<int, R - 1>{});
     constexpr float kLo = kScaleHalf<W> == 0 ? kScaleFactor<W> : -1.0f;
     constexpr float kHi = kScaleHalf<W> == 0 ? -1.0f : kScaleFactor<W>;
     const __m256 wd = _mm256_mul_ps(_mm256_cvtph_ps(pairs),

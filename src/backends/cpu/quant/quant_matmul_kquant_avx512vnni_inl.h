@@ -398,11 +398,10 @@ inline void k_head(const std::uint8_t* p, KHead& h) {
 template <int R, bool kPairBytes>
 inline void q3_heads(const std::uint8_t* const (&p)[R], KHead (&h)[R]) {
   static_assert(R >= 1 && R <= 4);
-  __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + 94)));
-#pragma GCC unroll 4
-  for (int r = 1; r < R; ++r) {
-    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[r] + 94)), r);
-  }
+  const auto lane = [&](int r) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[r] + 94));
+  };
+  const __m512i v = insert_lanes<R>(_mm512_castsi128_si512(lane(0)), lane);
   const __m512i nibbles = _mm512_srlv_epi64(
       _mm512_shuffle_epi8(
           v, _mm512_broadcast_i32x4(_mm_setr_epi8(2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5, 6, 7, 8, 9))),
@@ -611,11 +610,8 @@ inline __m512i zeroed() {
 // The mins of the R rows at w[r], row r's 16 in 128-bit lane r (past R: row 0's).
 template <int R>
 inline __m512i q2_tile_mins(const std::uint8_t* const (&w)[R]) {
-  __m512i raw = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[0])));
-#pragma GCC unroll 4
-  for (int r = 1; r < R; ++r) {
-    raw = _mm512_inserti32x4(raw, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r])), r);
-  }
+  const auto lane = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r])); };
+  const __m512i raw = insert_lanes<R>(_mm512_broadcast_i32x4(lane(0)), lane);
   return _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0f));
 }
 
