@@ -43,6 +43,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,16 @@ struct PlanOptions {
   Registry* registry = nullptr;
   // False plans without recording or sealing anything.
   bool record_in_registry = true;
+  // Note [Caller tensors on a device]
+  // The graph inputs and outputs that the caller keeps on a backend other than
+  // the host, by name (an input's value name; an output's value name or its
+  // producer's node name). An input is read in place by consumers on its backend
+  // and copied for the others; an output is written in place by a producer on its
+  // backend and copied there otherwise. The executor then takes exactly these
+  // tensors on that backend. The use: state that lives on the accelerator across
+  // runs, such as a KV cache that each step reads and appends to, which would
+  // otherwise cross the bus twice per step.
+  std::map<std::string, BackendId, std::less<>> external_backends;
 };
 
 // Why a sibling was not chosen; machine-readable, with text beside it.
@@ -248,6 +259,10 @@ class ExecutionPlan {
   // The graph inputs and outputs, in the order run() takes them.
   [[nodiscard]] std::span<const ValueId> inputs() const { return inputs_; }
   [[nodiscard]] std::span<const ValueId> outputs() const { return graph_.outputs(); }
+  // Where the caller's tensors live, in the order of inputs() then outputs():
+  // the host unless PlanOptions::external_backends says otherwise.
+  [[nodiscard]] std::span<const BackendId> input_backends() const { return input_backends_; }
+  [[nodiscard]] std::span<const BackendId> output_backends() const { return output_backends_; }
 
  private:
   friend Result<ExecutionPlan> plan_graph(const Graph&, TableSnapshot, const PlanOptions&);
@@ -258,6 +273,7 @@ class ExecutionPlan {
   TableSnapshot table_;
   PlanReport report_;
   std::vector<ValueId> inputs_;
+  std::vector<BackendId> input_backends_, output_backends_;
   std::vector<std::unique_ptr<BucketPlan>> buckets_;
 };
 

@@ -289,13 +289,15 @@ struct Executor::State {
                       out_ids.size(), inputs.size(), outputs.size()));
     }
     std::fill(sizes.begin(), sizes.end(), -1);
-    auto bind = [&](const TensorView& t, ValueId id, bool deduce) -> Status {
+    // Each tensor on the backend the plan keeps it on (Note [Caller tensors on a
+    // device]): the host unless the plan's options say otherwise.
+    auto bind = [&](const TensorView& t, ValueId id, BackendId home, bool deduce) -> Status {
       const Value& v = g.value(id);
-      if (t.dtype() != v.dtype || t.backend() != kHostBackend || !t.is_contiguous() ||
+      if (t.dtype() != v.dtype || t.backend() != home || !t.is_contiguous() ||
           t.rank() != v.shape.rank()) {
         return invalid_argument_error(
-            fmt::format("run: '{}' must be a contiguous host {} tensor of shape {}, got {}", v.name,
-                        name(v.dtype), g.shape_string(v.shape), describe(t)));
+            fmt::format("run: '{}' must be a contiguous {} tensor on {} of shape {}, got {}",
+                        v.name, name(v.dtype), name(home), g.shape_string(v.shape), describe(t)));
       }
       for (int d = 0; d < t.rank(); ++d) {
         const std::int64_t want = v.shape[d];
@@ -316,14 +318,14 @@ struct Executor::State {
       return Status::ok();
     };
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      SWITCHYARD_RETURN_IF_ERROR(bind(inputs[i], in_ids[i], true));
+      SWITCHYARD_RETURN_IF_ERROR(bind(inputs[i], in_ids[i], plan->input_backends()[i], true));
       external_ptrs[i] = inputs[i].data();
     }
     for (std::int64_t s : sizes) {
       if (s < 0) return invalid_argument_error("run: a symbolic dimension appears in no input");
     }
     for (std::size_t i = 0; i < outputs.size(); ++i) {
-      SWITCHYARD_RETURN_IF_ERROR(bind(outputs[i], out_ids[i], false));
+      SWITCHYARD_RETURN_IF_ERROR(bind(outputs[i], out_ids[i], plan->output_backends()[i], false));
       external_ptrs[in_ids.size() + i] = outputs[i].data();
     }
     return Status::ok();

@@ -173,6 +173,9 @@ struct Router {
   const std::map<std::string, Status>& failures;
   std::span<const std::int64_t> sizes;
   BucketPlan& plan;
+  // Per value: the backend where the caller keeps it (Note [Caller tensors on a
+  // device]); the host for values that are not the caller's.
+  std::span<const BackendId> homes;
   // Per value and backend: kNotResident, kOwnStorage or a buffer index.
   std::vector<std::array<std::int32_t, kBackendCount>> resident;
   Status first_failure;
@@ -216,7 +219,7 @@ struct Router {
       where[static_cast<std::size_t>(b)] = buf;
       return buf;
     }
-    BackendId from = kHostBackend;
+    BackendId from = homes[static_cast<std::size_t>(base.index)];
     for (BackendId c : kAllBackends) {
       if (where[static_cast<std::size_t>(c)] != kNotResident) {
         from = c;
@@ -417,8 +420,9 @@ struct Router {
     for (const OperandRef& r : refs) touch(r.buffer, step_index);
     const bool is_output = std::find(graph.outputs().begin(), graph.outputs().end(), node.output) !=
                            graph.outputs().end();
+    const BackendId home = homes[static_cast<std::size_t>(node.output.index)];
     std::int32_t out_storage = kOwnStorage;
-    if (!(is_output && b == kHostBackend)) out_storage = new_buffer(b, node.output, step_index);
+    if (!(is_output && b == home)) out_storage = new_buffer(b, node.output, step_index);
     resident[node.output.index][static_cast<std::size_t>(b)] = out_storage;
     refs.push_back({node.output, b, out_storage});
 
@@ -434,19 +438,19 @@ struct Router {
     plan.operands.insert(plan.operands.end(), refs.begin(), refs.end());
     plan.steps.push_back(step);
 
-    if (is_output && b != kHostBackend) {
+    if (is_output && b != home) {
       const auto copy_index = static_cast<std::int32_t>(plan.steps.size());
       touch(out_storage, copy_index);
       PlannedStep copy;
       copy.kind = StepKind::kCopy;
-      copy.backend = kHostBackend;
+      copy.backend = home;
       copy.num_inputs = 1;
       copy.first_operand = static_cast<std::uint32_t>(plan.operands.size());
       plan.operands.push_back({node.output, b, out_storage});
-      plan.operands.push_back({node.output, kHostBackend, kOwnStorage});
+      plan.operands.push_back({node.output, home, kOwnStorage});
       plan.steps.push_back(copy);
       ++plan.report.copies;
-      resident[node.output.index][static_cast<std::size_t>(kHostBackend)] = kOwnStorage;
+      resident[node.output.index][static_cast<std::size_t>(home)] = kOwnStorage;
     }
     plan.report.nodes.push_back(std::move(nr));
   }
@@ -457,6 +461,7 @@ struct Router {
 // Routes every node of `graph` (already fused and reconciled) at the sizes of one
 // bucket. Unresolved nodes are reported; the first one's error is returned beside.
 std::unique_ptr<BucketPlan> build_bucket(const Graph& graph, std::span<const std::int32_t> order,
+                                         std::span<const BackendId> homes,
                                          const KernelBindingTable& table,
                                          const PlanOptions& options,
                                          const std::map<std::string, Status>& failures,
@@ -470,13 +475,13 @@ std::unique_ptr<BucketPlan> build_bucket(const Graph& graph, std::span<const std
   for (std::size_t i = 0; i < graph.symbols().size(); ++i) {
     plan->report.sizes.emplace_back(graph.symbols()[i], plan->max[i]);
   }
-  Router router{graph, table, options, failures, plan->max, *plan, {}, Status::ok()};
+  Router router{graph, table, options, failures, plan->max, *plan, homes, {}, Status::ok()};
   router.resident.assign(graph.values().size(), {});
   for (auto& r : router.resident) r.fill(kNotResident);
   for (std::size_t i = 0; i < graph.values().size(); ++i) {
     const ValueKind kind = graph.values()[i].kind;
     if (kind == ValueKind::kInput || kind == ValueKind::kConstant) {
-      router.resident[i][static_cast<std::size_t>(kHostBackend)] = kOwnStorage;
+      router.resident[i][static_cast<std::size_t>(homes[i])] = kOwnStorage;
     }
   }
   plan->report.nodes.reserve(order.size());
@@ -602,6 +607,38 @@ Status record_in_registry(const ExecutionPlan& plan, const PlanOptions& options)
   return sealed.is_ok() ? Status::ok() : sealed.status();
 }
 
+// Per value of `g`: the backend where its caller keeps it
+// (PlanOptions::external_backends), the host for every other value. A name that
+// is no graph input or output is an error: a typo must not put a tensor back on
+// the host without a word.
+Result<std::vector<BackendId>> external_homes(const Graph& g, const PlanOptions& options) {
+  std::vector<BackendId> homes(g.values().size(), kHostBackend);
+  for (const auto& [wanted, backend] : options.external_backends) {
+    bool found = false;
+    for (ValueId id : g.inputs()) {
+      if (g.value(id).name != wanted) continue;
+      homes[static_cast<std::size_t>(id.index)] = backend;
+      found = true;
+    }
+    for (ValueId id : g.outputs()) {
+      const Value& v = g.value(id);
+      if (v.name != wanted && (v.producer < 0 || g.node(v.producer).name != wanted)) continue;
+      if (v.kind == ValueKind::kInput || v.kind == ValueKind::kConstant) {
+        return invalid_argument_error(fmt::format(
+            "external_backends: output '{}' is a graph input or constant; it cannot live on {}",
+            wanted, name(backend)));
+      }
+      homes[static_cast<std::size_t>(id.index)] = backend;
+      found = true;
+    }
+    if (!found) {
+      return invalid_argument_error(fmt::format(
+          "external_backends: the graph has no input or output named '{}'", wanted));
+    }
+  }
+  return homes;
+}
+
 }  // namespace
 
 Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
@@ -625,6 +662,10 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::int32_t> order, g.topological_order());
   plan.graph_ = std::move(g);
   plan.inputs_ = plan.graph_.inputs();
+  SWITCHYARD_ASSIGN_OR_RETURN(const std::vector<BackendId> homes,
+                              external_homes(plan.graph_, options));
+  for (ValueId id : plan.inputs_) plan.input_backends_.push_back(homes[std::size_t(id.index)]);
+  for (ValueId id : plan.outputs()) plan.output_backends_.push_back(homes[std::size_t(id.index)]);
 
   std::vector<ShapeBucket> buckets = options.buckets;
   if (buckets.empty()) buckets.push_back({"default", {}});
@@ -641,8 +682,8 @@ Result<ExecutionPlan> plan_graph(const Graph& graph, TableSnapshot table,
     }
     Status failure;
     std::unique_ptr<BucketPlan> bp =
-        detail::build_bucket(plan.graph_, order, tbl, options, failures, b.name, std::move(min),
-                             std::move(max), failure);
+        detail::build_bucket(plan.graph_, order, homes, tbl, options, failures, b.name,
+                             std::move(min), std::move(max), failure);
     if (first_failure.is_ok() && !failure.is_ok()) first_failure = failure;
     // The report lives in the plan's report; the bucket keeps only what runs.
     plan.report_.buckets.push_back(std::move(bp->report));
@@ -679,8 +720,10 @@ Result<std::unique_ptr<BucketPlan>> plan_bucket_for_sizes(const ExecutionPlan& p
   Status failure;
   // Casts and fusions were decided at planning time and are part of the graph;
   // their failures would have failed plan_graph, so none are passed on here.
+  SWITCHYARD_ASSIGN_OR_RETURN(const std::vector<BackendId> homes,
+                              external_homes(g, plan.options()));
   std::unique_ptr<BucketPlan> bp = detail::build_bucket(
-      g, order, *plan.table(), plan.options(), {},
+      g, order, homes, *plan.table(), plan.options(), {},
       fmt::format("unplanned({})", fmt::join(parts, ",")), exact, exact, failure);
   if (!failure.is_ok()) return failure;
   return bp;

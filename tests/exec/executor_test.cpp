@@ -406,6 +406,62 @@ TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
   EXPECT_TRUE(device.destroyed.empty());
 }
 
+// Note [Caller tensors on a device]: an input and an output kept on the device
+// are read and written in place by kernels there, and copied only for kernels
+// elsewhere; the executor takes them only on that backend.
+TEST(Executor, CallerTensorsOnTheDeviceAreUsedInPlace) {
+  CountingDeviceMemory device;
+  KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
+  t.add_backend(BackendId::kCuda, device);
+  register_basic(t, BackendId::kCpu, "cpu");
+  register_basic(t, BackendId::kCuda, "cuda");
+  const TableSnapshot table = finalize(std::move(t));
+  const Graph g = ffn_block(4, false);
+  const std::vector<float> x = ramp(32, 3);
+  const std::vector<float> want = run_node_by_node(g, kTestKernels, {x})[0];
+
+  for (const BackendId preferred : {BackendId::kCuda, BackendId::kCpu}) {
+    SCOPED_TRACE(name(preferred));
+    PlanOptions options;
+    options.policy.preferred = {preferred};
+    options.external_backends = {{"x", BackendId::kCuda}, {"residual", BackendId::kCuda}};
+    auto plan = plan_or_die(g, table, options);
+    // On the device, nothing crosses; on the host, x comes over once and the
+    // result goes back once.
+    EXPECT_EQ(plan->report().buckets[0].copies, preferred == BackendId::kCuda ? 0 : 2);
+    ASSERT_EQ(plan->input_backends().size(), 1u);
+    EXPECT_EQ(plan->input_backends()[0], BackendId::kCuda);
+    EXPECT_EQ(plan->output_backends()[0], BackendId::kCuda);
+    Result<Executor> exec = Executor::create(plan);
+    ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+    // The stand-in device's memory is host memory, so the test can fill and read it.
+    std::vector<float> dx = x, dy(32);
+    const TensorView in = TensorView::contiguous(dx.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+    const TensorView out = TensorView::contiguous(dy.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+    const int copies_before = device.copies;
+    ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+    EXPECT_EQ(device.copies - copies_before, plan->report().buckets[0].copies);
+    EXPECT_EQ(dy, want);
+
+    // A host tensor where the plan keeps the input on the device is refused.
+    std::vector<float> hx = x;
+    const TensorView host_in = TensorView::contiguous(hx.data(), DType::kF32, {4, 8});
+    const Status wrong = exec->run({&host_in, 1}, {&out, 1});
+    EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(wrong.message()), HasSubstr("on cuda"));
+  }
+
+  // A name that is no input or output is an error, not a tensor silently kept on
+  // the host.
+  PlanOptions typo;
+  typo.external_backends = {{"x_cache", BackendId::kCuda}};
+  Result<ExecutionPlan> refused = plan_graph(g, table, typo);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("'x_cache'"));
+}
+
 TEST(Executor, WithoutAHostSectionNothingRuns) {
   KernelBindingTable t;
   register_basic(t, BackendId::kCpu, "cpu");
