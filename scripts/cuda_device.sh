@@ -6,6 +6,7 @@
 # summary.
 #
 # Usage: scripts/cuda_device.sh [--full]   (--full also runs the whole ctest suite)
+# BENCH_FILTER narrows the CUDA benchmarks (default: all of them, "Cuda").
 # WERROR=OFF builds without -Werror (a newer compiler than CI's may warn where CI's
 # does not).
 # GoogleTest comes from the system, or from a source tree at .gtest-src (copy
@@ -54,7 +55,7 @@ for t in f32 f16 bf16; do
 done
 step run-mix-auto "$tool" run --prompt-tokens 64 --tokens 32
 if [[ -x $build/bench/switchyard_bench ]]; then
-  step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter=Cuda \
+  step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter="${BENCH_FILTER:-Cuda}" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 fi
 if [[ ${1:-} == --full ]]; then

@@ -475,7 +475,11 @@ Result<std::vector<Case>> attention_cases(const DTypeList& d, const KernelCaps& 
   const std::vector<Config> configs = {{{}, 1, 1, 1, 1, 1, false, 0},
                                        {{}, 1, 7, 4, 2, 16, false, 0},
                                        {{}, 5, 5, 2, 2, 8, true, 0},
-                                       {{2}, 3, 9, 4, 1, 24, true, 6}};
+                                       {{2}, 3, 9, 4, 1, 24, true, 6},
+                                       // Decoding shapes: a long cache in several
+                                       // tiles and splits, groups of 4 and 8 heads.
+                                       {{}, 1, 300, 8, 2, 128, true, 299},
+                                       {{}, 2, 130, 16, 2, 64, true, 128}};
   auto make = [&](const Config& cfg) {
     std::vector<std::int64_t> qd = cfg.batch, kd = cfg.batch;
     qd.insert(qd.end(), {cfg.sq, cfg.h, cfg.dh});

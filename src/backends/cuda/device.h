@@ -109,8 +109,9 @@ inline constexpr std::int64_t kMaxHeadDim = 256;
 // kAttentionBlocks blocks, none shorter than kMinKeysPerSplit keys.
 inline constexpr std::int64_t kAttentionBlocks = 1024;
 inline constexpr std::int64_t kMinKeysPerSplit = 256;
-// How many splits attention() wants for `shape`; 1 needs no partial buffer.
-std::int64_t attention_splits(const AttentionShape& shape);
+// How many splits attention() wants for `shape` and the K/V storage type; 1
+// needs no partial buffer.
+std::int64_t attention_splits(const AttentionShape& shape, Type kv_type);
 // q [batch, sq, heads, head_dim], k and v [batch, skv, kv_heads, head_dim], mask
 // [sq, skv] or null, out like q. With splits > 1, `partial` holds
 // batch * sq * heads * splits * (head_dim + 2) floats of device memory.

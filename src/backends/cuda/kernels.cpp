@@ -491,7 +491,7 @@ Status attention_kernel(const KernelCall& call) {
   }
   // Note [Splitting the keys across blocks] (device.h): the partial results live
   // in the stream's scratch.
-  const std::int64_t splits = device::attention_splits(s);
+  const std::int64_t splits = device::attention_splits(s, *kvt);
   float* partial = nullptr;
   if (splits > 1) {
     SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * cs, stream_of(call));

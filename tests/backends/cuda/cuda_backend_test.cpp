@@ -422,40 +422,52 @@ TEST(CudaBackendTest, NaNPropagatesThroughSoftmaxAndAttention) {
 
 // Many keys split across blocks and merged (Note [Splitting the keys across
 // blocks]), with grouped-query heads, a mask with masked entries, and causal rows
-// whose later splits hold no visible key at all, against the CPU's kernel.
+// whose later splits hold no visible key at all, against the CPU's kernel. The
+// shapes take both kernels: the grouped decode kernel for groups of 1, 2, 4 and 8
+// query heads per kv head (Note [Grouped decode attention]), the simple one for a
+// group of 3 and for many query rows.
+struct ManyKeysCase {
+  std::int64_t sq, heads, kv_heads, dh;
+};
+
 TEST(CudaBackendTest, AttentionOverManyKeysMatchesTheCpu) {
   REQUIRE_CUDA_DEVICE();
-  constexpr std::int64_t kBatch = 2, kSq = 3, kHeads = 8, kKvHeads = 2, kDh = 64, kSkv = 1000;
-  const std::vector<float> q = random_floats(kBatch * kSq * kHeads * kDh, 11);
-  const std::vector<float> k = random_floats(kBatch * kSkv * kKvHeads * kDh, 12);
-  const std::vector<float> v = random_floats(kBatch * kSkv * kKvHeads * kDh, 13);
-  std::vector<float> mask = random_floats(kSq * kSkv, 14);
-  for (std::size_t j = 0; j < mask.size(); j += 7) mask[j] = -INFINITY;
-  const TensorView inputs[] = {TensorView::contiguous(const_cast<float*>(q.data()), DType::kF32,
-                                                      Shape{kBatch, kSq, kHeads, kDh}),
-                               TensorView::contiguous(const_cast<float*>(k.data()), DType::kF32,
-                                                      Shape{kBatch, kSkv, kKvHeads, kDh}),
-                               TensorView::contiguous(const_cast<float*>(v.data()), DType::kF32,
-                                                      Shape{kBatch, kSkv, kKvHeads, kDh}),
-                               TensorView::contiguous(mask.data(), DType::kF32, Shape{kSq, kSkv})};
-  const DTypeList key{DType::kF32, DType::kF32, DType::kF32, DType::kF32, DType::kF32};
-  const BindingEntry* cpu = *current_table()->lookup(OpKind::kAttention, key, BackendId::kCpu);
-  for (std::int64_t offset : {std::int64_t{100}, std::int64_t{997}}) {
-    OpParams params;
-    params.scale = 0.125f;
-    params.causal = true;
-    params.query_offset = offset;
-    const std::size_t n = q.size();
-    std::vector<float> want(n, std::nanf("")), got(n, std::nanf(""));
-    const Shape shape{kBatch, kSq, kHeads, kDh};
-    const TensorView w = TensorView::contiguous(want.data(), DType::kF32, shape);
-    ExecContext ctx;
-    ASSERT_TRUE(
-        cpu->fn({inputs, std::span<const TensorView>(&w, 1), params, ctx, cpu->name}).is_ok());
-    const Status st = run_kernel(OpKind::kAttention, key, inputs,
-                                 TensorView::contiguous(got.data(), DType::kF32, shape), params);
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-    expect_close(got, want, 1e-5);
+  constexpr std::int64_t kBatch = 2, kSkv = 1000;
+  const ManyKeysCase cases[] = {{3, 8, 2, 64}, {1, 8, 8, 128}, {1, 16, 8, 128}, {2, 16, 2, 128},
+                                {1, 6, 2, 64}, {9, 8, 2, 64}};
+  for (const ManyKeysCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "sq " << c.sq << ", heads " << c.heads << "/"
+                                      << c.kv_heads << ", head_dim " << c.dh);
+    const std::vector<float> q = random_floats(kBatch * c.sq * c.heads * c.dh, 11);
+    const std::vector<float> k = random_floats(kBatch * kSkv * c.kv_heads * c.dh, 12);
+    const std::vector<float> v = random_floats(kBatch * kSkv * c.kv_heads * c.dh, 13);
+    std::vector<float> mask = random_floats(c.sq * kSkv, 14);
+    for (std::size_t j = 0; j < mask.size(); j += 7) mask[j] = -INFINITY;
+    const Shape q_shape{kBatch, c.sq, c.heads, c.dh};
+    const Shape kv_shape{kBatch, kSkv, c.kv_heads, c.dh};
+    const TensorView inputs[] = {
+        TensorView::contiguous(const_cast<float*>(q.data()), DType::kF32, q_shape),
+        TensorView::contiguous(const_cast<float*>(k.data()), DType::kF32, kv_shape),
+        TensorView::contiguous(const_cast<float*>(v.data()), DType::kF32, kv_shape),
+        TensorView::contiguous(mask.data(), DType::kF32, Shape{c.sq, kSkv})};
+    const DTypeList key{DType::kF32, DType::kF32, DType::kF32, DType::kF32, DType::kF32};
+    const BindingEntry* cpu = *current_table()->lookup(OpKind::kAttention, key, BackendId::kCpu);
+    for (std::int64_t offset : {std::int64_t{100}, std::int64_t{997}}) {
+      OpParams params;
+      params.scale = 0.125f;
+      params.causal = true;
+      params.query_offset = offset;
+      const std::size_t n = q.size();
+      std::vector<float> want(n, std::nanf("")), got(n, std::nanf(""));
+      const TensorView w = TensorView::contiguous(want.data(), DType::kF32, q_shape);
+      ExecContext ctx;
+      ASSERT_TRUE(
+          cpu->fn({inputs, std::span<const TensorView>(&w, 1), params, ctx, cpu->name}).is_ok());
+      const Status st = run_kernel(OpKind::kAttention, key, inputs,
+                                   TensorView::contiguous(got.data(), DType::kF32, q_shape), params);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      expect_close(got, want, 1e-5);
+    }
   }
 }
 

@@ -5,9 +5,10 @@
 // end. No score matrix is stored, so any number of keys fits. Grouped-query heads
 // read kv head h / (heads / kv_heads).
 //
-// This is the correct-first kernel: the split over keys inside a block is the
-// shape a flash-decoding kernel splits across blocks, and a tiled tensor-core
-// kernel for prefill replaces it where rows are many.
+// Decoding (Note [Grouped decode attention]) takes grouped_kernel instead where
+// the shapes allow: one block per (batch, query, kv head) and split of the keys,
+// serving every query head of the group from one read of K and V. A tiled
+// tensor-core kernel for prefill is still to come; prefill takes the simple one.
 #include <cmath>
 
 #include "backends/cuda/device_common.cuh"
@@ -147,32 +148,310 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Combines the splits of each row (one warp per row), as a block combines its
-// warps.
+// Combines the splits of each row: one block of kMergeThreads per row. The
+// splits' weights exp(m - top) are computed once into shared memory (dynamic:
+// `splits` floats), then each thread adds one output dimension over the splits,
+// so the loads of consecutive dimensions are coalesced and independent. All sums
+// run in a fixed order.
+constexpr int kMergeThreads = 128;
+
 template <typename Q>
-__global__ void merge_kernel(const float* partial, Q* out, std::int64_t splits, std::int64_t dh) {
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_kernel(const float* partial, Q* out, std::int64_t splits, std::int64_t dh) {
+  extern __shared__ float weight[];
+  __shared__ float scratch[32];
   const std::int64_t row = blockIdx.x;
-  const int lane = threadIdx.x;
-  const float* p = partial + row * splits * (dh + 2);
+  const std::int64_t stride = dh + 2;
+  const float* p = partial + row * splits * stride;
   Q* orow = out + row * dh;
   float top = -INFINITY;
-  for (std::int64_t t = 0; t < splits; ++t) top = nan_max(top, p[t * (dh + 2)]);
-  if (top == -INFINITY) {
-    for (std::int64_t dim = lane; dim < dh; dim += 32) orow[dim] = from_f32<Q>(0.0f);
-    return;
-  }
+  for (std::int64_t t = threadIdx.x; t < splits; t += kMergeThreads) top = nan_max(top, p[t * stride]);
+  top = block_max(top, scratch);
   float total = 0.0f;
-  for (std::int64_t t = 0; t < splits; ++t) {
-    const float m = p[t * (dh + 2)];
-    total = __fmaf_rn(p[t * (dh + 2) + 1], m == -INFINITY ? 0.0f : expf(m - top), total);
+  for (std::int64_t t = threadIdx.x; t < splits; t += kMergeThreads) {
+    const float m = p[t * stride];
+    const float w = m == -INFINITY ? 0.0f : expf(m - top);
+    weight[t] = w;
+    total = __fmaf_rn(p[t * stride + 1], w, total);
   }
-  for (std::int64_t dim = lane; dim < dh; dim += 32) {
-    float sum = 0.0f;
-    for (std::int64_t t = 0; t < splits; ++t) {
-      const float m = p[t * (dh + 2)];
-      sum = __fmaf_rn(p[t * (dh + 2) + 2 + dim], m == -INFINITY ? 0.0f : expf(m - top), sum);
+  total = block_sum(total, scratch);  // its barriers also publish `weight`
+  for (std::int64_t d = threadIdx.x; d < dh; d += kMergeThreads) {
+    if (top == -INFINITY) {
+      orow[d] = from_f32<Q>(0.0f);  // no key counted anywhere: zeros, as softmax gives
+      continue;
     }
-    orow[dim] = from_f32<Q>(__fdiv_rn(sum, total));
+    float sum = 0.0f;
+#pragma unroll 8
+    for (std::int64_t t = 0; t < splits; ++t) sum = __fmaf_rn(p[t * stride + 2 + d], weight[t], sum);
+    orow[d] = from_f32<Q>(__fdiv_rn(sum, total));
+  }
+}
+
+template <typename Q>
+void launch_merge(const float* partial, void* out, const AttentionShape& s, std::int64_t splits,
+                  cudaStream_t stream) {
+  merge_kernel<Q><<<static_cast<unsigned>(s.batch * s.sq * s.heads), kMergeThreads,
+                    static_cast<std::size_t>(splits) * sizeof(float), stream>>>(
+      partial, static_cast<Q*>(out), splits, s.head_dim);
+}
+
+// Note [Grouped decode attention]
+// Decoding reads the whole KV cache for one query row, so it is a stream of K
+// and V bytes and must run at memory bandwidth. The simple kernel falls short
+// three ways: each of a group's query heads reads the group's K and V again; a
+// warp reduces a dot product across all 32 lanes per key; and its loads are
+// 2 or 4 bytes per lane, one key at a time. grouped_kernel fixes all three. A
+// block (128 threads) takes one (batch, query, kv head) and a split of the keys,
+// with the G query heads that share the kv head in registers. A key's row of
+// head_dim values is read by LANES = head_dim / V threads, V values each in one
+// 16-byte load, so the block reads 128 / LANES keys at once, and every thread
+// issues all its loads of a tile before using any (bandwidth needs many bytes in
+// flight). Per tile of kTileKeys keys:
+//   1. scores: each thread's partial dot products for the G heads, summed over
+//      its key's lanes by shuffles, to shared memory;
+//   2. one warp per head: the tile's maximum, the running maximum's correction
+//      and the probabilities exp(score - max), to shared memory (the V rows'
+//      loads are already in flight);
+//   3. values: each thread scales its accumulators by the correction and adds
+//      its keys' probabilities times their V values.
+// At the end the key slots' accumulators and sums are added in a fixed order
+// through shared memory, so results do not depend on timing. A split's partial
+// result has the simple kernel's layout, and merge_kernel combines them.
+// NaN propagates: the maximum is nan_max, and a NaN score gives NaN weights.
+constexpr int kGroupThreads = 128;
+constexpr int kTileKeys = 64;
+constexpr std::int64_t kMinGroupedKeysPerSplit = 64;
+
+// The V values of KV in 16 bytes, as f32.
+template <typename KV>
+__device__ __forceinline__ void load16(const KV* p, float (&out)[16 / sizeof(KV)]) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  const KV* e = reinterpret_cast<const KV*>(&raw);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(16 / sizeof(KV)); ++i) out[i] = to_f32(e[i]);
+}
+
+template <typename Q, typename KV, int G, int LANES>
+__global__ void __launch_bounds__(kGroupThreads)
+    grouped_kernel(const Q* q, const KV* k, const KV* v, const Q* mask, Q* out, AttentionShape s,
+                   float scale, bool causal, std::int64_t query_offset, std::int64_t splits,
+                   std::int64_t chunk, float* partial) {
+  constexpr int V = static_cast<int>(16 / sizeof(KV));
+  constexpr int kDh = LANES * V;
+  constexpr int kSlots = kGroupThreads / LANES;  // keys read at once
+  constexpr int kPer = kTileKeys / kSlots;       // keys per thread and tile
+  __shared__ float score[G][kTileKeys];
+  __shared__ float prob[G][kTileKeys];
+  __shared__ float sum_acc[G][kSlots * kDh];
+  __shared__ float sum_l[G][kSlots];
+  __shared__ float running_max[G], tile_correction[G];
+  const int slot = static_cast<int>(threadIdx.x) / LANES;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int part = static_cast<int>(threadIdx.x) % LANES;
+  const std::int64_t row = blockIdx.x / splits, split = blockIdx.x % splits;
+  const std::int64_t kvh = row % s.kv_heads;
+  const std::int64_t i = (row / s.kv_heads) % s.sq;
+  const std::int64_t b = row / (s.kv_heads * s.sq);
+  const std::int64_t kv_stride = s.kv_heads * kDh;  // elements between keys
+
+  static_assert(kTileKeys == 64, "the softmax step takes two scores per lane");
+  float qv[G][V], acc[G][V], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const Q* qrow = q + ((b * s.sq + i) * s.heads + kvh * G + g) * kDh + part * V;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      qv[g][e] = to_f32(qrow[e]);
+      acc[g][e] = 0.0f;
+    }
+    l[g] = 0.0f;
+  }
+  if (threadIdx.x < G) running_max[threadIdx.x] = -INFINITY;
+  const std::int64_t last = causal ? i + query_offset : s.skv - 1;
+  const std::int64_t first = split * chunk;
+  std::int64_t end = last + 1 < s.skv ? last + 1 : s.skv;
+  if (end > first + chunk) end = first + chunk;
+  const KV* kbase = k + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
+  const KV* vbase = v + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
+
+  for (std::int64_t t0 = first; t0 < end; t0 += kTileKeys) {
+    const int n = static_cast<int>(end - t0 < kTileKeys ? end - t0 : kTileKeys);
+    // 1. Scores. The loops are unrolled, so every lane runs every shuffle; a
+    // key past the tile reduces zeros and stores nothing.
+    float row_data[kPer][V];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int j = u * kSlots + slot;
+      if (j < n) {
+        load16(kbase + (t0 + j) * kv_stride, row_data[u]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) row_data[u][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int j = u * kSlots + slot;
+      float dot[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        dot[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < V; ++e) dot[g] = __fmaf_rn(qv[g][e], row_data[u][e], dot[g]);
+      }
+#pragma unroll
+      for (int o = LANES / 2; o > 0; o /= 2) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
+      }
+      if (part == 0 && j < n) {
+        const float bias = mask != nullptr ? to_f32(mask[i * s.skv + t0 + j]) : 0.0f;
+#pragma unroll
+        for (int g = 0; g < G; ++g) score[g][j] = __fadd_rn(__fmul_rn(dot[g], scale), bias);
+      }
+    }
+    // The V rows do not depend on the scores: their loads go out now, so their
+    // latency overlaps the softmax step.
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int j = u * kSlots + slot;
+      if (j < n) load16(vbase + (t0 + j) * kv_stride, row_data[u]);
+    }
+    __syncthreads();
+    // 2. Warp w takes heads w, w + 4, ...: the tile's maximum (two scores per
+    // lane), the correction of what came before, the probabilities.
+    for (int g = warp; g < G; g += kGroupThreads / 32) {
+      const float x0 = lane < n ? score[g][lane] : -INFINITY;
+      const float x1 = lane + 32 < n ? score[g][lane + 32] : -INFINITY;
+      const float before = running_max[g];
+      const float top = warp_max(nan_max(before, nan_max(x0, x1)));
+      if (lane < n) prob[g][lane] = x0 == -INFINITY ? 0.0f : expf(x0 - top);
+      if (lane + 32 < n) prob[g][lane + 32] = x1 == -INFINITY ? 0.0f : expf(x1 - top);
+      __syncwarp();
+      if (lane == 0) {
+        tile_correction[g] = before == -INFINITY ? 0.0f : expf(before - top);
+        running_max[g] = top;
+      }
+    }
+    __syncthreads();
+    // 3. Values.
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float correction = tile_correction[g];
+      l[g] *= correction;
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[g][e] *= correction;
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int j = u * kSlots + slot;
+      if (j >= n) continue;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float p = prob[g][j];
+        l[g] += p;
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[g][e] = __fmaf_rn(p, row_data[u][e], acc[g][e]);
+      }
+    }
+    // The next tile's scores and probabilities overwrite shared memory.
+    __syncthreads();
+  }
+
+  // The key slots' accumulators and sums, added in slot order.
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) sum_acc[g][slot * kDh + part * V + e] = acc[g][e];
+    if (part == 0) sum_l[g][slot] = l[g];
+  }
+  __syncthreads();
+  for (int at = static_cast<int>(threadIdx.x); at < G * kDh; at += kGroupThreads) {
+    const int g = at / kDh, d = at % kDh;
+    float total = 0.0f, value = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kSlots; ++r) {
+      total += sum_l[g][r];
+      value += sum_acc[g][r * kDh + d];
+    }
+    const float m_g = running_max[g];
+    const std::int64_t qrow = (b * s.sq + i) * s.heads + kvh * G + g;
+    if (partial != nullptr) {
+      float* prow = partial + (qrow * splits + split) * (kDh + 2);
+      if (d == 0) {
+        prow[0] = m_g;
+        prow[1] = m_g == -INFINITY ? 0.0f : total;
+      }
+      prow[2 + d] = m_g == -INFINITY ? 0.0f : value;
+    } else {
+      out[qrow * kDh + d] = from_f32<Q>(m_g == -INFINITY ? 0.0f : __fdiv_rn(value, total));
+    }
+  }
+}
+
+// The key-row lanes of grouped_kernel for these shapes (8, 16 or 32), or 0 where
+// the simple kernel runs. Decoding only: few query rows against many keys.
+int decode_lanes(const AttentionShape& s, std::size_t kv_bytes) {
+  if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0 || s.sq > 4) return 0;
+  const std::int64_t g = s.heads / s.kv_heads;
+  if (g != 1 && g != 2 && g != 4 && g != 8) return 0;
+  const std::int64_t per_load = 16 / static_cast<std::int64_t>(kv_bytes);
+  if (s.head_dim % per_load != 0) return 0;
+  const std::int64_t lanes = s.head_dim / per_load;
+  return lanes == 8 || lanes == 16 || lanes == 32 ? static_cast<int>(lanes) : 0;
+}
+
+template <typename Q, typename KV, int G, int LANES>
+void launch_grouped(const void* q, const void* k, const void* v, const void* mask, void* out,
+                    const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
+                    std::int64_t splits, float* partial, cudaStream_t stream) {
+  const std::int64_t rows = s.batch * s.sq * s.kv_heads;
+  const std::int64_t chunk = (s.skv + splits - 1) / splits;
+  grouped_kernel<Q, KV, G, LANES>
+      <<<static_cast<unsigned>(rows * splits), kGroupThreads, 0, stream>>>(
+          static_cast<const Q*>(q), static_cast<const KV*>(k), static_cast<const KV*>(v),
+          static_cast<const Q*>(mask), static_cast<Q*>(out), s, scale, causal, query_offset,
+          splits, chunk, splits > 1 ? partial : nullptr);
+  if (splits > 1) launch_merge<Q>(partial, out, s, splits, stream);
+}
+
+// grouped_kernel for the group size and lanes of `s`; false where none applies.
+template <typename Q, typename KV, int LANES>
+bool try_grouped_for_lanes(const void* q, const void* k, const void* v, const void* mask,
+                           void* out, const AttentionShape& s, float scale, bool causal,
+                           std::int64_t query_offset, std::int64_t splits, float* partial,
+                           cudaStream_t stream) {
+  switch (s.heads / s.kv_heads) {
+    case 1: launch_grouped<Q, KV, 1, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                            splits, partial, stream);
+      return true;
+    case 2: launch_grouped<Q, KV, 2, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                            splits, partial, stream);
+      return true;
+    case 4: launch_grouped<Q, KV, 4, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                            splits, partial, stream);
+      return true;
+    case 8: launch_grouped<Q, KV, 8, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                            splits, partial, stream);
+      return true;
+    default: return false;
+  }
+}
+
+template <typename Q, typename KV>
+bool try_grouped(const void* q, const void* k, const void* v, const void* mask, void* out,
+                 const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
+                 std::int64_t splits, float* partial, cudaStream_t stream) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (!aligned(k) || !aligned(v)) return false;
+  switch (decode_lanes(s, sizeof(KV))) {
+    case 8: return try_grouped_for_lanes<Q, KV, 8>(q, k, v, mask, out, s, scale, causal,
+                                                   query_offset, splits, partial, stream);
+    case 16: return try_grouped_for_lanes<Q, KV, 16>(q, k, v, mask, out, s, scale, causal,
+                                                     query_offset, splits, partial, stream);
+    case 32: return try_grouped_for_lanes<Q, KV, 32>(q, k, v, mask, out, s, scale, causal,
+                                                     query_offset, splits, partial, stream);
+    default: return false;
   }
 }
 
@@ -180,25 +459,29 @@ template <typename Q, typename KV>
 void launch(const void* q, const void* k, const void* v, const void* mask, void* out,
             const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
             std::int64_t splits, float* partial, cudaStream_t stream) {
+  if (try_grouped<Q, KV>(q, k, v, mask, out, s, scale, causal, query_offset, splits, partial,
+                        stream)) {
+    return;
+  }
   const std::int64_t rows = s.batch * s.sq * s.heads;
   const std::int64_t chunk = (s.skv + splits - 1) / splits;
   attention_kernel<Q, KV><<<static_cast<unsigned>(rows * splits), kWarps * 32, 0, stream>>>(
       static_cast<const Q*>(q), static_cast<const KV*>(k), static_cast<const KV*>(v),
       static_cast<const Q*>(mask), static_cast<Q*>(out), s, scale, causal, query_offset, splits,
       chunk, splits > 1 ? partial : nullptr);
-  if (splits > 1) {
-    merge_kernel<Q><<<static_cast<unsigned>(rows), 32, 0, stream>>>(partial, static_cast<Q*>(out),
-                                                                    splits, s.head_dim);
-  }
+  if (splits > 1) launch_merge<Q>(partial, out, s, splits, stream);
 }
 
 }  // namespace
 
-std::int64_t attention_splits(const AttentionShape& s) {
-  const std::int64_t rows = s.batch * s.sq * s.heads;
+std::int64_t attention_splits(const AttentionShape& s, Type kv_type) {
+  const std::size_t kv_bytes = kv_type == Type::kF32 ? 4 : 2;
+  const bool grouped = decode_lanes(s, kv_bytes) != 0;
+  const std::int64_t rows = s.batch * s.sq * (grouped ? s.kv_heads : s.heads);
   if (rows <= 0) return 1;
+  const std::int64_t min_keys = grouped ? kMinGroupedKeysPerSplit : kMinKeysPerSplit;
   const std::int64_t by_blocks = (kAttentionBlocks + rows - 1) / rows;
-  const std::int64_t by_keys = (s.skv + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  const std::int64_t by_keys = (s.skv + min_keys - 1) / min_keys;
   const std::int64_t splits = by_blocks < by_keys ? by_blocks : by_keys;
   return splits < 1 ? 1 : splits;
 }
