@@ -61,7 +61,8 @@ struct BufferPlan {
   // Steps that write it first and read it last.
   std::int32_t first_step = 0;
   std::int32_t last_step = 0;
-  // A constant uploaded once when an executor is set up (never reused).
+  // A constant uploaded once when an executor is set up (Note [Uploaded
+  // constants]): not in the arena (offset unused), shared by every bucket.
   ValueId upload;
 };
 

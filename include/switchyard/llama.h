@@ -212,6 +212,14 @@ namespace switchyard {
 // quantized files mix types (quantize_synthetic_llama with
 // default_synthetic_llama_types()).
 [[nodiscard]] SyntheticLlamaConfig default_synthetic_llama_config();
+// The synthetic shapes `switchyard run --synthetic` offers: "tiny" (the embedded
+// default above) and the shapes of Llama-3.2-1B ("llama3-1b": dim 2048, 16
+// blocks, 32 heads / 8 kv heads, ff 8192, vocab 128256, tied embeddings) and
+// Llama-3.1-8B ("llama3-8b": dim 4096, 32 blocks, 32 / 8 heads, ff 14336, vocab
+// 128256), with random weights: a real model's size and speed without its file.
+[[nodiscard]] std::span<const std::string_view> synthetic_llama_presets();
+// kInvalidArgument for a name that is no preset, listing the presets.
+[[nodiscard]] Result<SyntheticLlamaConfig> synthetic_llama_preset(std::string_view name);
 // q4_k for most matrices, q8_0 for attn_v, q6_k for ffn_down and output.
 [[nodiscard]] std::vector<TensorTypeRule> default_synthetic_llama_types();
 

@@ -48,6 +48,13 @@ struct Executor::State {
   std::vector<std::int32_t> external_index;
   std::vector<void*> external_ptrs;
   std::vector<std::int64_t> sizes;
+  // Note [Uploaded constants]
+  // A constant that a kernel on another backend reads (a weight, on the GPU) is
+  // copied there once, when the first bucket that needs it is prepared, into an
+  // allocation of its own that every bucket shares: a model's weights live on
+  // the device once, however many shape buckets the plan has. Per graph value
+  // and backend: the copy, or null.
+  std::vector<std::array<void*, kBackendCount>> uploaded;
   ExecStats stats;
 
   ~State() {
@@ -57,6 +64,12 @@ struct Executor::State {
     }
     for (auto* list : {&planned, &unplanned}) {
       for (auto& inst : *list) release(*inst);
+    }
+    for (const auto& copies : uploaded) {
+      for (BackendId b : kAllBackends) {
+        void* p = copies[static_cast<std::size_t>(b)];
+        if (p != nullptr) memory[static_cast<std::size_t>(b)]->deallocate(p);
+      }
     }
   }
 
@@ -115,6 +128,10 @@ struct Executor::State {
     const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
     if (ref.buffer >= 0) {
       const BufferPlan& buf = inst.plan->buffers[ref.buffer];
+      if (buf.upload.valid()) {
+        return uploaded[static_cast<std::size_t>(buf.upload.index)]
+                       [static_cast<std::size_t>(buf.backend)];
+      }
       return inst.arena[static_cast<std::size_t>(buf.backend)] + buf.offset;
     }
     const Value& bv = g.value(base);
@@ -151,18 +168,26 @@ struct Executor::State {
         inst.external[static_cast<std::size_t>(external_index[base.index])].push_back(i);
       }
     }
-    // Constants needed on other backends are uploaded once, now.
+    // Constants needed on other backends, once for all buckets (Note [Uploaded
+    // constants]).
     for (const BufferPlan& buf : bp.buffers) {
       if (!buf.upload.valid()) continue;
+      void*& copy = uploaded[static_cast<std::size_t>(buf.upload.index)]
+                            [static_cast<std::size_t>(buf.backend)];
+      if (copy != nullptr) continue;
       const Value& c = plan->graph().value(buf.upload);
-      const Shape shape = c.shape;
-      const TensorView src = TensorView::contiguous(const_cast<void*>(c.data), c.dtype, shape);
-      const TensorView dst =
-          TensorView::contiguous(inst.arena[static_cast<std::size_t>(buf.backend)] + buf.offset,
-                                 c.dtype, shape, buf.backend);
+      auto context = [&] {
+        return fmt::format("uploading constant '{}' ({} bytes) to {}", c.name, buf.bytes,
+                           name(buf.backend));
+      };
+      Result<void*> p = memory_for(buf.backend)->allocate(buf.bytes);
+      if (!p.is_ok()) return p.status().with_context(context());
+      copy = *p;
+      const TensorView src = TensorView::contiguous(const_cast<void*>(c.data), c.dtype, c.shape);
+      const TensorView dst = TensorView::contiguous(copy, c.dtype, c.shape, buf.backend);
       SWITCHYARD_RETURN_IF_ERROR(memory_for(buf.backend)
                                      ->copy(src, dst, streams[std::size_t(buf.backend)])
-                                     .with_context("uploading constant '" + c.name + "'"));
+                                     .with_context(context()));
     }
     return finish();
   }
@@ -387,6 +412,7 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
   }
   const Graph& g = state->plan->graph();
   state->external_index.assign(g.values().size(), -1);
+  state->uploaded.assign(g.values().size(), {});
   std::int32_t next = 0;
   for (ValueId id : state->plan->inputs()) state->external_index[id.index] = next++;
   for (ValueId id : state->plan->outputs()) state->external_index[id.index] = next++;

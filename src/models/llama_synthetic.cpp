@@ -1,9 +1,11 @@
 // The embedded default llama model: generate_synthetic_llama (f32) re-stored with
 // the quantized types real files mix.
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "switchyard/llama.h"
 #include "switchyard/quant.h"
@@ -22,6 +24,43 @@ SyntheticLlamaConfig default_synthetic_llama_config() {
   c.seed = 0x5eed;
   c.weight_type = DType::kF32;
   return c;
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kPresets = {"tiny", "llama3-1b", "llama3-8b"};
+
+// The Llama 3 family's shared numbers: a 128256-token vocabulary, 8 kv heads,
+// rope base 500000 and a 131072-token context.
+SyntheticLlamaConfig llama3_shape(std::int64_t dim, std::int64_t blocks, std::int64_t ff) {
+  SyntheticLlamaConfig c;
+  c.vocab_size = 128256;
+  c.embedding_length = dim;
+  c.block_count = blocks;
+  c.head_count = 32;
+  c.head_count_kv = 8;
+  c.feed_forward_length = ff;
+  c.context_length = 131072;
+  c.rope_freq_base = 500000.0f;
+  c.rms_epsilon = 1e-5f;
+  c.seed = 0x5eed;
+  return c;
+}
+
+}  // namespace
+
+std::span<const std::string_view> synthetic_llama_presets() { return kPresets; }
+
+Result<SyntheticLlamaConfig> synthetic_llama_preset(std::string_view preset) {
+  if (preset == "tiny") return default_synthetic_llama_config();
+  if (preset == "llama3-1b") {
+    SyntheticLlamaConfig c = llama3_shape(2048, 16, 8192);
+    c.tied_embeddings = true;
+    return c;
+  }
+  if (preset == "llama3-8b") return llama3_shape(4096, 32, 14336);
+  return invalid_argument_error(fmt::format("no synthetic model '{}' (presets: {})",
+                                            printable(preset, 40), fmt::join(kPresets, ", ")));
 }
 
 std::vector<TensorTypeRule> default_synthetic_llama_types() {

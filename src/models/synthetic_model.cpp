@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "switchyard/environment.h"
 #include "switchyard/quant.h"
 
 namespace switchyard {
@@ -17,7 +18,8 @@ constexpr std::array<std::string_view, 9> kWeightRoles = {"token_embd", "attn_q"
                                                           "ffn_up",     "ffn_down",    "output"};
 constexpr std::array<std::string_view, 3> kNormRoles = {"attn_norm", "ffn_norm", "output_norm"};
 
-constexpr double kMaxSyntheticParameters = 2147483648.0;  // 2^31
+// Llama-3.1-8B's 8.0e9 fit; the memory check below is the real bound.
+constexpr double kMaxSyntheticParameters = 17179869184.0;  // 2^34
 
 // splitmix64: tiny, fast, and the same sequence everywhere (std:: distributions are
 // not specified bit for bit, so they cannot give cross-platform models).
@@ -83,6 +85,15 @@ Result<std::vector<std::byte>> encode(DType t, const std::vector<float>& values)
   std::vector<std::byte> out(static_cast<std::size_t>(bytes));
   SWITCHYARD_RETURN_IF_ERROR(row_from_f32(t, values, out));
   return out;
+}
+
+// Bytes per value of a storage type: its element size, or a block's bytes per
+// value for a block format; 4 (f32) for a type that cannot store weights, whose
+// rule generate_synthetic_llama refuses anyway.
+double stored_bytes_per_value(DType t) {
+  const std::int64_t values = is_quantized(t) ? block_elems(t) : 1;
+  Result<std::int64_t> bytes = row_bytes(t, values);
+  return bytes.is_ok() ? static_cast<double>(*bytes) / static_cast<double>(values) : 4.0;
 }
 
 Status check_size(std::string_view what, std::int64_t value) {
@@ -222,6 +233,19 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
     return resource_exhausted_error(fmt::format(
         "synthetic llama: {:.3g} parameters is more than the generator's limit of {:.3g}",
         parameters, kMaxSyntheticParameters));
+  }
+  // The model is built in memory, then usually written to a file and mapped: it
+  // must fit in half the machine's memory, at its widest storage type.
+  double widest = stored_bytes_per_value(c.weight_type);
+  for (const TensorTypeRule& rule : c.type_rules) {
+    widest = std::max(widest, stored_bytes_per_value(rule.dtype));
+  }
+  const double memory = static_cast<double>(physical_memory_bytes());
+  if (parameters * widest > memory / 2) {
+    return resource_exhausted_error(fmt::format(
+        "synthetic llama: {:.3g} parameters at {} bytes each need {:.1f} GiB, more than half "
+        "of this machine's {:.1f} GiB of memory",
+        parameters, widest, parameters * widest / 1073741824.0, memory / 1073741824.0));
   }
 
   SWITCHYARD_RETURN_IF_ERROR(

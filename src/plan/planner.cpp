@@ -144,7 +144,7 @@ void assign_offsets(BucketPlan& plan) {
     std::vector<std::size_t> live;
     for (std::size_t i : order) {
       BufferPlan& buf = plan.buffers[i];
-      if (buf.backend != backend) continue;
+      if (buf.backend != backend || buf.upload.valid()) continue;
       std::erase_if(live,
                     [&](std::size_t j) { return plan.buffers[j].last_step < buf.first_step; });
       std::sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) {

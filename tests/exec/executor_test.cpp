@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "backends/cpu/elementwise/elementwise.h"
 #include "backends/cpu/gemm/dense_reference.h"
@@ -404,6 +405,47 @@ TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
     EXPECT_EQ(device.made, 1);
   }
   EXPECT_TRUE(device.destroyed.empty());
+}
+
+// Note [Uploaded constants]: a weight that device kernels read is copied to the
+// device once, however many buckets the plan has, and lives outside the arenas.
+TEST(Executor, ConstantsAreUploadedOnceForAllBuckets) {
+  CountingDeviceMemory device;
+  KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
+  t.add_backend(BackendId::kCuda, device);
+  register_basic(t, BackendId::kCpu, "cpu");
+  register_basic(t, BackendId::kCuda, "cuda");
+  const Graph g = ffn_block(0, true);
+  PlanOptions options;
+  options.policy.fallbacks = {BackendId::kCuda};
+  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  options.buckets = {{"one", {{"tokens", 1, 1}}}, {"many", {{"tokens", 2, 8}}}};
+  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  ASSERT_EQ(plan->bucket_count(), 2u);
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  // Each bucket lists the weights its device kernels read; each is copied once.
+  std::set<std::int32_t> distinct;
+  std::size_t listed = 0;
+  for (std::size_t i = 0; i < plan->bucket_count(); ++i) {
+    for (const BufferPlan& b : plan->bucket(i).buffers) {
+      if (!b.upload.valid()) continue;
+      distinct.insert(b.upload.index);
+      ++listed;
+    }
+  }
+  ASSERT_GE(distinct.size(), 2u) << "wu and wd at least";
+  EXPECT_EQ(listed, 2 * distinct.size()) << "both buckets read the same weights";
+  EXPECT_EQ(device.copies, static_cast<int>(distinct.size()));
+  for (std::int64_t tokens : {1, 5}) {
+    const auto n = static_cast<std::size_t>(tokens * 8);
+    std::vector<float> x = ramp(n, 3), y(n);
+    const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {tokens, 8});
+    const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {tokens, 8});
+    ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+    EXPECT_EQ(y, run_node_by_node(ffn_block(tokens, false), kTestKernels, {x})[0]);
+  }
 }
 
 // Note [Caller tensors on a device]: an input and an output kept on the device

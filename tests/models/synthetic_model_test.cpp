@@ -1,3 +1,4 @@
+#include "switchyard/llama.h"
 #include "switchyard/synthetic_model.h"
 
 #include <unistd.h>
@@ -273,6 +274,43 @@ TEST(SyntheticModelTest, RefusesBadConfigs) {
     EXPECT_NE(model.status().message().find(c.message), std::string_view::npos)
         << model.status().to_string();
   }
+}
+
+// The presets of `run --synthetic`: the real models' shapes, the embedded default
+// under "tiny", a clear error for any other name. A shape that would not fit in
+// memory is refused before anything is allocated.
+TEST(SyntheticModelTest, PresetsHaveTheRealShapes) {
+  ASSERT_EQ(synthetic_llama_presets().size(), 3u);
+  const SyntheticLlamaConfig tiny = synthetic_llama_preset("tiny").value();
+  EXPECT_EQ(tiny.embedding_length, default_synthetic_llama_config().embedding_length);
+  const SyntheticLlamaConfig big = synthetic_llama_preset("llama3-8b").value();
+  EXPECT_EQ(big.embedding_length, 4096);
+  EXPECT_EQ(big.block_count, 32);
+  EXPECT_EQ(big.head_count, 32);
+  EXPECT_EQ(big.head_count_kv, 8);
+  EXPECT_EQ(big.feed_forward_length, 14336);
+  EXPECT_EQ(big.vocab_size, 128256);
+  EXPECT_FALSE(big.tied_embeddings);
+  const SyntheticLlamaConfig small = synthetic_llama_preset("llama3-1b").value();
+  EXPECT_EQ(small.embedding_length, 2048);
+  EXPECT_EQ(small.block_count, 16);
+  EXPECT_EQ(small.feed_forward_length, 8192);
+  EXPECT_TRUE(small.tied_embeddings);
+
+  Result<SyntheticLlamaConfig> unknown = synthetic_llama_preset("llama3-70b\n");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  const std::string message(unknown.status().message());
+  EXPECT_NE(message.find("llama3-8b"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "the name is printed escaped";
+
+  // 2^38 parameters: beyond the generator's limit on any machine.
+  SyntheticLlamaConfig huge = big;
+  huge.embedding_length = 1 << 17;
+  huge.feed_forward_length = 1 << 17;
+  Result<SyntheticModel> refused = generate_synthetic_llama(huge);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
 }
 
 // Real files mix block formats: q4_k for most weights, q6_k for some, q8_0 or f16

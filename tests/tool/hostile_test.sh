@@ -139,6 +139,9 @@ hostile 2 "" "verify an unknown backend" -- "$tool" verify --backend no_such --n
 hostile 2 "--max-tokens" "explain --max-tokens 2^62" -- "$tool" explain --max-tokens 4611686018427387904
 hostile 2 "" "an unknown command" -- "$tool" no-such-command
 hostile 2 "--no-such-flag" "an unknown flag" -- "$tool" run --no-such-flag
+hostile 2 "--synthetic" "run --synthetic with no such shape" -- "$tool" run --synthetic llama9
+hostile 2 "--synthetic" "run --synthetic beside a model file" -- \
+  "$tool" run "$in/model.gguf" --synthetic llama3-1b
 
 # -- Special files: refused before any blocking read --------------------------
 hostile 2 "is a FIFO" "inspect a FIFO" -- timeout 20 "$tool" inspect "$work/fifo"

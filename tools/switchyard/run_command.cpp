@@ -48,6 +48,8 @@ struct RunOptions {
   // The embedded model only: its weight storage ("mix": the default mix of q4_k,
   // q6_k and q8_0; or one dtype name for every matrix) and where to keep its file.
   std::string model_type = "mix";
+  // The embedded model's shape: a synthetic_llama_presets() name.
+  std::string synthetic = "tiny";
   std::string save_model;
   std::string backend = "auto";
   std::int64_t prompt_tokens = 64;
@@ -120,11 +122,15 @@ Result<std::vector<TensorTypeRule>> synthetic_types(std::string_view model_type)
 // The embedded default: the synthetic model written through the GGUF writer and
 // mapped back through the reader. Without `save_as` the file is temporary and
 // unlinked once mapped (the mapping keeps the data).
-Result<GgufFile> synthetic_file(std::string_view model_type, const std::string& save_as) {
+Result<GgufFile> synthetic_file(std::string_view preset, std::string_view model_type,
+                                const std::string& save_as) {
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<TensorTypeRule> types, synthetic_types(model_type));
-  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model,
-                              generate_synthetic_llama(default_synthetic_llama_config()));
-  SWITCHYARD_RETURN_IF_ERROR(quantize_synthetic_llama(model, types));
+  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticLlamaConfig config, synthetic_llama_preset(preset));
+  if (config.tied_embeddings) std::erase_if(types, [](const auto& r) { return r.role == "output"; });
+  // Generated straight in the weights' storage types: a model of billions of
+  // parameters is never held in f32 as well.
+  config.type_rules = std::move(types);
+  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model, generate_synthetic_llama(config));
   const std::filesystem::path path =
       !save_as.empty()
           ? std::filesystem::path(save_as)
@@ -162,9 +168,11 @@ int run(const RunOptions& o) {
         invalid_argument_error("run: --prompt-tokens must be >= 1 and --tokens >= 0"));
   }
   if (o.threads < 0) return report_failure(invalid_argument_error("run: --threads must be >= 0"));
-  if (!o.model.empty() && (o.model_type != "mix" || !o.save_model.empty())) {
+  if (!o.model.empty() &&
+      (o.model_type != "mix" || o.synthetic != "tiny" || !o.save_model.empty())) {
     return report_failure(invalid_argument_error(
-        "run: --model-type and --save-model apply to the embedded model, not to a model file"));
+        "run: --synthetic, --model-type and --save-model apply to the embedded model, not to a "
+        "model file"));
   }
   Result<BackendId> backend = pick_backend(o.backend);
   if (!backend.is_ok()) return report_failure(backend.status());
@@ -173,7 +181,8 @@ int run(const RunOptions& o) {
   const Clock::time_point load_start = Clock::now();
   progress.show("loading", 0, 3);
   Result<GgufFile> file =
-      o.model.empty() ? synthetic_file(o.model_type, o.save_model) : GgufFile::open(o.model);
+      o.model.empty() ? synthetic_file(o.synthetic, o.model_type, o.save_model)
+                      : GgufFile::open(o.model);
   if (!file.is_ok()) return report_failure(file.status());
   progress.show("loading", 1, 3);
   Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);
@@ -268,7 +277,7 @@ int run(const RunOptions& o) {
 
   if (o.json) {
     nlohmann::json j;
-    j["model"] = o.model.empty() ? "synthetic" : o.model;
+    j["model"] = o.model.empty() ? "synthetic " + o.synthetic : o.model;
     j["backend"] = std::string(name(*backend));
     j["threads"] = runner->num_threads();
     j["config"] = {{"vocab", c.vocab_size},       {"dim", c.embedding_length},
@@ -309,7 +318,9 @@ int run(const RunOptions& o) {
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("model    {} ({} blocks, dim {}, {} heads / {} kv, ff {}, vocab {})\n",
-               o.model.empty() ? "synthetic llama (embedded)" : o.model, c.block_count,
+               o.model.empty() ? fmt::format("synthetic llama '{}' (embedded)", o.synthetic)
+                               : o.model,
+               c.block_count,
                c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
                c.vocab_size);
     fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s\n", name(*backend),
@@ -358,6 +369,12 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("--model-type", options->model_type,
                   "embedded model: weight storage, 'mix' (q4_k, q6_k, q8_0; the default) or "
                   "one dtype for every matrix (f32, f16, q8_0, q4_k, ...)");
+  cmd->add_option("--synthetic", options->synthetic,
+                  fmt::format("embedded model: its shape, with random weights ({}; tiny is the "
+                              "default)",
+                              fmt::join(synthetic_llama_presets(), ", ")))
+      ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
+                                                     synthetic_llama_presets().end())));
   cmd->add_option("--save-model", options->save_model,
                   "embedded model: keep its GGUF file at this path");
   std::string help = "auto (the first compiled accelerator, else the host) or one of:";
