@@ -4,6 +4,9 @@
 // the mixed keys cuBLASLt does not ((f32, f16, f32), (f32, bf16, f32)) and is the
 // reference sibling of every key. Each output is one f32 FMA chain in k order, so
 // it claims what the CPU's sequential reference claims.
+//
+// Few activation rows (decoding) take matvec_kernel instead (Note [Matvec for
+// few rows]).
 #include "backends/cuda/device_common.cuh"
 
 namespace switchyard::cuda::device {
@@ -68,10 +71,139 @@ __global__ void __launch_bounds__(kGemmThreads)
   }
 }
 
+// Note [Matvec for few rows]
+// With one to kMatvecRows activation rows a matmul reads each weight once and does
+// almost no arithmetic per byte: it is a stream of weight bytes, and the tiled
+// kernel, which stages 64 rows of activations that do not exist, reads them at a
+// small fraction of the memory bandwidth. matvec_kernel gives each warp one
+// weight row (one output column): its lanes read the row in 16-byte loads, four
+// in flight, and keep one f32 sum per activation row, which the warp then adds
+// across its lanes in a fixed order. The sums are in a different order from the
+// tiled kernel's chain, within the same claimed bound, and the same on every run.
+constexpr int kMatvecRows = 8;
+constexpr int kMatvecWarps = 8;
+
+// N values of T from p (N * sizeof(T) bytes, aligned to that size up to 16), as f32.
+template <typename T, int N>
+__device__ __forceinline__ void load_f32(const T* p, float (&out)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static_assert(kBytes % 8 == 0 && kBytes <= 32);
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + c);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 16 / static_cast<int>(sizeof(T)); ++i) {
+        out[c * (16 / static_cast<int>(sizeof(T))) + i] = to_f32(e[i]);
+      }
+    }
+  } else {
+    const uint2 raw = __ldg(reinterpret_cast<const uint2*>(p));
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = to_f32(e[i]);
+  }
+}
+
+template <typename A, typename W, typename O, int M>
+__global__ void __launch_bounds__(kMatvecWarps * 32)
+    matvec_kernel(const A* a, const W* w, O* out, int m, std::int64_t n, std::int64_t k,
+                  std::int64_t w_batch_stride) {
+  // M is m rounded up to a power of two: rows from m on are neither read nor written.
+  constexpr int V = 16 / static_cast<int>(sizeof(W));  // weights per load
+  constexpr int kInFlight = 4;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + (threadIdx.x >> 5);
+  if (col >= n) return;
+  const std::int64_t batch = blockIdx.y;
+  a += batch * m * k;
+  out += batch * m * n;
+  const W* wrow = w + batch * w_batch_stride + col * k;
+  float sum[M] = {};
+  const std::int64_t step = 32 * V;
+  std::int64_t k0 = std::int64_t{lane} * V;
+  for (; k0 + (kInFlight - 1) * step < k; k0 += kInFlight * step) {
+    float wv[kInFlight][V];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) load_f32<W, V>(wrow + k0 + u * step, wv[u]);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        if (r >= m) break;
+        float xv[V];
+        load_f32<A, V>(a + r * k + k0 + u * step, xv);
+#pragma unroll
+        for (int e = 0; e < V; ++e) sum[r] = __fmaf_rn(xv[e], wv[u][e], sum[r]);
+      }
+    }
+  }
+  for (; k0 < k; k0 += step) {
+    float wv[V];
+    load_f32<W, V>(wrow + k0, wv);
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      if (r >= m) break;
+      float xv[V];
+      load_f32<A, V>(a + r * k + k0, xv);
+#pragma unroll
+      for (int e = 0; e < V; ++e) sum[r] = __fmaf_rn(xv[e], wv[e], sum[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    if (r >= m) break;
+    const float total = warp_sum(sum[r]);
+    if (lane == 0) out[r * n + col] = from_f32<O>(total);
+  }
+}
+
+template <typename A, typename W, typename O, int M>
+void launch_matvec(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
+                   std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
+                   cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n + kMatvecWarps - 1) / kMatvecWarps),
+                  static_cast<unsigned>(batch));
+  matvec_kernel<A, W, O, M><<<grid, kMatvecWarps * 32, 0, stream>>>(
+      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<O*>(out),
+      static_cast<int>(m), n, k, w_batch_stride);
+}
+
+// matvec_kernel where it applies (Note [Matvec for few rows]): m rows at most
+// kMatvecRows, every row of a and w starting on a whole load. False otherwise.
+template <typename A, typename W, typename O>
+bool try_matvec(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
+                std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
+                cudaStream_t stream) {
+  constexpr std::int64_t V = 16 / sizeof(W);
+  const std::int64_t a_load = V * static_cast<std::int64_t>(sizeof(A));
+  const auto on = [](const void* p, std::int64_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0;
+  };
+  if (m > kMatvecRows || k % V != 0 || w_batch_stride % V != 0 || !on(w, 16) ||
+      !on(a, a_load < 16 ? a_load : 16) || batch > 65535) {
+    return false;
+  }
+  if (m == 1) {
+    launch_matvec<A, W, O, 1>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+  } else if (m == 2) {
+    launch_matvec<A, W, O, 2>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+  } else if (m <= 4) {
+    launch_matvec<A, W, O, 4>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+  } else {
+    launch_matvec<A, W, O, kMatvecRows>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+  }
+  return true;
+}
+
 template <typename A, typename W, typename O>
 cudaError_t launch(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
                    std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
                    cudaStream_t stream) {
+  if (m <= kMatvecRows && try_matvec<A, W, O>(a, w, out, batch, m, n, k, w_batch_stride, stream)) {
+    return cudaGetLastError();
+  }
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
                   static_cast<unsigned>((m + kTile - 1) / kTile), static_cast<unsigned>(batch));
   matmul_kernel<A, W, O>
