@@ -10,6 +10,7 @@
 
 #include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
+#include "switchyard/kernel_mask.h"
 #include "switchyard/llama.h"
 #include "switchyard/registry.h"
 #include "switchyard/synthetic_model.h"
@@ -97,6 +98,31 @@ TEST_P(CudaLlamaTest, LogitsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Weights, CudaLlamaTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                          [](const auto& param) { return std::string(name(param.param)); });
+
+// The registry on the GPU's key space (docs/registry.md): a weight whose cuda
+// kernel is masked is an accelerator violation named by tensor, role and dtype,
+// and strict mode refuses the load before anything touches a device, so this
+// runs without one too.
+TEST(CudaLlamaRegistryTest, AMaskedCudaKernelIsNamedAndStrictModeRefuses) {
+  Result<GgufFile> file = synthetic(DType::kBF16);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  Result<KernelMask> mask = KernelMask::parse("cuda:matmul:bf16");
+  ASSERT_TRUE(mask.is_ok());
+  ASSERT_TRUE(set_kernel_mask(*mask).is_ok());
+  Registry registry({.strict = StrictPolicy::all(), .sink = [](std::string_view) {}});
+  LlamaLoadOptions o;
+  o.backend = BackendId::kCuda;
+  o.registry = &registry;
+  o.max_context = 32;
+  Result<LlamaModel> model = LlamaModel::load(std::move(*file), o);
+  ASSERT_TRUE(clear_kernel_mask().is_ok());
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kFailedPrecondition);
+  const std::string message(model.status().message());
+  for (const char* part : {"cuda", "bf16", "attn_q"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+  }
+}
 
 }  // namespace
 }  // namespace switchyard
