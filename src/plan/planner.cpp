@@ -574,33 +574,50 @@ void add_violations(PlanReport& report, const PlacementPolicy& policy) {
   }
 }
 
-// See PlanOptions::registry. The recorded answer is the planner's own resolution,
-// the very kernel the executor will launch, so the registry cannot disagree with
-// what runs.
-Status record_in_registry(const ExecutionPlan& plan, const PlanOptions& options) {
-  Registry& registry = options.registry != nullptr ? *options.registry : global_registry();
+// One bucket's resolutions as registry lookups on the policy's first preferred
+// backend: a hit where the node runs there, a by-design choice where a kernel
+// exists there but another backend was cheaper, a slow-path miss otherwise. The
+// recorded answer is the planner's own resolution, the very kernel the executor
+// will launch, so the registry cannot disagree with what runs. `build`: a
+// prediction made while planning; otherwise a run-phase record (Note [Run-phase
+// lookups]), where a hit records nothing.
+void record_bucket(const ExecutionPlan& plan, const BucketReport& bucket, Registry& registry,
+                   bool build) {
+  const PlanOptions& options = plan.options();
   const BackendId selected =
       options.policy.preferred.empty() ? kHostBackend : options.policy.preferred.front();
   const Graph& graph = plan.graph();
-  for (const BucketReport& bucket : plan.report().buckets) {
-    for (const NodeReport& n : bucket.nodes) {
-      const Node& node = graph.nodes()[static_cast<std::size_t>(n.node)];
-      const DTypeList dtypes = detail::node_dtypes(graph, node);
-      const Lookup lookup{.backend = selected,
-                          .op = detail::node_key(node),
-                          .dtype = representative_dtype(dtypes),
-                          .role = n.role.empty() ? std::string_view(n.name) : n.role};
-      if (n.resolved && n.chosen.backend == selected) {
-        registry.record_build(lookup, Outcome::make_hit());
-      } else if (n.resolved && plan.table()->backend_supports(lookup.op, dtypes, selected)) {
-        // A kernel exists there; the route picker chose another backend by cost
-        // (the operands live there, say): a decision, not a missing kernel.
-        registry.record_build(lookup, Outcome::by_design(n.chosen.kernel));
-      } else {
-        registry.record_build(lookup,
-                              Outcome::slow_path(n.resolved ? n.chosen.kernel : "no kernel"));
-      }
+  for (const NodeReport& n : bucket.nodes) {
+    const Node& node = graph.nodes()[static_cast<std::size_t>(n.node)];
+    const DTypeList dtypes = detail::node_dtypes(graph, node);
+    const Lookup lookup{.backend = selected,
+                        .op = detail::node_key(node),
+                        .dtype = representative_dtype(dtypes),
+                        .role = n.role.empty() ? std::string_view(n.name) : n.role};
+    Outcome outcome = Outcome::make_hit();
+    if (n.resolved && n.chosen.backend == selected) {
+      if (!build) continue;
+    } else if (n.resolved && plan.table()->backend_supports(lookup.op, dtypes, selected)) {
+      // A kernel exists there; the route picker chose another backend by cost
+      // (the operands live there, say): a decision, not a missing kernel.
+      outcome = Outcome::by_design(n.chosen.kernel);
+    } else {
+      outcome = Outcome::slow_path(n.resolved ? std::string_view(n.chosen.kernel)
+                                              : std::string_view("no kernel"));
     }
+    if (build) {
+      registry.record_build(lookup, outcome);
+    } else {
+      registry.record_dispatch(lookup, outcome);
+    }
+  }
+}
+
+// See PlanOptions::registry.
+Status record_in_registry(const ExecutionPlan& plan, const PlanOptions& options) {
+  Registry& registry = options.registry != nullptr ? *options.registry : global_registry();
+  for (const BucketReport& bucket : plan.report().buckets) {
+    record_bucket(plan, bucket, registry, /*build=*/true);
   }
   const std::vector<CoverageBinding> masked = masked_bindings();
   Result<SealReport> sealed = registry.seal_or_error(masked);
@@ -725,6 +742,20 @@ Result<std::unique_ptr<BucketPlan>> plan_bucket_for_sizes(const ExecutionPlan& p
   std::unique_ptr<BucketPlan> bp = detail::build_bucket(
       g, order, homes, *plan.table(), plan.options(), {},
       fmt::format("unplanned({})", fmt::join(parts, ",")), exact, exact, failure);
+  // Note [Run-phase lookups]
+  // A bucket planned here is a dispatch decision the seal did not see. Its
+  // resolutions go to the registry's run-phase entry point: a node that falls off
+  // the selected backend at these sizes (a kernel that does not admit them, say)
+  // becomes a run-phase slow-path row with its role, in every later report; one
+  // whose (backend, op, dtype) no build record predicted is also a surprise,
+  // warned about once with its call site. Within one graph every node was
+  // planned at load, so its shapes are predicted: the row, not a surprise, is
+  // what an unplanned bucket of the same graph leaves.
+  if (plan.options().record_in_registry) {
+    Registry& registry =
+        plan.options().registry != nullptr ? *plan.options().registry : global_registry();
+    record_bucket(plan, bp->report, registry, /*build=*/false);
+  }
   if (!failure.is_ok()) return failure;
   return bp;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "plan/test_kernels.h"
+#include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/example_graphs.h"
 #include "switchyard/kernel_mask.h"
@@ -145,6 +146,72 @@ TEST(PlannerRegistry, MaskingTheOnlyKernelFailsPlanningAndTheRegistryNamesIt) {
 
 namespace switchyard {
 namespace {
+
+// Note [Run-phase lookups]: a bucket planned at run time (sizes outside every
+// planned bucket) goes to the registry's run phase. A node that then falls off the
+// selected backend is a run-phase slow-path row named by role, on the host as on
+// an accelerator; its shape was predicted at load, so it is no surprise.
+TEST(PlannerRegistry, AnUnplannedBucketThatLeavesTheSelectedBackendIsARunPhaseMiss) {
+  for (const BackendId selected : {BackendId::kCpu, BackendId::kCuda}) {
+    SCOPED_TRACE(name(selected));
+    const BackendId other = selected == BackendId::kCpu ? BackendId::kCuda : BackendId::kCpu;
+    KernelBindingTable t;
+    // The selected backend's only matmul takes one row.
+    t.register_kernel(OpKind::kMatmul, testing::f32s(3), selected,
+                      &testing::matmul_variant<7>,
+                      {.name = "matmul_one_row",
+                       .precision = testing::audited(),
+                       .admits = +[](std::span<const Shape> s) { return s[0].outer() == 1; }});
+    register_basic(t, selected, std::string(name(selected)));
+    t.remove_if([&](const KernelBindingTable::Slot& slot, const BindingEntry& e) {
+      return slot.backend == selected && slot.key == BindingKey(OpKind::kMatmul) &&
+             e.name != "matmul_one_row";
+    });
+    register_basic(t, other, std::string(name(other)));
+    const TableSnapshot table = finalize(std::move(t));
+
+    GraphBuilder b;
+    const std::int64_t tokens = b.symbol("tokens");
+    ValueId x = b.input("x", DType::kF32, {tokens, 8});
+    ValueId w = b.constant_f32("w", {16, 8}, ramp(128, 3));
+    b.output(b.relu(b.matmul(x, w, "fc", "ffn_up"), "act"));
+    const Graph g = std::move(b).build().value();
+
+    Registry registry({.sink = [](std::string_view) {}});
+    PlanOptions options;
+    options.policy.preferred = {selected};
+    options.policy.fallbacks = {other};
+    options.registry = &registry;
+    options.buckets = {{"decode", {{"tokens", 1, 1}}}};
+    Result<ExecutionPlan> plan = plan_graph(g, table, options);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    EXPECT_TRUE(registry.is_sealed());
+    EXPECT_TRUE(registry.surprises().empty());
+
+    const std::int64_t three[] = {3};
+    Result<std::unique_ptr<BucketPlan>> bucket = plan_bucket_for_sizes(*plan, three);
+    ASSERT_TRUE(bucket.is_ok()) << bucket.status().to_string();
+    auto run_rows = [&] {
+      std::vector<RegistryEntry> rows;
+      for (const RegistryEntry& e : registry.entries()) {
+        // (The relu after it follows it off the backend by cost: a by-design row.)
+        if (e.phase == Phase::kRun && e.is_slow_path()) rows.push_back(e);
+      }
+      return rows;
+    };
+    std::vector<RegistryEntry> rows = run_rows();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].backend, selected);
+    EXPECT_EQ(rows[0].role, "ffn_up");
+    EXPECT_EQ(rows[0].fallback, std::string("matmul_f32__") + std::string(name(other)));
+    EXPECT_TRUE(registry.surprises().empty()) << "the load predicted (backend, matmul, f32)";
+    // The same sizes again count on the same row.
+    ASSERT_TRUE(plan_bucket_for_sizes(*plan, three).is_ok());
+    rows = run_rows();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].count, 2u);
+  }
+}
 
 TEST(PlannerShapeAdmission, ASiblingThatDoesNotAdmitTheShapeIsRejectedWhateverItsCost) {
   KernelBindingTable t;
