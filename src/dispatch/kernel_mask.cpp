@@ -22,9 +22,9 @@ template <typename T>
 Result<std::optional<T>> parse_field(std::string_view field, std::string_view pattern,
                                      std::string_view what, Result<T> (*parse)(std::string_view)) {
   if (field.empty()) {
-    return invalid_argument_error(fmt::format(
-        "kernel mask '{}': the {} field is empty (use '*' to match any)", printable(pattern, 60),
-        what));
+    return invalid_argument_error(
+        fmt::format("kernel mask '{}': the {} field is empty (use '*' to match any)",
+                    printable(pattern, 60), what));
   }
   if (field == "*") return std::optional<T>();
   Result<T> parsed = parse(field);

@@ -294,9 +294,9 @@ struct LlamaModel::State {
     if (memory != nullptr && !memory->host_addressable()) {
       Result<void*> p = memory->allocate(static_cast<std::int64_t>(total * sizeof(float)));
       if (!p.is_ok()) {
-        return p.status().with_context(fmt::format(
-            "llama: allocating the {}-token KV cache ({} MiB) on {}", max_context,
-            total * sizeof(float) >> 20, name(backend)));
+        return p.status().with_context(
+            fmt::format("llama: allocating the {}-token KV cache ({} MiB) on {}", max_context,
+                        total * sizeof(float) >> 20, name(backend)));
       }
       cache_memory = memory;
       device_cache = *p;
@@ -417,8 +417,8 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   s.slots.resize(slot_of.size());
   s.inputs.resize(s.input_slots.size());
   s.outputs.resize(s.output_slots.size());
-  SWITCHYARD_RETURN_IF_ERROR(s.allocate_cache(*table, cache_on_device ? options.backend
-                                                                       : kHostBackend));
+  SWITCHYARD_RETURN_IF_ERROR(
+      s.allocate_cache(*table, cache_on_device ? options.backend : kHostBackend));
   return LlamaModel(std::move(state));
 }
 

@@ -649,8 +649,8 @@ Result<std::vector<BackendId>> external_homes(const Graph& g, const PlanOptions&
       found = true;
     }
     if (!found) {
-      return invalid_argument_error(fmt::format(
-          "external_backends: the graph has no input or output named '{}'", wanted));
+      return invalid_argument_error(
+          fmt::format("external_backends: the graph has no input or output named '{}'", wanted));
     }
   }
   return homes;

@@ -262,8 +262,8 @@ Result<std::vector<Case>> matmul_cases(const DTypeList& d, const KernelCaps& cap
   } else {
     // The long row takes the unrolled loop of matrix-vector kernels (a few
     // rows, several loads in flight per lane) and a remainder.
-    configs = {{{}, 1, 1, 1, false},   {{}, 1, 13, 67, false}, {{}, 4, 9, 40, false},
-               {{}, 7, 16, 32, false}, {{2}, 3, 5, 19, false}, {{2}, 3, 4, 24, true},
+    configs = {{{}, 1, 1, 1, false},    {{}, 1, 13, 67, false}, {{}, 4, 9, 40, false},
+               {{}, 7, 16, 32, false},  {{2}, 3, 5, 19, false}, {{2}, 3, 4, 24, true},
                {{}, 2, 33, 2056, false}};
   }
   auto make = [&](const Config& c) {

@@ -1,5 +1,5 @@
-#include "switchyard/llama.h"
 #include "switchyard/synthetic_model.h"
+#include "switchyard/llama.h"
 
 #include <unistd.h>
 

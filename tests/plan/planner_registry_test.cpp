@@ -157,8 +157,7 @@ TEST(PlannerRegistry, AnUnplannedBucketThatLeavesTheSelectedBackendIsARunPhaseMi
     const BackendId other = selected == BackendId::kCpu ? BackendId::kCuda : BackendId::kCpu;
     KernelBindingTable t;
     // The selected backend's only matmul takes one row.
-    t.register_kernel(OpKind::kMatmul, testing::f32s(3), selected,
-                      &testing::matmul_variant<7>,
+    t.register_kernel(OpKind::kMatmul, testing::f32s(3), selected, &testing::matmul_variant<7>,
                       {.name = "matmul_one_row",
                        .precision = testing::audited(),
                        .admits = +[](std::span<const Shape> s) { return s[0].outer() == 1; }});

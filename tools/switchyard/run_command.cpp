@@ -126,7 +126,8 @@ Result<GgufFile> synthetic_file(std::string_view preset, std::string_view model_
                                 const std::string& save_as) {
   SWITCHYARD_ASSIGN_OR_RETURN(std::vector<TensorTypeRule> types, synthetic_types(model_type));
   SWITCHYARD_ASSIGN_OR_RETURN(SyntheticLlamaConfig config, synthetic_llama_preset(preset));
-  if (config.tied_embeddings) std::erase_if(types, [](const auto& r) { return r.role == "output"; });
+  if (config.tied_embeddings)
+    std::erase_if(types, [](const auto& r) { return r.role == "output"; });
   // Generated straight in the weights' storage types: a model of billions of
   // parameters is never held in f32 as well.
   config.type_rules = std::move(types);
@@ -180,9 +181,8 @@ int run(const RunOptions& o) {
   Progress progress(!o.json);
   const Clock::time_point load_start = Clock::now();
   progress.show("loading", 0, 3);
-  Result<GgufFile> file =
-      o.model.empty() ? synthetic_file(o.synthetic, o.model_type, o.save_model)
-                      : GgufFile::open(o.model);
+  Result<GgufFile> file = o.model.empty() ? synthetic_file(o.synthetic, o.model_type, o.save_model)
+                                          : GgufFile::open(o.model);
   if (!file.is_ok()) return report_failure(file.status());
   progress.show("loading", 1, 3);
   Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);
@@ -317,12 +317,11 @@ int run(const RunOptions& o) {
     j["ok"] = finite;
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("model    {} ({} blocks, dim {}, {} heads / {} kv, ff {}, vocab {})\n",
-               o.model.empty() ? fmt::format("synthetic llama '{}' (embedded)", o.synthetic)
-                               : o.model,
-               c.block_count,
-               c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
-               c.vocab_size);
+    fmt::print(
+        "model    {} ({} blocks, dim {}, {} heads / {} kv, ff {}, vocab {})\n",
+        o.model.empty() ? fmt::format("synthetic llama '{}' (embedded)", o.synthetic) : o.model,
+        c.block_count, c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
+        c.vocab_size);
     fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s\n", name(*backend),
                o.backend == "auto" ? auto_note(*backend) : std::string(), runner->num_threads(),
                runner->num_threads() == 1 ? "" : "s", load_s);

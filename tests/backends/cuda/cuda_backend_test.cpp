@@ -433,11 +433,11 @@ struct ManyKeysCase {
 TEST(CudaBackendTest, AttentionOverManyKeysMatchesTheCpu) {
   REQUIRE_CUDA_DEVICE();
   constexpr std::int64_t kBatch = 2, kSkv = 1000;
-  const ManyKeysCase cases[] = {{3, 8, 2, 64}, {1, 8, 8, 128}, {1, 16, 8, 128}, {2, 16, 2, 128},
-                                {1, 6, 2, 64}, {9, 8, 2, 64}};
+  const ManyKeysCase cases[] = {{3, 8, 2, 64},   {1, 8, 8, 128}, {1, 16, 8, 128},
+                                {2, 16, 2, 128}, {1, 6, 2, 64},  {9, 8, 2, 64}};
   for (const ManyKeysCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "sq " << c.sq << ", heads " << c.heads << "/"
-                                      << c.kv_heads << ", head_dim " << c.dh);
+    SCOPED_TRACE(::testing::Message() << "sq " << c.sq << ", heads " << c.heads << "/" << c.kv_heads
+                                      << ", head_dim " << c.dh);
     const std::vector<float> q = random_floats(kBatch * c.sq * c.heads * c.dh, 11);
     const std::vector<float> k = random_floats(kBatch * kSkv * c.kv_heads * c.dh, 12);
     const std::vector<float> v = random_floats(kBatch * kSkv * c.kv_heads * c.dh, 13);
@@ -463,8 +463,9 @@ TEST(CudaBackendTest, AttentionOverManyKeysMatchesTheCpu) {
       ExecContext ctx;
       ASSERT_TRUE(
           cpu->fn({inputs, std::span<const TensorView>(&w, 1), params, ctx, cpu->name}).is_ok());
-      const Status st = run_kernel(OpKind::kAttention, key, inputs,
-                                   TensorView::contiguous(got.data(), DType::kF32, q_shape), params);
+      const Status st =
+          run_kernel(OpKind::kAttention, key, inputs,
+                     TensorView::contiguous(got.data(), DType::kF32, q_shape), params);
       ASSERT_TRUE(st.is_ok()) << st.to_string();
       expect_close(got, want, 1e-5);
     }

@@ -22,13 +22,16 @@ inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 // v with its 128-bit lanes 1 to R-1 replaced by lane(1) ... lane(R-1). The lane
 // index of vinserti32x4 is an immediate, so the rows unfold at compile time
 // rather than relying on the compiler to unroll a loop.
+template <typename Lane, int... r>
+inline __m512i insert_lanes_at(__m512i v, [[maybe_unused]] Lane lane,
+                               std::integer_sequence<int, r...>) {
+  ((v = _mm512_inserti32x4(v, lane(r + 1), r + 1)), ...);
+  return v;
+}
 template <int R, typename Lane>
 inline __m512i insert_lanes(__m512i v, Lane lane) {
   static_assert(R >= 1 && R <= 4);
-  [&]<int... r>(std::integer_sequence<int, r...>) {
-    ((v = _mm512_inserti32x4(v, lane(r + 1), r + 1)), ...);
-  }(std::make_integer_sequence<int, R - 1>{});
-  return v;
+  return insert_lanes_at(v, lane, std::make_integer_sequence<int, R - 1>{});
 }
 
 template <typename T, std::size_t N>

@@ -147,6 +147,15 @@ bool quantize_q8_k_block(const float* x, BlockQ8_K& b) {
   }
 }
 
+// pairs with dword r + 1 replaced by word(r + 1) for each r: the blend mask is an
+// immediate, so the rows unfold at compile time.
+template <typename Word, int... r>
+inline __m128i blend_words(__m128i pairs, [[maybe_unused]] Word word,
+                           std::integer_sequence<int, r...>) {
+  ((pairs = _mm_blend_epi32(pairs, word(r + 1), 1 << (r + 1))), ...);
+  return pairs;
+}
+
 template <DType W, int R, int C, bool kAhead, unsigned kExt>
 void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::int64_t x_stride,
             std::int64_t blocks, float* out, std::int64_t n) {
@@ -203,10 +212,7 @@ void k_tile(const std::uint8_t* w, std::int64_t w_stride, const KAct* x, std::in
           _mm_broadcast_ss(reinterpret_cast<const float*>(wb[r] + kScaleAt<W>)));
     };
     __m128i pairs = scale_word(0);
-    // The blend mask is an immediate: the rows unfold at compile time.
-    [&]<int... r>(std::integer_sequence<int, r...>) {
-      ((pairs = _mm_blend_epi32(pairs, scale_word(r + 1), 1 << (r + 1))), ...);
-    }(std::make_integer_sequence<int, R - 1>{});
+    pairs = blend_words(pairs, scale_word, std::make_integer_sequence<int, R - 1>{});
     constexpr float kLo = kScaleHalf<W> == 0 ? kScaleFactor<W> : -1.0f;
     constexpr float kHi = kScaleHalf<W> == 0 ? -1.0f : kScaleFactor<W>;
     const __m256 wd = _mm256_mul_ps(_mm256_cvtph_ps(pairs),

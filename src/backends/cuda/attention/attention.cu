@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   const float* p = partial + row * splits * stride;
   Q* orow = out + row * dh;
   float top = -INFINITY;
-  for (std::int64_t t = threadIdx.x; t < splits; t += kMergeThreads) top = nan_max(top, p[t * stride]);
+  for (std::int64_t t = threadIdx.x; t < splits; t += kMergeThreads)
+    top = nan_max(top, p[t * stride]);
   top = block_max(top, scratch);
   float total = 0.0f;
   for (std::int64_t t = threadIdx.x; t < splits; t += kMergeThreads) {
@@ -182,7 +183,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     }
     float sum = 0.0f;
 #pragma unroll 8
-    for (std::int64_t t = 0; t < splits; ++t) sum = __fmaf_rn(p[t * stride + 2 + d], weight[t], sum);
+    for (std::int64_t t = 0; t < splits; ++t)
+      sum = __fmaf_rn(p[t * stride + 2 + d], weight[t], sum);
     orow[d] = from_f32<Q>(__fdiv_rn(sum, total));
   }
 }
@@ -410,29 +412,33 @@ void launch_grouped(const void* q, const void* k, const void* v, const void* mas
   grouped_kernel<Q, KV, G, LANES>
       <<<static_cast<unsigned>(rows * splits), kGroupThreads, 0, stream>>>(
           static_cast<const Q*>(q), static_cast<const KV*>(k), static_cast<const KV*>(v),
-          static_cast<const Q*>(mask), static_cast<Q*>(out), s, scale, causal, query_offset,
-          splits, chunk, splits > 1 ? partial : nullptr);
+          static_cast<const Q*>(mask), static_cast<Q*>(out), s, scale, causal, query_offset, splits,
+          chunk, splits > 1 ? partial : nullptr);
   if (splits > 1) launch_merge<Q>(partial, out, s, splits, stream);
 }
 
 // grouped_kernel for the group size and lanes of `s`; false where none applies.
 template <typename Q, typename KV, int LANES>
-bool try_grouped_for_lanes(const void* q, const void* k, const void* v, const void* mask,
-                           void* out, const AttentionShape& s, float scale, bool causal,
+bool try_grouped_for_lanes(const void* q, const void* k, const void* v, const void* mask, void* out,
+                           const AttentionShape& s, float scale, bool causal,
                            std::int64_t query_offset, std::int64_t splits, float* partial,
                            cudaStream_t stream) {
   switch (s.heads / s.kv_heads) {
-    case 1: launch_grouped<Q, KV, 1, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                            splits, partial, stream);
+    case 1:
+      launch_grouped<Q, KV, 1, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
+                                      partial, stream);
       return true;
-    case 2: launch_grouped<Q, KV, 2, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                            splits, partial, stream);
+    case 2:
+      launch_grouped<Q, KV, 2, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
+                                      partial, stream);
       return true;
-    case 4: launch_grouped<Q, KV, 4, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                            splits, partial, stream);
+    case 4:
+      launch_grouped<Q, KV, 4, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
+                                      partial, stream);
       return true;
-    case 8: launch_grouped<Q, KV, 8, LANES>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                            splits, partial, stream);
+    case 8:
+      launch_grouped<Q, KV, 8, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
+                                      partial, stream);
       return true;
     default: return false;
   }
@@ -445,12 +451,15 @@ bool try_grouped(const void* q, const void* k, const void* v, const void* mask, 
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (!aligned(k) || !aligned(v)) return false;
   switch (decode_lanes(s, sizeof(KV))) {
-    case 8: return try_grouped_for_lanes<Q, KV, 8>(q, k, v, mask, out, s, scale, causal,
-                                                   query_offset, splits, partial, stream);
-    case 16: return try_grouped_for_lanes<Q, KV, 16>(q, k, v, mask, out, s, scale, causal,
-                                                     query_offset, splits, partial, stream);
-    case 32: return try_grouped_for_lanes<Q, KV, 32>(q, k, v, mask, out, s, scale, causal,
-                                                     query_offset, splits, partial, stream);
+    case 8:
+      return try_grouped_for_lanes<Q, KV, 8>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                             splits, partial, stream);
+    case 16:
+      return try_grouped_for_lanes<Q, KV, 16>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                              splits, partial, stream);
+    case 32:
+      return try_grouped_for_lanes<Q, KV, 32>(q, k, v, mask, out, s, scale, causal, query_offset,
+                                              splits, partial, stream);
     default: return false;
   }
 }
@@ -460,7 +469,7 @@ void launch(const void* q, const void* k, const void* v, const void* mask, void*
             const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
             std::int64_t splits, float* partial, cudaStream_t stream) {
   if (try_grouped<Q, KV>(q, k, v, mask, out, s, scale, causal, query_offset, splits, partial,
-                        stream)) {
+                         stream)) {
     return;
   }
   const std::int64_t rows = s.batch * s.sq * s.heads;

@@ -166,16 +166,15 @@ void launch_matvec(const void* a, const void* w, void* out, std::int64_t batch, 
   const dim3 grid(static_cast<unsigned>((n + kMatvecWarps - 1) / kMatvecWarps),
                   static_cast<unsigned>(batch));
   matvec_kernel<A, W, O, M><<<grid, kMatvecWarps * 32, 0, stream>>>(
-      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<O*>(out),
-      static_cast<int>(m), n, k, w_batch_stride);
+      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<O*>(out), static_cast<int>(m),
+      n, k, w_batch_stride);
 }
 
 // matvec_kernel where it applies (Note [Matvec for few rows]): m rows at most
 // kMatvecRows, every row of a and w starting on a whole load. False otherwise.
 template <typename A, typename W, typename O>
 bool try_matvec(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
-                std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
-                cudaStream_t stream) {
+                std::int64_t n, std::int64_t k, std::int64_t w_batch_stride, cudaStream_t stream) {
   constexpr std::int64_t V = 16 / sizeof(W);
   const std::int64_t a_load = V * static_cast<std::int64_t>(sizeof(A));
   const auto on = [](const void* p, std::int64_t bytes) {
