@@ -303,18 +303,23 @@ class CountingDeviceMemory final : public BackendMemory {
   int copies = 0;
 };
 
-TEST(Executor, MemoryComesFromTheBackendSectionOfTheTable) {
-  CountingDeviceMemory device;
+// The basic kernels on the cpu and on a stand-in cuda whose memory is `device`.
+TableSnapshot cpu_and_device(BackendMemory& device) {
   KernelBindingTable t;
   t.add_backend(BackendId::kCpu, host_memory());
   t.add_backend(BackendId::kCuda, device);
   register_basic(t, BackendId::kCpu, "cpu");
   register_basic(t, BackendId::kCuda, "cuda");
+  return finalize(std::move(t));
+}
+
+TEST(Executor, MemoryComesFromTheBackendSectionOfTheTable) {
+  CountingDeviceMemory device;
   const Graph g = ffn_block(4, false);
   PlanOptions options;
   options.policy.fallbacks = {BackendId::kCuda};
   options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
-  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  auto plan = plan_or_die(g, cpu_and_device(device), options);
   Result<Executor> exec = Executor::create(plan);
   ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
   EXPECT_GT(device.allocations, 0) << "the cuda arena must come from the cuda section";
@@ -359,16 +364,11 @@ class StreamDeviceMemory final : public BackendMemory {
 // once per run, destroys it with itself; an error the stream reports fails the run.
 TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
   StreamDeviceMemory device;
-  KernelBindingTable t;
-  t.add_backend(BackendId::kCpu, host_memory());
-  t.add_backend(BackendId::kCuda, device);
-  register_basic(t, BackendId::kCpu, "cpu");
-  register_basic(t, BackendId::kCuda, "cuda");
   const Graph g = ffn_block(4, false);
   PlanOptions options;
   options.policy.fallbacks = {BackendId::kCuda};
   options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
-  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  auto plan = plan_or_die(g, cpu_and_device(device), options);
   {
     Result<Executor> exec = Executor::create(plan);
     ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
@@ -411,17 +411,12 @@ TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
 // device once, however many buckets the plan has, and lives outside the arenas.
 TEST(Executor, ConstantsAreUploadedOnceForAllBuckets) {
   CountingDeviceMemory device;
-  KernelBindingTable t;
-  t.add_backend(BackendId::kCpu, host_memory());
-  t.add_backend(BackendId::kCuda, device);
-  register_basic(t, BackendId::kCpu, "cpu");
-  register_basic(t, BackendId::kCuda, "cuda");
   const Graph g = ffn_block(0, true);
   PlanOptions options;
   options.policy.fallbacks = {BackendId::kCuda};
   options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
   options.buckets = {{"one", {{"tokens", 1, 1}}}, {"many", {{"tokens", 2, 8}}}};
-  auto plan = plan_or_die(g, finalize(std::move(t)), options);
+  auto plan = plan_or_die(g, cpu_and_device(device), options);
   ASSERT_EQ(plan->bucket_count(), 2u);
   Result<Executor> exec = Executor::create(plan);
   ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
@@ -453,12 +448,7 @@ TEST(Executor, ConstantsAreUploadedOnceForAllBuckets) {
 // elsewhere; the executor takes them only on that backend.
 TEST(Executor, CallerTensorsOnTheDeviceAreUsedInPlace) {
   CountingDeviceMemory device;
-  KernelBindingTable t;
-  t.add_backend(BackendId::kCpu, host_memory());
-  t.add_backend(BackendId::kCuda, device);
-  register_basic(t, BackendId::kCpu, "cpu");
-  register_basic(t, BackendId::kCuda, "cuda");
-  const TableSnapshot table = finalize(std::move(t));
+  const TableSnapshot table = cpu_and_device(device);
   const Graph g = ffn_block(4, false);
   const std::vector<float> x = ramp(32, 3);
   const std::vector<float> want = run_node_by_node(g, kTestKernels, {x})[0];
