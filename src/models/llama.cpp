@@ -286,19 +286,19 @@ struct LlamaModel::State {
   // there instead and tells the planner so (PlanOptions::external_backends): the
   // attention reads it in place, and the rope and v projection that write the new
   // rows write them straight into it.
-  Status allocate_cache(const KernelBindingTable& table, BackendId backend) {
+  // `device`: the memory of `backend` when the cache goes there, else null.
+  Status allocate_cache(BackendMemory* device, BackendId backend) {
     const std::size_t per_layer = static_cast<std::size_t>(max_context * config.kv_dim());
     const std::size_t total = 2 * per_layer * static_cast<std::size_t>(config.block_count);
     float* base = nullptr;
-    BackendMemory* memory = table.backend_memory(backend);
-    if (memory != nullptr && !memory->host_addressable()) {
-      Result<void*> p = memory->allocate(static_cast<std::int64_t>(total * sizeof(float)));
+    if (device != nullptr) {
+      Result<void*> p = device->allocate(static_cast<std::int64_t>(total * sizeof(float)));
       if (!p.is_ok()) {
         return p.status().with_context(
             fmt::format("llama: allocating the {}-token KV cache ({} MiB) on {}", max_context,
                         total * sizeof(float) >> 20, name(backend)));
       }
-      cache_memory = memory;
+      cache_memory = device;
       device_cache = *p;
       cache_backend = backend;
       base = static_cast<float*>(device_cache);
@@ -331,8 +331,10 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   s.max_batch = options.max_batch > 0 ? std::min(options.max_batch, s.max_context)
                                       : std::min<std::int64_t>(s.max_context, 512);
   TableSnapshot table = current_table();
-  const BackendMemory* backend_memory = table->backend_memory(options.backend);
-  const bool cache_on_device = backend_memory != nullptr && !backend_memory->host_addressable();
+  BackendMemory* backend_memory = table->backend_memory(options.backend);
+  BackendMemory* cache_device =
+      backend_memory != nullptr && !backend_memory->host_addressable() ? backend_memory : nullptr;
+  const bool cache_on_device = cache_device != nullptr;
   // A device cache is checked by its allocation, which names the backend.
   if (!cache_on_device) SWITCHYARD_RETURN_IF_ERROR(check_cache_fits(c, s.max_context));
 
@@ -417,8 +419,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   s.slots.resize(slot_of.size());
   s.inputs.resize(s.input_slots.size());
   s.outputs.resize(s.output_slots.size());
-  SWITCHYARD_RETURN_IF_ERROR(
-      s.allocate_cache(*table, cache_on_device ? options.backend : kHostBackend));
+  SWITCHYARD_RETURN_IF_ERROR(s.allocate_cache(cache_device, options.backend));
   return LlamaModel(std::move(state));
 }
 

@@ -403,82 +403,73 @@ int decode_lanes(const AttentionShape& s, std::size_t kv_bytes) {
   return lanes == 8 || lanes == 16 || lanes == 32 ? static_cast<int>(lanes) : 0;
 }
 
+// One attention() call's operands and parameters, passed whole down the launch
+// helpers.
+struct Launch {
+  const void *q, *k, *v, *mask;
+  void* out;
+  AttentionShape s;
+  float scale;
+  bool causal;
+  std::int64_t query_offset, splits;
+  float* partial;
+  cudaStream_t stream;
+
+  // Blocks for `rows` rows, each split over the keys.
+  [[nodiscard]] unsigned blocks(std::int64_t rows) const {
+    return static_cast<unsigned>(rows * splits);
+  }
+  [[nodiscard]] std::int64_t chunk() const { return (s.skv + splits - 1) / splits; }
+  [[nodiscard]] float* partial_or_null() const { return splits > 1 ? partial : nullptr; }
+  template <typename Q>
+  void merge() const {
+    if (splits > 1) launch_merge<Q>(partial, out, s, splits, stream);
+  }
+};
+
 template <typename Q, typename KV, int G, int LANES>
-void launch_grouped(const void* q, const void* k, const void* v, const void* mask, void* out,
-                    const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
-                    std::int64_t splits, float* partial, cudaStream_t stream) {
-  const std::int64_t rows = s.batch * s.sq * s.kv_heads;
-  const std::int64_t chunk = (s.skv + splits - 1) / splits;
+void launch_grouped(const Launch& a) {
   grouped_kernel<Q, KV, G, LANES>
-      <<<static_cast<unsigned>(rows * splits), kGroupThreads, 0, stream>>>(
-          static_cast<const Q*>(q), static_cast<const KV*>(k), static_cast<const KV*>(v),
-          static_cast<const Q*>(mask), static_cast<Q*>(out), s, scale, causal, query_offset, splits,
-          chunk, splits > 1 ? partial : nullptr);
-  if (splits > 1) launch_merge<Q>(partial, out, s, splits, stream);
+      <<<a.blocks(a.s.batch * a.s.sq * a.s.kv_heads), kGroupThreads, 0, a.stream>>>(
+          static_cast<const Q*>(a.q), static_cast<const KV*>(a.k), static_cast<const KV*>(a.v),
+          static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale, a.causal,
+          a.query_offset, a.splits, a.chunk(), a.partial_or_null());
+  a.merge<Q>();
 }
 
-// grouped_kernel for the group size and lanes of `s`; false where none applies.
+// grouped_kernel for the group size and lanes of the shape; false where none
+// applies.
 template <typename Q, typename KV, int LANES>
-bool try_grouped_for_lanes(const void* q, const void* k, const void* v, const void* mask, void* out,
-                           const AttentionShape& s, float scale, bool causal,
-                           std::int64_t query_offset, std::int64_t splits, float* partial,
-                           cudaStream_t stream) {
-  switch (s.heads / s.kv_heads) {
-    case 1:
-      launch_grouped<Q, KV, 1, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
-                                      partial, stream);
-      return true;
-    case 2:
-      launch_grouped<Q, KV, 2, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
-                                      partial, stream);
-      return true;
-    case 4:
-      launch_grouped<Q, KV, 4, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
-                                      partial, stream);
-      return true;
-    case 8:
-      launch_grouped<Q, KV, 8, LANES>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
-                                      partial, stream);
-      return true;
+bool try_grouped_for_lanes(const Launch& a) {
+  switch (a.s.heads / a.s.kv_heads) {
+    case 1: launch_grouped<Q, KV, 1, LANES>(a); return true;
+    case 2: launch_grouped<Q, KV, 2, LANES>(a); return true;
+    case 4: launch_grouped<Q, KV, 4, LANES>(a); return true;
+    case 8: launch_grouped<Q, KV, 8, LANES>(a); return true;
     default: return false;
   }
 }
 
 template <typename Q, typename KV>
-bool try_grouped(const void* q, const void* k, const void* v, const void* mask, void* out,
-                 const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
-                 std::int64_t splits, float* partial, cudaStream_t stream) {
+bool try_grouped(const Launch& a) {
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (!aligned(k) || !aligned(v)) return false;
-  switch (decode_lanes(s, sizeof(KV))) {
-    case 8:
-      return try_grouped_for_lanes<Q, KV, 8>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                             splits, partial, stream);
-    case 16:
-      return try_grouped_for_lanes<Q, KV, 16>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                              splits, partial, stream);
-    case 32:
-      return try_grouped_for_lanes<Q, KV, 32>(q, k, v, mask, out, s, scale, causal, query_offset,
-                                              splits, partial, stream);
+  if (!aligned(a.k) || !aligned(a.v)) return false;
+  switch (decode_lanes(a.s, sizeof(KV))) {
+    case 8: return try_grouped_for_lanes<Q, KV, 8>(a);
+    case 16: return try_grouped_for_lanes<Q, KV, 16>(a);
+    case 32: return try_grouped_for_lanes<Q, KV, 32>(a);
     default: return false;
   }
 }
 
 template <typename Q, typename KV>
-void launch(const void* q, const void* k, const void* v, const void* mask, void* out,
-            const AttentionShape& s, float scale, bool causal, std::int64_t query_offset,
-            std::int64_t splits, float* partial, cudaStream_t stream) {
-  if (try_grouped<Q, KV>(q, k, v, mask, out, s, scale, causal, query_offset, splits, partial,
-                         stream)) {
-    return;
-  }
-  const std::int64_t rows = s.batch * s.sq * s.heads;
-  const std::int64_t chunk = (s.skv + splits - 1) / splits;
-  attention_kernel<Q, KV><<<static_cast<unsigned>(rows * splits), kWarps * 32, 0, stream>>>(
-      static_cast<const Q*>(q), static_cast<const KV*>(k), static_cast<const KV*>(v),
-      static_cast<const Q*>(mask), static_cast<Q*>(out), s, scale, causal, query_offset, splits,
-      chunk, splits > 1 ? partial : nullptr);
-  if (splits > 1) launch_merge<Q>(partial, out, s, splits, stream);
+void launch(const Launch& a) {
+  if (try_grouped<Q, KV>(a)) return;
+  attention_kernel<Q, KV><<<a.blocks(a.s.batch * a.s.sq * a.s.heads), kWarps * 32, 0, a.stream>>>(
+      static_cast<const Q*>(a.q), static_cast<const KV*>(a.k), static_cast<const KV*>(a.v),
+      static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale, a.causal, a.query_offset,
+      a.splits, a.chunk(), a.partial_or_null());
+  a.merge<Q>();
 }
 
 }  // namespace
@@ -505,22 +496,18 @@ cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, c
       s.heads % s.kv_heads != 0 || splits < 1 || (splits > 1 && partial == nullptr)) {
     return cudaErrorInvalidValue;
   }
+  const Launch a{q, k, v, mask, out, s, scale, causal, query_offset, splits, partial, stream};
   // The pairs the CPU backend registers: (f32, f32|f16|bf16), (f16, f16), (bf16, bf16).
   if (q_type == Type::kF32 && kv_type == Type::kF32) {
-    launch<float, float>(q, k, v, mask, out, s, scale, causal, query_offset, splits, partial,
-                         stream);
+    launch<float, float>(a);
   } else if (q_type == Type::kF32 && kv_type == Type::kF16) {
-    launch<float, __half>(q, k, v, mask, out, s, scale, causal, query_offset, splits, partial,
-                          stream);
+    launch<float, __half>(a);
   } else if (q_type == Type::kF32 && kv_type == Type::kBF16) {
-    launch<float, __nv_bfloat16>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
-                                 partial, stream);
+    launch<float, __nv_bfloat16>(a);
   } else if (q_type == Type::kF16 && kv_type == Type::kF16) {
-    launch<__half, __half>(q, k, v, mask, out, s, scale, causal, query_offset, splits, partial,
-                           stream);
+    launch<__half, __half>(a);
   } else if (q_type == Type::kBF16 && kv_type == Type::kBF16) {
-    launch<__nv_bfloat16, __nv_bfloat16>(q, k, v, mask, out, s, scale, causal, query_offset, splits,
-                                         partial, stream);
+    launch<__nv_bfloat16, __nv_bfloat16>(a);
   } else {
     return cudaErrorInvalidValue;
   }
