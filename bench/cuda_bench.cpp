@@ -1,7 +1,9 @@
 // The CUDA backend's kernels, called through their binding-table entries on a
 // stream of the backend's own memory, timed on the GPU:
 //   - dense matmul 4096 x 4096 x 4096 per sibling (cuBLASLt bf16, f16, exact f32,
-//     TF32; the tiled SIMT kernel for bf16 and f32) in TFLOP/s;
+//     TF32; the tiled SIMT kernel for bf16 and f32; the split product of f32 by
+//     bf16) in TFLOP/s, a prompt's f32 x bf16 product, and decoding's
+//     matrix-vector products in GB/s of weights against the copy bandwidth;
 //   - decode attention: 16 sequences (and one) of one new token each against a
 //     4096-token cache, 32 query heads over 8 kv heads of 128 (Llama-3-8B's), in GB/s of K
 //     and V read, with the ratio to the copy bandwidth measured in the same run
@@ -148,30 +150,63 @@ double copy_seconds(Workspace& ws, std::int64_t bytes) {
   return t[t.size() / 2];
 }
 
-void BM_CudaMatmul(benchmark::State& state, DType dtype, std::string variant) {
+// out [m, n] = a [m, k] . w [n, k]^T through one sibling; the output takes a's
+// dtype. TFLOP/s, and for a few rows (decoding) the weight bytes read per second
+// against the copy bandwidth.
+void BM_CudaMatmul(benchmark::State& state, DType a_type, DType w_type, std::string variant,
+                   std::int64_t m, std::int64_t n, std::int64_t k) {
   BackendMemory* memory = cuda_memory_or_skip(state);
   if (memory == nullptr) return;
-  const DTypeList key{dtype, dtype, dtype};
+  const DTypeList key{a_type, w_type, a_type};
   const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, variant);
   const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
   if (e == nullptr) return state.SkipWithError(("no entry " + entry_name).c_str());
-  constexpr std::int64_t n = 4096;
   Workspace ws(*memory);
-  const TensorView inputs[] = {ws.tensor(dtype, Shape{n, n}, 0.1f),
-                               ws.tensor(dtype, Shape{n, n}, 0.1f)};
-  const TensorView out = ws.tensor(dtype, Shape{n, n});
+  const TensorView inputs[] = {ws.tensor(a_type, Shape{m, k}, 0.1f),
+                               ws.tensor(w_type, Shape{n, k}, 0.1f)};
+  const TensorView out = ws.tensor(a_type, Shape{m, n});
+  const double copy_s = m <= 8 ? copy_seconds(ws, kCopyBytes) : 0.0;
   if (!ws.ok()) return state.SkipWithError("could not set up the operands");
   const OpParams params;
   time_calls(state, ws, [&] { return run_entry(*e, inputs, out, params, ws.stream()); });
-  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n * kCallsPerIteration * 1e-12,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2.0 * double(m) * double(n) * double(k) * kCallsPerIteration * 1e-12,
+                         benchmark::Counter::kIsIterationInvariantRate);
+  if (m <= 8) {
+    const double weight_bytes = double(n) * double(k) * double(dense_bytes(w_type));
+    state.counters["weight_GB/s"] = benchmark::Counter(
+        weight_bytes * kCallsPerIteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["copy_GB/s"] = 2.0 * double(kCopyBytes) / copy_s * 1e-9;
+  }
 }
-BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_cublaslt, DType::kBF16, "cublaslt")->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, f16_cublaslt, DType::kF16, "cublaslt")->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt, DType::kF32, "cublaslt")->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt_tf32, DType::kF32, "cublaslt_tf32")->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_simt, DType::kBF16, "simt")->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, f32_simt, DType::kF32, "simt")->UseRealTime();
+constexpr DType kF32 = DType::kF32, kF16 = DType::kF16, kBF16 = DType::kBF16;
+BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_cublaslt, kBF16, kBF16, "cublaslt", 4096, 4096, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f16_cublaslt, kF16, kF16, "cublaslt", 4096, 4096, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt, kF32, kF32, "cublaslt", 4096, 4096, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt_tf32, kF32, kF32, "cublaslt_tf32", 4096, 4096, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_simt, kBF16, kBF16, "simt", 4096, 4096, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_simt, kF32, kF32, "simt", 4096, 4096, 4096)->UseRealTime();
+// f32 activations, bf16 weights (a bf16 model): a prompt's ffn_gate product of
+// Llama-3.1-8B's shape (512 tokens, 14336 x 4096) and the square one, split and
+// tiled; and decoding's matrix-vector products (ffn_gate / up, ffn_down, attn_q).
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_split, kF32, kBF16, "cublaslt_split", 4096, 4096, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_split_prompt, kF32, kBF16, "cublaslt_split", 512,
+                  14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_simt_prompt, kF32, kBF16, "simt", 512, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_gate, kF32, kBF16, "simt", 1, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_down, kF32, kBF16, "simt", 1, 4096, 14336)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_q, kF32, kBF16, "simt", 1, 4096, 4096)
+    ->UseRealTime();
 
 void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type,
                             std::int64_t batch) {

@@ -21,15 +21,16 @@
 
 namespace switchyard::cuda {
 
-// A cuBLASLt matmul set up for one shape and type (matmul_cublaslt.cpp).
+// A cuBLASLt matmul set up for one shape and type (gemm/matmul.cpp).
 struct LtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
-// (compute type, data type, m, n, k, batch, w batch stride, operand alignment)
-using LtPlanKey = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                             std::int64_t, std::uint32_t>;
+// (compute type, input type, output type, m, n, k, batch, w batch stride, operand
+// alignment)
+using LtPlanKey = std::tuple<int, int, int, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, std::int64_t, std::uint32_t>;
 
 struct CudaStream {
   cudaStream_t stream = nullptr;

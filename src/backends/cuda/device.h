@@ -5,7 +5,7 @@
 // Only the kernels and their launch arithmetic are compiled by nvcc. Everything
 // that checks a KernelCall (dtypes, shapes, layouts, the stream) and turns an
 // error into a Status naming the kernel lives in kernels.cpp and
-// matmul_cublaslt.cpp, compiled by the host compiler. So nvcc never parses {fmt}
+// gemm/*.cpp, compiled by the host compiler. So nvcc never parses {fmt}
 // or the Switchyard headers, which keeps its share of a CI build on two cores
 // small, and the .cu files hold device code only. This header is the whole
 // interface between the two sides: standard types and cudaStream_t.
@@ -125,5 +125,12 @@ cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, c
 cudaError_t matmul_simt(Type a_type, Type w_type, Type out_type, const void* a, const void* w,
                         void* out, std::int64_t batch, std::int64_t m, std::int64_t n,
                         std::int64_t k, std::int64_t w_batch_stride, cudaStream_t stream);
+
+// --- split.cu -------------------------------------------------------------------
+// hi[i] + lo[i] (bf16 each) within 2^-16 of v = a[i], or of v = silu(a[i]) * u[i]
+// when u is not null; an infinity or NaN is carried by hi alone (Note [Exact f32
+// products on bf16 tensor cores] in gemm/matmul.cpp).
+cudaError_t split_bf16(const float* a, const float* u, void* hi, void* lo, std::int64_t n,
+                       cudaStream_t stream);
 
 }  // namespace switchyard::cuda::device

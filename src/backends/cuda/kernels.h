@@ -5,8 +5,13 @@
 // each key with the function of its family. Errors name the kernel.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
 #include "switchyard/kernel.h"
 #include "switchyard/op.h"
+#include "switchyard/tensor.h"
 
 namespace switchyard::cuda {
 
@@ -32,10 +37,22 @@ Status get_rows_kernel(const KernelCall& call);
 Status attention_kernel(const KernelCall& call);
 
 // Dense matmul: the portable tiled kernel (gemm/matmul_simt.cu) and cuBLASLt in
-// exact f32, TF32, and f16 / bf16 with f32 accumulation (gemm/matmul_cublaslt.cpp).
+// exact f32, TF32, and f16 / bf16 with f32 accumulation (gemm/matmul.cpp).
 Status matmul_simt_kernel(const KernelCall& call);
 Status matmul_cublaslt_kernel(const KernelCall& call);
 Status matmul_cublaslt_tf32_kernel(const KernelCall& call);
+
+// f32 activations times bf16 weights on the tensor cores, as two bf16 products
+// of the activations' halves (Note [Exact f32 products on bf16 tensor cores] in
+// gemm/matmul.cpp). The kernel keeps the halves in the stream's scratch;
+// matmul_split_bf16 takes `staging` of split_staging_bytes(a.numel()) bytes that
+// the caller owns, and with `up` (device floats shaped as a) multiplies
+// silu(a) * up instead of a. The sibling admits kSplitMinRows rows or more.
+inline constexpr std::int64_t kSplitMinRows = 16;
+Status matmul_split_bf16_kernel(const KernelCall& call);
+Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up);
+[[nodiscard]] std::size_t split_staging_bytes(std::int64_t elements);
+[[nodiscard]] bool admits_split_rows(std::span<const Shape> shapes);
 
 // The fused ops as compositions on the stream (gemm/fused.cpp): linear is the
 // matmul sibling of its weight dtype then the bias added in place; ffn_swiglu is

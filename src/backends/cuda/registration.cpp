@@ -66,11 +66,13 @@ constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
 // The site is the caller's line, so finalize() names the row that broke a rule.
 Row row(BindingKey key, const DTypeList& dtypes, KernelFn fn, std::string_view variant,
         PrecisionGuarantee precision, std::string_view source, KernelCaps caps = {},
+        ShapeAdmitFn admits = nullptr,
         std::source_location site = std::source_location::current()) {
   KernelOptions options{.name = kernel_name(key, dtypes, BackendId::kCuda, variant),
                         .caps = caps,
                         .precision = precision,
-                        .source = std::string(source)};
+                        .source = std::string(source),
+                        .admits = admits};
   return Row(key, dtypes, fn, std::move(options), site);
 }
 
@@ -192,7 +194,8 @@ void append_tensor_rows(std::vector<Row>& rows) {
 }
 
 // Per key, best first: cuBLASLt (exact f32 compute; then TF32, Note [TF32 is never
-// chosen by cost]) where it takes the key's dtypes, the tiled kernel last.
+// chosen by cost]; the split product for f32 x bf16) where it takes the key's
+// dtypes, the tiled kernel last.
 void append_matmul_rows(std::vector<Row>& rows) {
   constexpr OpKind kOp = OpKind::kMatmul;
   for (DType t : kFloatDTypes) {
@@ -204,13 +207,18 @@ void append_matmul_rows(std::vector<Row>& rows) {
     }
     rows.push_back(row(kOp, key, &matmul_simt_kernel, "simt", dot(t), kOwn));
   }
+  // f32 x bf16 on the tensor cores keeps the f32 claim (Note [Exact f32 products on
+  // bf16 tensor cores] in gemm/matmul.cpp), from kSplitMinRows rows.
+  rows.push_back(row(kOp, {kF32, kBF16, kF32}, &matmul_split_bf16_kernel, "cublaslt_split",
+                     dot(kF32), kCublasLt, {}, &admits_split_rows));
   for (DType w : {kF16, kBF16}) {
     rows.push_back(row(kOp, {kF32, w, kF32}, &matmul_simt_kernel, "simt", dot(kF32), kOwn));
   }
   // The fused ops, as compositions (Note [Composite fused kernels] in gemm/fused.cpp).
   for (DType w : kFloatDTypes) {
-    const std::string_view variant = w == kF32 ? "cublaslt" : "simt";
-    const std::string_view source = w == kF32 ? kCublasLt : kOwn;
+    const std::string_view variant =
+        w == kF32 ? "cublaslt" : (w == kBF16 ? "cublaslt_split" : "simt");
+    const std::string_view source = w == kF16 ? kOwn : kCublasLt;
     rows.push_back(
         row(OpKind::kLinear, {kF32, w, kF32, kF32}, &linear_kernel, variant, dot(kF32), source));
     rows.push_back(row(OpKind::kFfnSwiglu, {kF32, w, w, w, kF32}, &ffn_swiglu_kernel, variant,

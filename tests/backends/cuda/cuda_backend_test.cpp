@@ -12,9 +12,11 @@
 #include <gtest/gtest.h>
 
 #include "switchyard/backends.h"
+#include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/example_graphs.h"
 #include "switchyard/executor.h"
+#include "switchyard/half.h"
 #include "switchyard/kernel_mask.h"
 #include "switchyard/plan.h"
 #include "switchyard/registry.h"
@@ -195,6 +197,46 @@ TEST(CudaBackendTest, AMaskedMatmulIsAMissAndAViolation) {
   EXPECT_EQ(plan_graph(*graph, table, options).status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(clear_kernel_mask().is_ok());
   EXPECT_TRUE(current_table()->backend_supports(OpKind::kMatmul, kF32x3, BackendId::kCuda));
+}
+
+// x [tokens, k] f32 times a bf16 weight [n, k]: the key of every projection of a
+// model with bf16 weights. `w` holds the weight's bits and must outlive the graph.
+Result<Graph> bf16_projection_graph(std::int64_t n, std::int64_t k,
+                                    const std::vector<std::uint16_t>& w) {
+  GraphBuilder b;
+  const std::int64_t t = b.symbol("tokens");
+  const ValueId x = b.input("x", DType::kF32, {t, k});
+  const ValueId weight = b.constant_borrowed("w", DType::kBF16, {n, k}, w.data());
+  b.output(b.op(OpKind::kMatmul, {x, weight}, "proj"));
+  return std::move(b).build();
+}
+
+Result<ExecutionPlan> plan_on_cuda(const Graph& graph) {
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.buckets = {{"decode", {{"tokens", 1, 1}}}, {"prompt", {{"tokens", 2, 64}}}};
+  options.record_in_registry = false;
+  return plan_graph(graph, current_table(), options);
+}
+
+// Planning needs no device: a prompt bucket takes the split tensor-core product
+// (Note [Exact f32 products on bf16 tensor cores]) and decoding the tiled
+// kernel's matrix-vector path, through the split sibling's shape admission.
+TEST(CudaBackendTest, PromptsTakeTheSplitProductAndDecodingTheTiledKernel) {
+  const std::vector<std::uint16_t> w(32 * 64, f32_to_bf16(0.5f));
+  Result<Graph> graph = bf16_projection_graph(32, 64, w);
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  Result<ExecutionPlan> plan = plan_on_cuda(*graph);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  ASSERT_EQ(plan->bucket_count(), 2u);
+  std::vector<std::string> kernels;
+  for (std::size_t i = 0; i < plan->bucket_count(); ++i) {
+    for (const PlannedStep& step : plan->bucket(i).steps) {
+      if (step.kind == StepKind::kKernel) kernels.push_back(step.entry->name);
+    }
+  }
+  EXPECT_THAT(kernels, ::testing::ElementsAre("matmul_f32_bf16_f32__cuda_simt",
+                                              "matmul_f32_bf16_f32__cuda_cublaslt_split"));
 }
 
 // --- on a device -----------------------------------------------------------------
@@ -470,6 +512,58 @@ TEST(CudaBackendTest, AttentionOverManyKeysMatchesTheCpu) {
       expect_close(got, want, 1e-5);
     }
   }
+}
+
+// The split product keeps the f32 claim where rounding the activations to bf16
+// would not: activations of the form 1 + small, whose low bits a bf16 drops, are
+// multiplied on the GPU and checked against a float64 product of the same stored
+// values. The bf16-rounded product's error is computed too, to show the bound
+// would catch a kernel that lost the low half. An infinity and a NaN in the
+// activations come out non-finite in their rows.
+TEST(CudaBackendTest, TheSplitProductKeepsTheF32Claim) {
+  REQUIRE_CUDA_DEVICE();
+  constexpr std::int64_t kRows = 40, kN = 48, kK = 320;
+  std::vector<std::uint16_t> w(static_cast<std::size_t>(kN * kK));
+  const std::vector<float> w_values = random_floats(w.size(), 3);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(w_values[i]);
+  std::vector<float> x = random_floats(static_cast<std::size_t>(kRows * kK), 4, 0x1p-10f);
+  for (float& v : x) v += 1.0f;
+  x[5 * kK + 7] = std::numeric_limits<float>::infinity();
+  x[9 * kK + 1] = std::nanf("");
+  Result<Graph> graph = bf16_projection_graph(kN, kK, w);
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  Result<ExecutionPlan> plan = plan_on_cuda(*graph);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  Result<Executor> exec =
+      Executor::create(std::make_shared<const ExecutionPlan>(std::move(*plan)));
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  std::vector<float> out(static_cast<std::size_t>(kRows * kN), 0.0f);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, Shape{kRows, kK});
+  const TensorView o = TensorView::contiguous(out.data(), DType::kF32, Shape{kRows, kN});
+  ASSERT_TRUE(exec->run(std::span(&in, 1), std::span(&o, 1)).is_ok());
+  EXPECT_EQ(exec->stats().last_bucket, "prompt");
+  double worst = 0, worst_rounded = 0;  // error / sum |a w|
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t c = 0; c < kN; ++c) {
+      const float got = out[static_cast<std::size_t>(r * kN + c)];
+      if (r == 5 || r == 9) {
+        EXPECT_FALSE(std::isfinite(got)) << "row " << r;
+        continue;
+      }
+      double exact = 0, rounded = 0, scale = 0;
+      for (std::int64_t i = 0; i < kK; ++i) {
+        const double a = x[static_cast<std::size_t>(r * kK + i)];
+        const double b = bf16_to_f32(w[static_cast<std::size_t>(c * kK + i)]);
+        exact += a * b;
+        rounded += double(bf16_to_f32(f32_to_bf16(static_cast<float>(a)))) * b;
+        scale += std::abs(a * b);
+      }
+      worst = std::max(worst, std::abs(got - exact) / scale);
+      worst_rounded = std::max(worst_rounded, std::abs(rounded - exact) / scale);
+    }
+  }
+  EXPECT_LE(worst, 1e-5);          // the claim is 1e-4
+  EXPECT_GT(worst_rounded, 1e-4);  // bf16 activations alone would fail it
 }
 
 }  // namespace

@@ -38,16 +38,20 @@ Result<GgufFile> synthetic(DType weights) {
   return file;
 }
 
-// Prompt of 6 tokens, then 2 decode steps of the greedy token: every row's logits.
+// A prompt of 20 tokens (enough rows for the split tensor-core product on bf16
+// weights), then 2 decode steps of the greedy token: every row's logits.
 Result<std::vector<float>> generate(GgufFile& file, BackendId backend, Registry& registry) {
   LlamaLoadOptions o;
   o.backend = backend;
   o.registry = &registry;
   o.max_context = 32;
-  o.max_batch = 8;
+  o.max_batch = 24;
   SWITCHYARD_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::load(std::move(file), o));
   const std::int64_t vocab = model.config().vocab_size;
-  std::vector<std::int32_t> prompt = {1, 17, 42, 99, 3, 250};
+  std::vector<std::int32_t> prompt(20);
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    prompt[i] = static_cast<std::int32_t>((i * 37 + 1) % 251);
+  }
   std::vector<float> all(prompt.size() * static_cast<std::size_t>(vocab));
   SWITCHYARD_RETURN_IF_ERROR(model.eval(prompt, all));
   for (int step = 0; step < 2; ++step) {

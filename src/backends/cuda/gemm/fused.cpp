@@ -4,13 +4,18 @@
 // Note [Composite fused kernels]
 // The planner forms a fused node only where a backend binds its key, so binding
 // linear and ffn_swiglu here keeps graphs planned for cuda from differing in shape
-// from the CPU's. These first bindings are compositions, not fused kernels: the
-// matmul sibling the weight dtype selects (cuBLASLt in f32 compute for f32 weights,
-// the tiled kernel for f16 / bf16 weights), then an elementwise pass. They read
-// the intermediates back from device memory (the stream's scratch), which a single
-// fused kernel would not; what they save today is the planner's and the
-// executor's per-node work. Their precision is the matmul's (one more rounding
-// for the bias, and for silu and the product).
+// from the CPU's. These bindings are compositions, not fused kernels: the matmul
+// sibling the weight dtype and the row count select (cuBLASLt in f32 compute for
+// f32 weights; for bf16 weights the split tensor-core product from kSplitMinRows
+// rows, Note [Exact f32 products on bf16 tensor cores]; otherwise the tiled
+// kernel, which takes the matrix-vector path for few rows), then an elementwise
+// pass. ffn_swiglu with the split product forms silu(gate) * up while it splits
+// the down projection's input, so that step costs no pass of its own. The
+// intermediates go through device memory (the stream's scratch), which a single
+// fused kernel would avoid; what the compositions save today is the planner's
+// and the executor's per-node work. Their precision is the matmul's (one more
+// rounding for the bias, and for silu and the product).
+#include <algorithm>
 #include <utility>
 
 #include "backends/cuda/kernel_checks.h"
@@ -19,18 +24,22 @@
 namespace switchyard::cuda {
 namespace {
 
-// The matmul sibling for a weight dtype (Note [Composite fused kernels]).
-KernelFn matmul_for(DType w) {
-  return w == DType::kF32 ? &matmul_cublaslt_kernel : &matmul_simt_kernel;
+// Whether a product of `m` rows by w takes the split tensor-core path (Note
+// [Composite fused kernels]).
+bool split_path(const TensorView& w, std::int64_t m) {
+  return w.dtype() == DType::kBF16 && m >= kSplitMinRows;
 }
 
 // Runs a matmul of a [m, k] and w into out [m, n], all device views, with the
-// fused call's context and name.
+// fused call's context and name. The split path keeps its halves in `staging`
+// (split_staging_bytes(m * k) bytes) and, given `up`, multiplies silu(a) * up.
 Status matmul(const KernelCall& call, const TensorView& a, const TensorView& w,
-              const TensorView& out) {
+              const TensorView& out, void* staging = nullptr, const float* up = nullptr) {
   const TensorView inputs[] = {a, w};
-  return matmul_for(w.dtype())(
-      {inputs, std::span<const TensorView>(&out, 1), call.params, call.ctx, call.name});
+  const KernelCall sub{inputs, std::span<const TensorView>(&out, 1), call.params, call.ctx,
+                       call.name};
+  if (split_path(w, a.dim(0))) return matmul_split_bf16(sub, staging, up);
+  return w.dtype() == DType::kF32 ? matmul_cublaslt_kernel(sub) : matmul_simt_kernel(sub);
 }
 
 TensorView rows(const TensorView& t, std::int64_t m, std::int64_t n, void* data = nullptr) {
@@ -72,7 +81,12 @@ Status linear_kernel(const KernelCall& call) {
   }
   const std::int64_t n = w.dim(0), k = w.dim(1);
   const TensorView out2 = rows(out, m, n);
-  SWITCHYARD_RETURN_IF_ERROR(matmul(call, rows(x, m, k), w, out2));
+  void* staging = nullptr;
+  if (split_path(w, m)) {
+    SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+    SWITCHYARD_ASSIGN_OR_RETURN(staging, scratch(*s, split_staging_bytes(m * k)));
+  }
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, rows(x, m, k), w, out2, staging));
   // out += bias, each row: the bias read with stride 0 across rows.
   device::Layout b;
   b.rank = 2;
@@ -110,15 +124,23 @@ Status ffn_swiglu_kernel(const KernelCall& call) {
         down.shape().to_string(), out.shape().to_string()));
   }
   if (m == 0) return Status::ok();
+  // Scratch: gate's and up's products, then the split path's staging.
   const auto half = static_cast<std::size_t>(m * f) * sizeof(float);
-  SWITCHYARD_ASSIGN_OR_RETURN(void* tmp, scratch(*s, 2 * half));
+  const bool split = split_path(gate, m);
+  const std::size_t staging_bytes = split ? split_staging_bytes(m * std::max(d, f)) : 0;
+  SWITCHYARD_ASSIGN_OR_RETURN(void* tmp, scratch(*s, 2 * half + staging_bytes));
   auto* g_data = static_cast<std::byte*>(tmp);
+  void* staging = split ? g_data + 2 * half : nullptr;
   const TensorView g = TensorView::contiguous(g_data, DType::kF32, Shape{m, f}, BackendId::kCuda);
   const TensorView u =
       TensorView::contiguous(g_data + half, DType::kF32, Shape{m, f}, BackendId::kCuda);
   const TensorView x2 = rows(x, m, d);
-  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, gate, g));
-  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, up, u));
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, gate, g, staging));
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, up, u, staging));
+  if (split) {
+    return matmul(call, g, down, rows(out, m, d), staging,
+                  reinterpret_cast<const float*>(u.first()));
+  }
   const device::Layout dense = layout_of(g);
   SWITCHYARD_RETURN_IF_ERROR(
       launched(device::unary(device::UnaryOp::kSilu, device::Type::kF32, g.first(), dense,

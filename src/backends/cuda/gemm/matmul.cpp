@@ -9,7 +9,24 @@
 // K). So cuBLASLt computes C = op(A) B with A = w (transposed), B = a, m = N,
 // n = M, k = K; no data moves. When w is shared by every batch (the usual weight),
 // the batch is folded into M; a w per batch uses the strided batch.
+//
+// Note [Exact f32 products on bf16 tensor cores]
+// A model with bf16 weights keeps f32 activations, and cuBLASLt multiplies f32 by
+// bf16 only after rounding the f32 side to bf16 (2^-9 relative per product), which
+// breaks the f32 dot-product claim (1e-4 of sum |a w|) that the tiled kernel keeps.
+// The split sibling keeps it on the tensor cores: each activation a becomes
+// hi + lo, two bf16 numbers (hi its top 16 bits, lo the rest rounded), within
+// 2^-16 |a| of a (gemm/split.cu). A product of two bf16 numbers is exact in f32,
+// and cuBLASLt sums in f32, so out = hi . w + lo . w (two bf16 products, the
+// second with beta = 1) is within about 2^-16 of sum |a w| plus the f32 sum's
+// own rounding: the tiled kernel's claim, at two tensor-core passes instead of
+// one pass of the SIMT kernel (docs/benchmarks.md has both rates). The halves
+// need 4 bytes per activation of device memory: the stream's scratch, or the
+// staging a composite hands over (gemm/fused.cpp). Below kSplitMinRows rows the
+// matrix-vector kernel, which reads each weight once, is faster, so the sibling
+// admits only larger products (admits_split_rows).
 #include <limits>
+#include <utility>
 
 #include "backends/cuda/kernel_checks.h"
 #include "backends/cuda/kernels.h"
@@ -70,21 +87,23 @@ cudaDataType_t lt_type(DType t) {
 // The alignment cuBLASLt may assume of the operands: the largest power of two,
 // up to 256, that divides every address (its heuristic otherwise assumes 256, and
 // an arena's buffers and views need not start there).
-std::uint32_t alignment(const KernelCall& call) {
+std::uint32_t alignment(std::initializer_list<const void*> operands) {
   std::uint32_t align = 256;
-  for (const TensorView* t : {&call.inputs[0], &call.inputs[1], &call.outputs[0]}) {
-    const auto address = reinterpret_cast<std::uintptr_t>(t->first());
+  for (const void* p : operands) {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
     while (align > 1 && address % align != 0) align /= 2;
   }
   return align;
 }
 
 // Builds (or finds) the stream's cuBLASLt plan for this product.
+// `type` is a's and w's, `out_type` the output's.
 Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasComputeType_t compute,
-                              cudaDataType_t type, const MatmulShape& shape) {
-  const std::uint32_t align = alignment(call);
+                              cudaDataType_t type, cudaDataType_t out_type,
+                              const MatmulShape& shape, std::uint32_t align) {
   const LtPlanKey key{static_cast<int>(compute),
                       static_cast<int>(type),
+                      static_cast<int>(out_type),
                       shape.m,
                       shape.n,
                       shape.k,
@@ -113,7 +132,7 @@ Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasCompu
     st = cublasLtMatrixLayoutCreate(&plan.b, type, u(shape.k), u(shape.m), shape.k);
   }
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatrixLayoutCreate(&plan.c, type, u(shape.n), u(shape.m), shape.n);
+    st = cublasLtMatrixLayoutCreate(&plan.c, out_type, u(shape.n), u(shape.m), shape.n);
   }
   if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "creating the matrix layouts");
   if (shape.batch > 1) {
@@ -175,7 +194,10 @@ Status matmul_lt(const KernelCall& call, bool tf32) {
     return matmul_simt_kernel(call);
   }
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  SWITCHYARD_ASSIGN_OR_RETURN(const LtPlan* plan, lt_plan(call, *s, compute, lt_type(t), shape));
+  SWITCHYARD_ASSIGN_OR_RETURN(
+      const LtPlan* plan,
+      lt_plan(call, *s, compute, lt_type(t), lt_type(t), shape,
+              alignment({a.first(), w.first(), out.first()})));
   const float one = 1.0f, zero = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(
       s->lt, plan->op, &one, w.first(), plan->a, a.first(), plan->b, &zero, out.first(), plan->c,
@@ -184,7 +206,68 @@ Status matmul_lt(const KernelCall& call, bool tf32) {
   return Status::ok();
 }
 
+// Where the halves go in `staging`: hi at 0, lo at the next 256-byte boundary.
+std::size_t split_half_bytes(std::int64_t elements) {
+  const auto bytes = static_cast<std::size_t>(elements) * 2;
+  return (bytes + 255) / 256 * 256;
+}
+
 }  // namespace
+
+std::size_t split_staging_bytes(std::int64_t elements) {
+  return 2 * split_half_bytes(elements);
+}
+
+Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up) {
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
+  SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
+  if (a.dtype() != DType::kF32 || w.dtype() != DType::kBF16 || out.dtype() != DType::kF32) {
+    return invalid_argument_error(fmt::format(
+        "{}: a {}, w {}, out {}: the split product takes f32 a and out and bf16 w", label(call),
+        name(a.dtype()), name(w.dtype()), name(out.dtype())));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_matmul(call));
+  if (shape.m == 0 || shape.n == 0) return Status::ok();
+  if (shape.k == 0 || shape.batch > std::numeric_limits<std::int32_t>::max()) {
+    return matmul_simt_kernel(call);  // as matmul_lt
+  }
+  const std::int64_t elements = a.numel();
+  auto* hi = static_cast<std::byte*>(staging);
+  std::byte* lo = hi + split_half_bytes(elements);
+  SWITCHYARD_RETURN_IF_ERROR(launched(
+      device::split_bf16(reinterpret_cast<const float*>(a.first()), up, hi, lo, elements, stream),
+      call));
+  SWITCHYARD_ASSIGN_OR_RETURN(
+      const LtPlan* plan,
+      lt_plan(call, *s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, shape,
+              alignment({w.first(), hi, lo, out.first()})));
+  const float one = 1.0f, zero = 0.0f;
+  // out = hi . w, then out += lo . w.
+  const std::pair<const void*, const float*> passes[] = {{hi, &zero}, {lo, &one}};
+  for (const auto& [half, beta] : passes) {
+    const cublasStatus_t st = cublasLtMatmul(
+        s->lt, plan->op, &one, w.first(), plan->a, half, plan->b, beta, out.first(), plan->c,
+        out.first(), plan->c, &plan->algo, s->workspace, s->workspace_bytes, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      return cublas_error(st, fmt::format("{}: split matmul", label(call)));
+    }
+  }
+  return Status::ok();
+}
+
+Status matmul_split_bf16_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const std::int64_t elements = call.inputs.empty() ? 0 : call.inputs[0].numel();
+  SWITCHYARD_ASSIGN_OR_RETURN(void* staging, scratch(*s, split_staging_bytes(elements)));
+  return matmul_split_bf16(call, staging, nullptr);
+}
+
+bool admits_split_rows(std::span<const Shape> shapes) {
+  if (shapes.empty() || shapes[0].rank() < 1) return false;
+  const std::int64_t k = shapes[0][shapes[0].rank() - 1];
+  return k > 0 && shapes[0].numel() / k >= kSplitMinRows;
+}
 
 Status matmul_simt_kernel(const KernelCall& call) {
   SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
