@@ -188,6 +188,12 @@ class LlamaModel {
   [[nodiscard]] Status eval(std::span<const std::int32_t> tokens, std::span<float> logits);
   // Empties the cache.
   void reset();
+  // Runs every shape bucket once on an empty cache (a full prompt chunk, then one
+  // token), then empties the cache and the profile, so that the first real eval
+  // does not pay what a backend does once per shape: loading kernel code, choosing
+  // library algorithms, growing scratch memory (Note [Warming up] in llama.cpp).
+  // kFailedPrecondition unless the cache is empty.
+  [[nodiscard]] Status warm_up();
 
   [[nodiscard]] const LlamaProfile& profile() const;
   void reset_profile();

@@ -386,6 +386,30 @@ TEST(LlamaForwardTest, LogitsAreIdenticalRunToRun) {
   EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float)));
 }
 
+// warm_up runs both buckets and leaves nothing behind: the cache is empty again,
+// and the logits after it are the bits a model that never warmed up computes. A
+// warm-up with tokens in the cache is refused, without touching them.
+TEST(LlamaForwardTest, WarmingUpLeavesNoTrace) {
+  GgufFile file = f32_file("warm");
+  TestRegistry r1, r2;
+  Result<LlamaModel> warm = LlamaModel::load(file, options(r1.registry));
+  Result<LlamaModel> cold = LlamaModel::load(file, options(r2.registry));
+  ASSERT_TRUE(warm.is_ok() && cold.is_ok());
+  ASSERT_TRUE(warm->warm_up().is_ok());
+  EXPECT_EQ(warm->position(), 0);
+  const auto t = tokens(7, warm->config().vocab_size);
+  const std::vector<float> a = eval(*warm, t);
+  const std::vector<float> b = eval(*cold, t);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  const Status again = warm->warm_up();
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.to_string();
+  EXPECT_EQ(warm->position(), 7);
+  const std::int32_t next = 5;
+  const std::vector<float> da = eval(*warm, std::span(&next, 1));
+  const std::vector<float> db = eval(*cold, std::span(&next, 1));
+  EXPECT_EQ(0, std::memcmp(da.data(), db.data(), da.size() * sizeof(float)));
+}
+
 // The cache path (decode, and prefill continuing a cache) against recomputing the
 // whole sequence in one prefill. The two use different kernels (matvec and GEMM
 // siblings, sums split differently), so agreement is to f32 rounding, not bits.

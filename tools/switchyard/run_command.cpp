@@ -227,6 +227,15 @@ int run(const RunOptions& o) {
   // The weight check has its own line; the load time is the load's.
   const double load_s = seconds_since(load_start) - (weight_check ? weight_check->seconds : 0.0);
   const LlamaConfig& c = model.config();
+  // Each bucket's first run, outside the timed prompt (Note [Warming up]).
+  const Clock::time_point warm_start = Clock::now();
+  progress.show("warming up", 0, 1);
+  if (Status warm = model.warm_up(); !warm.is_ok()) {
+    progress.clear();
+    return report_failure(warm);
+  }
+  progress.clear();
+  const double warm_s = seconds_since(warm_start);
 
   // Prefill in chunks of the prefill bucket's size.
   const std::vector<std::int32_t> prompt = make_prompt(o.prompt_tokens, c.vocab_size);
@@ -284,6 +293,7 @@ int run(const RunOptions& o) {
                    {"blocks", c.block_count},     {"heads", c.head_count},
                    {"kv_heads", c.head_count_kv}, {"ff", c.feed_forward_length}};
     j["load_s"] = load_s;
+    j["warm_up_s"] = warm_s;
     if (weight_check) j["weight_check"] = check_json(*file, *weight_check);
     j["prompt"] = {
         {"tokens", o.prompt_tokens}, {"seconds", prefill_s}, {"tokens_per_s", prompt_tps}};
@@ -322,9 +332,9 @@ int run(const RunOptions& o) {
         o.model.empty() ? fmt::format("synthetic llama '{}' (embedded)", o.synthetic) : o.model,
         c.block_count, c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
         c.vocab_size);
-    fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s\n", name(*backend),
-               o.backend == "auto" ? auto_note(*backend) : std::string(), runner->num_threads(),
-               runner->num_threads() == 1 ? "" : "s", load_s);
+    fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s, warmed up in {:.2f} s\n",
+               name(*backend), o.backend == "auto" ? auto_note(*backend) : std::string(),
+               runner->num_threads(), runner->num_threads() == 1 ? "" : "s", load_s, warm_s);
     if (weight_check) fmt::print("weights  {}\n", check_summary(*file, *weight_check));
     fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", o.prompt_tokens, prefill_s,
                prompt_tps);
