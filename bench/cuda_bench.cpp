@@ -9,7 +9,8 @@
 //     and V read, with the ratio to the copy bandwidth measured in the same run
 //     (`vs_copy_bw`, a device-to-device copy through CudaMemory, counting bytes
 //     read and written);
-//   - add f32 over 2^26 elements in GB/s, and that copy itself.
+//   - add f32 over 2^26 elements in GB/s, and that copy itself;
+//   - the table's cuBLASLt matmul against cuBLASLt called directly (vs_direct).
 // Each iteration queues 10 calls and then waits for the stream once, so the wait
 // is amortised. Without a CUDA device every benchmark skips, saying why. Run:
 //   ./build/release/bench/switchyard_bench --benchmark_filter=Cuda
@@ -22,6 +23,9 @@
 #include <string>
 #include <vector>
 
+#if SWITCHYARD_BENCH_CUDA_PEER
+#include "backends/cuda/peer/direct_cublaslt.h"
+#endif
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/half.h"
@@ -188,16 +192,54 @@ BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt, kF32, kF32, "cublaslt", 4096, 409
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_cublaslt_tf32, kF32, kF32, "cublaslt_tf32", 4096, 4096, 4096)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_simt, kBF16, kBF16, "simt", 4096, 4096, 4096)
-    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, bf16_simt, kBF16, kBF16, "simt", 4096, 4096, 4096)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_simt, kF32, kF32, "simt", 4096, 4096, 4096)->UseRealTime();
+#if SWITCHYARD_BENCH_CUDA_PEER
+// The table's cuBLASLt sibling against cuBLASLt called directly for the same
+// product (src/backends/cuda/peer/): `vs_direct` is the direct call's time over
+// the table's, so 1.0 means dispatch adds nothing. Both are timed over runs of
+// kCallsPerIteration back-to-back products.
+void BM_CudaMatmulVsDirect(benchmark::State& state, DType dtype, std::int64_t m, std::int64_t n,
+                           std::int64_t k) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  const DTypeList key{dtype, dtype, dtype};
+  const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, "cublaslt");
+  const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
+  if (e == nullptr) return state.SkipWithError(("no entry " + entry_name).c_str());
+  Workspace ws(*memory);
+  const TensorView inputs[] = {ws.tensor(dtype, Shape{m, k}, 0.1f),
+                               ws.tensor(dtype, Shape{n, k}, 0.1f)};
+  const TensorView out = ws.tensor(dtype, Shape{m, n});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  const OpParams params;
+  const auto start = std::chrono::steady_clock::now();
+  time_calls(state, ws, [&] { return run_entry(*e, inputs, out, params, ws.stream()); });
+  const double table_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+      (static_cast<double>(state.iterations()) * kCallsPerIteration);
+  Result<double> direct = cuda::direct_cublaslt_seconds(dtype, m, n, k, kCallsPerIteration, 7);
+  if (!direct.is_ok()) return state.SkipWithError(direct.status().to_string().c_str());
+  const double flop = 2.0 * double(m) * double(n) * double(k);
+  state.counters["TFLOP/s"] = flop / table_s * 1e-12;
+  state.counters["direct_TFLOP/s"] = flop / *direct * 1e-12;
+  state.counters["vs_direct"] = *direct / table_s;
+}
+BENCHMARK_CAPTURE(BM_CudaMatmulVsDirect, bf16_4096, DType::kBF16, 4096, 4096, 4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmulVsDirect, bf16_prompt_ffn, DType::kBF16, 512, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmulVsDirect, bf16_prompt_k, DType::kBF16, 512, 1024, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmulVsDirect, f16_4096, DType::kF16, 4096, 4096, 4096)->UseRealTime();
+#endif
+
 // f32 activations, bf16 weights (a bf16 model): a prompt's ffn_gate product of
 // Llama-3.1-8B's shape (512 tokens, 14336 x 4096) and the square one, split and
 // tiled; and decoding's matrix-vector products (ffn_gate / up, ffn_down, attn_q).
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_split, kF32, kBF16, "cublaslt_split", 4096, 4096, 4096)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_split_prompt, kF32, kBF16, "cublaslt_split", 512,
-                  14336, 4096)
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_split_prompt, kF32, kBF16, "cublaslt_split", 512, 14336,
+                  4096)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_simt_prompt, kF32, kBF16, "simt", 512, 14336, 4096)
     ->UseRealTime();

@@ -28,6 +28,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,6 +51,14 @@ struct ExecProfile {
   std::vector<double> node_ns;
   // Copies between backends.
   double copy_ns = 0;
+  // Note [Profiling a device]
+  // A device backend's kernel call only queues work, so the time around it is the
+  // host's cost of launching, not the kernel's. With wait_for_devices, each step
+  // waits for its stream before its time is read: node_ns is then the node's
+  // device time plus one launch latency, at the price of a device that idles
+  // between nodes (the run is slower than an unprofiled one). On the host the
+  // two are the same.
+  bool wait_for_devices = false;
 };
 
 struct ExecutorOptions {
@@ -65,6 +74,11 @@ struct ExecutorOptions {
   // itself; a stream given here is the caller's to destroy, after the executor.
   std::array<void*, kBackendCount> streams{};
   bool allow_unplanned_shapes = true;
+  // Called after each constant that Executor::create uploads to another backend
+  // (the weights, for a GPU), with the bytes uploaded so far and in all: a
+  // progress bar for a load that moves gigabytes. Not called when nothing is
+  // uploaded, nor later.
+  std::function<void(std::int64_t done, std::int64_t total)> on_upload;
 };
 
 struct ExecStats {

@@ -45,6 +45,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -147,6 +148,12 @@ struct LlamaLoadOptions {
   ParallelRunner* runner = nullptr;
   // Collect per-node kernel times on every eval (profile()).
   bool profile = false;
+  // With profile: wait for a device after each node, so that the times are the
+  // device's (Note [Profiling a device] in executor.h); evals run slower.
+  bool profile_device_time = false;
+  // Progress of the weights' upload to a device backend
+  // (ExecutorOptions::on_upload): bytes uploaded so far and in all.
+  std::function<void(std::int64_t done, std::int64_t total)> on_upload;
 };
 
 // Time spent per op family over the evals since the last reset_profile().

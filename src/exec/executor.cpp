@@ -55,6 +55,9 @@ struct Executor::State {
   // the device once, however many shape buckets the plan has. Per graph value
   // and backend: the copy, or null.
   std::vector<std::array<void*, kBackendCount>> uploaded;
+  // Bytes of constants uploaded and to upload while the executor is created
+  // (ExecutorOptions::on_upload).
+  std::int64_t upload_done = 0, upload_total = 0;
   ExecStats stats;
 
   ~State() {
@@ -188,6 +191,8 @@ struct Executor::State {
       SWITCHYARD_RETURN_IF_ERROR(memory_for(buf.backend)
                                      ->copy(src, dst, streams[std::size_t(buf.backend)])
                                      .with_context(context()));
+      upload_done += buf.bytes;
+      if (options.on_upload && upload_total > 0) options.on_upload(upload_done, upload_total);
     }
     return finish();
   }
@@ -246,6 +251,20 @@ struct Executor::State {
           return node_error(step, st);
       }
       if constexpr (kProfile) {
+        if (profile->wait_for_devices) {
+          // Note [Profiling a device]: the driver of a copy, or the kernel's backend.
+          BackendId b = step.backend;
+          if (step.kind != StepKind::kKernel) {
+            b = memory_for(ops[0].backend())->host_addressable() ? ops[1].backend()
+                                                                 : ops[0].backend();
+          }
+          void* stream = streams[static_cast<std::size_t>(b)];
+          if (stream != nullptr) {
+            Status st = memory_for(b)->synchronize(stream);
+            if (!st.is_ok()) [[unlikely]]
+              return node_error(step, st);
+          }
+        }
         const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
         if (step.node >= 0) {
           profile->node_ns[static_cast<std::size_t>(step.node)] += ns;
@@ -418,6 +437,18 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
   for (ValueId id : state->plan->outputs()) state->external_index[id.index] = next++;
   state->external_ptrs.assign(static_cast<std::size_t>(next), nullptr);
   state->sizes.assign(g.symbols().size(), 0);
+  // What the buckets will upload, each constant once per backend (Note [Uploaded
+  // constants]), for the progress callback.
+  std::vector<std::array<bool, kBackendCount>> counted(g.values().size());
+  for (std::size_t i = 0; i < state->plan->bucket_count(); ++i) {
+    for (const BufferPlan& buf : state->plan->bucket(i).buffers) {
+      if (!buf.upload.valid()) continue;
+      bool& seen = counted[static_cast<std::size_t>(buf.upload.index)]
+                          [static_cast<std::size_t>(buf.backend)];
+      if (!seen) state->upload_total += buf.bytes;
+      seen = true;
+    }
+  }
   for (std::size_t i = 0; i < state->plan->bucket_count(); ++i) {
     auto inst = std::make_unique<Instance>();
     inst->plan = &state->plan->bucket(i);
@@ -425,6 +456,7 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
     state->planned.push_back(std::move(inst));
     SWITCHYARD_RETURN_IF_ERROR(prepared);
   }
+  state->upload_total = 0;  // later uploads (an unplanned bucket's) report nothing
   return Executor(std::move(state));
 }
 

@@ -381,6 +381,8 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   ExecutorOptions exec_options;
   exec_options.runner = options.runner;
   if (options.profile) exec_options.profile = &s.exec_profile;
+  s.exec_profile.wait_for_devices = options.profile_device_time;
+  exec_options.on_upload = options.on_upload;
   // Every planned shape is bucketed; a run outside them would be a planning bug.
   exec_options.allow_unplanned_shapes = false;
   SWITCHYARD_ASSIGN_OR_RETURN(Executor exec, Executor::create(s.plan, exec_options));
@@ -467,7 +469,9 @@ Status LlamaModel::warm_up() {
 const LlamaProfile& LlamaModel::profile() const { return state_->profile; }
 void LlamaModel::reset_profile() {
   state_->profile = {};
+  const bool wait = state_->exec_profile.wait_for_devices;
   state_->exec_profile = {};
+  state_->exec_profile.wait_for_devices = wait;
 }
 
 Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> logits) {

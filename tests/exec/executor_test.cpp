@@ -407,6 +407,46 @@ TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
   EXPECT_TRUE(device.destroyed.empty());
 }
 
+// Note [Profiling a device]: a profiled run that waits for devices waits on the
+// device's stream after every step that ran there (kernels and the copies it
+// drove), and a plain profiled run only once, at the end.
+TEST(Executor, ADeviceProfileWaitsAfterEveryDeviceStep) {
+  StreamDeviceMemory device;
+  const Graph g = ffn_block(4, false);
+  PlanOptions options;
+  options.policy.fallbacks = {BackendId::kCuda};
+  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  auto plan = plan_or_die(g, cpu_and_device(device), options);
+  std::size_t device_steps = 0;
+  for (const PlannedStep& step : plan->bucket(0).steps) {
+    device_steps += step.kind != StepKind::kKernel || step.backend == BackendId::kCuda;
+  }
+  ASSERT_GE(device_steps, 4u);  // two kernels, a copy in and a copy out
+  for (bool wait : {false, true}) {
+    ExecProfile profile;
+    profile.wait_for_devices = wait;
+    ExecutorOptions eo;
+    eo.profile = &profile;
+    Result<Executor> exec = Executor::create(plan, eo);
+    ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+    std::vector<float> x = ramp(32, 3), y(32);
+    const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {4, 8});
+    const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {4, 8});
+    device.synchronized.clear();
+    ASSERT_TRUE(exec->run({&in, 1}, {&out, 1}).is_ok());
+    EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]);
+    EXPECT_EQ(device.synchronized.size(), wait ? device_steps + 1 : 1u) << wait;
+    // A failure the wait reports names the step.
+    device.sync_error = internal_error("a launch failed on the device");
+    const Status failed = exec->run({&in, 1}, {&out, 1});
+    device.sync_error = Status::ok();
+    EXPECT_EQ(failed.code(), StatusCode::kInternal);
+    if (wait) {
+      EXPECT_THAT(std::string(failed.message()), HasSubstr("copy to"));
+    }
+  }
+}
+
 // Note [Uploaded constants]: a weight that device kernels read is copied to the
 // device once, however many buckets the plan has, and lives outside the arenas.
 TEST(Executor, ConstantsAreUploadedOnceForAllBuckets) {
@@ -418,21 +458,34 @@ TEST(Executor, ConstantsAreUploadedOnceForAllBuckets) {
   options.buckets = {{"one", {{"tokens", 1, 1}}}, {"many", {{"tokens", 2, 8}}}};
   auto plan = plan_or_die(g, cpu_and_device(device), options);
   ASSERT_EQ(plan->bucket_count(), 2u);
-  Result<Executor> exec = Executor::create(plan);
+  std::vector<std::pair<std::int64_t, std::int64_t>> progress;
+  ExecutorOptions eo;
+  eo.on_upload = [&](std::int64_t done, std::int64_t total) { progress.emplace_back(done, total); };
+  Result<Executor> exec = Executor::create(plan, eo);
   ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
   // Each bucket lists the weights its device kernels read; each is copied once.
   std::set<std::int32_t> distinct;
   std::size_t listed = 0;
+  std::int64_t bytes = 0;
   for (std::size_t i = 0; i < plan->bucket_count(); ++i) {
     for (const BufferPlan& b : plan->bucket(i).buffers) {
       if (!b.upload.valid()) continue;
-      distinct.insert(b.upload.index);
+      if (distinct.insert(b.upload.index).second) bytes += b.bytes;
       ++listed;
     }
   }
   ASSERT_GE(distinct.size(), 2u) << "wu and wd at least";
   EXPECT_EQ(listed, 2 * distinct.size()) << "both buckets read the same weights";
   EXPECT_EQ(device.copies, static_cast<int>(distinct.size()));
+  // The progress callback: once per upload, rising to the total, which is right.
+  ASSERT_EQ(progress.size(), distinct.size());
+  for (std::size_t i = 0; i < progress.size(); ++i) {
+    EXPECT_EQ(progress[i].second, bytes);
+    if (i > 0) {
+      EXPECT_GT(progress[i].first, progress[i - 1].first);
+    }
+  }
+  EXPECT_EQ(progress.back().first, bytes);
   for (std::int64_t tokens : {1, 5}) {
     const auto n = static_cast<std::size_t>(tokens * 8);
     std::vector<float> x = ramp(n, 3), y(n);

@@ -60,6 +60,8 @@ struct RunOptions {
   // Scan every weight for NaN and infinity before loading: the default (Note
   // [Checking weights before a run]); --no-check-weights skips it.
   bool check_weights = true;
+  // Time each node on the device by waiting for it (Note [Profiling a device]).
+  bool device_profile = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -219,6 +221,23 @@ int run(const RunOptions& o) {
   load.max_batch = std::min<std::int64_t>(o.prompt_tokens, 512);
   load.runner = runner;
   load.profile = true;
+  load.profile_device_time = o.device_profile;
+  // The weights' upload to a device: a bar, and its rate from the first constant's
+  // end to the last's (the clock starts once a copy has finished).
+  struct {
+    Clock::time_point first, last;
+    std::int64_t first_bytes = 0, total = 0;
+  } upload;
+  load.on_upload = [&](std::int64_t done, std::int64_t total) {
+    const Clock::time_point now = Clock::now();
+    if (upload.total == 0) {
+      upload.first = now;
+      upload.first_bytes = done;
+    }
+    upload.last = now;
+    upload.total = total;
+    progress.show("uploading", done >> 20, total >> 20, "MiB");
+  };
   progress.show("loading", 2, 3);
   Result<LlamaModel> loaded = LlamaModel::load(*file, load);
   progress.clear();
@@ -227,6 +246,9 @@ int run(const RunOptions& o) {
   // The weight check has its own line; the load time is the load's.
   const double load_s = seconds_since(load_start) - (weight_check ? weight_check->seconds : 0.0);
   const LlamaConfig& c = model.config();
+  const double upload_s = std::chrono::duration<double>(upload.last - upload.first).count();
+  const double upload_gbps =
+      upload_s > 0 ? static_cast<double>(upload.total - upload.first_bytes) / upload_s * 1e-9 : 0;
   // Each bucket's first run, outside the timed prompt (Note [Warming up]).
   const Clock::time_point warm_start = Clock::now();
   progress.show("warming up", 0, 1);
@@ -294,6 +316,7 @@ int run(const RunOptions& o) {
                    {"kv_heads", c.head_count_kv}, {"ff", c.feed_forward_length}};
     j["load_s"] = load_s;
     j["warm_up_s"] = warm_s;
+    if (upload.total > 0) j["upload"] = {{"bytes", upload.total}, {"gb_per_s", upload_gbps}};
     if (weight_check) j["weight_check"] = check_json(*file, *weight_check);
     j["prompt"] = {
         {"tokens", o.prompt_tokens}, {"seconds", prefill_s}, {"tokens_per_s", prompt_tps}};
@@ -309,6 +332,7 @@ int run(const RunOptions& o) {
     }
     if (prof.copy_ns > 0) split["copy"] = prof.copy_ns * 1e-6;
     j["time_ms_by_family"] = split;
+    j["device_profile"] = o.device_profile;
     nlohmann::json buckets = nlohmann::json::object();
     for (const auto& b : report.buckets) {
       nlohmann::json per = nlohmann::json::object();
@@ -336,6 +360,10 @@ int run(const RunOptions& o) {
                name(*backend), o.backend == "auto" ? auto_note(*backend) : std::string(),
                runner->num_threads(), runner->num_threads() == 1 ? "" : "s", load_s, warm_s);
     if (weight_check) fmt::print("weights  {}\n", check_summary(*file, *weight_check));
+    if (upload.total > 0) {
+      fmt::print("upload   {:.3f} GB to {} at {:.1f} GB/s\n",
+                 static_cast<double>(upload.total) * 1e-9, name(*backend), upload_gbps);
+    }
     fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", o.prompt_tokens, prefill_s,
                prompt_tps);
     fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n", o.tokens,
@@ -344,7 +372,13 @@ int run(const RunOptions& o) {
     for (std::size_t i = 0; i < generated.size() && i < 16; ++i)
       ids += fmt::format(" {}", generated[i]);
     fmt::print("tokens  {}{}\n", ids, generated.size() > 16 ? " ..." : "");
-    fmt::print("time by op family (kernel time, prompt + generation):\n");
+    // On a device, a node's time is its launch unless each node was waited for.
+    const BackendMemory* memory = current_table()->backend_memory(*backend);
+    const bool host = memory == nullptr || memory->host_addressable();
+    fmt::print("time by op family ({}, prompt + generation):\n",
+               host || o.device_profile
+                   ? (host ? "kernel time" : "device time, each node waited for")
+                   : "host time to launch; --device-profile for device time");
     std::vector<std::pair<double, std::string>> rows;
     for (OpFamily f : kAllOpFamilies) {
       const double ns = prof.family_ns[static_cast<std::size_t>(f)];
@@ -396,6 +430,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   cmd->add_flag("--json", options->json, "print the results as JSON");
+  cmd->add_flag("--device-profile", options->device_profile,
+                "on a GPU, wait for each node so that the time by op family is device time "
+                "(slows the run: the throughput figures then include the waits)");
   cmd->add_flag("--check-weights,!--no-check-weights", options->check_weights,
                 "scan every weight for NaN and infinity before loading and refuse (exit 1) a "
                 "model that holds any (the default; --no-check-weights skips the scan)");

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -68,6 +69,18 @@ namespace {
 
 // cuBLASLt's workspace per stream: what its heuristics ask for on Hopper.
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+
+// Note [Staged uploads]
+// A copy from pageable host memory (a weight in the memory-mapped model file)
+// cannot be read by the copy engine directly: the driver stages it through
+// pinned memory of its own, in pieces, and the host waits for each piece. An
+// upload of kStagedMinBytes or more goes through the stream's own two pinned
+// buffers of kStagingBytes instead: the host fills one while the copy engine
+// drains the other, an event per buffer saying when it may be refilled. The
+// source is read once, by memcpy, which also takes the file's page faults. Small
+// copies (tokens, masks, positions) go straight through cudaMemcpyAsync.
+constexpr std::size_t kStagingBytes = std::size_t{16} << 20;
+constexpr std::size_t kStagedMinBytes = std::size_t{4} << 20;
 
 // Note [Device readiness is asked once]
 // The first CUDA call of a process initialises the runtime and tells whether a
@@ -146,6 +159,9 @@ class CudaMemory final : public BackendMemory {
       return e == cudaSuccess ? Status::ok() : cuda_error(e, what);
     }
     CudaStream& s = *static_cast<CudaStream*>(stream);
+    if (kind == cudaMemcpyHostToDevice && size >= kStagedMinBytes) {
+      return staged_upload(s, src.first(), dst.first(), size).with_context(what);
+    }
     cudaError_t e = cudaMemcpyAsync(dst.first(), src.first(), size, kind, s.stream);
     if (e == cudaSuccess && to_host) return synchronize(stream).with_context(what);
     return e == cudaSuccess ? Status::ok() : cuda_error(e, what);
@@ -186,6 +202,34 @@ class CudaMemory final : public BackendMemory {
   }
 
  private:
+  // Note [Staged uploads].
+  static Status staged_upload(CudaStream& s, const std::byte* src, std::byte* dst,
+                              std::size_t size) {
+    for (int b = 0; b < 2; ++b) {
+      if (s.staging[b] != nullptr) continue;
+      cudaError_t e = cudaHostAlloc(&s.staging[b], kStagingBytes, cudaHostAllocDefault);
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s.staged[b], cudaEventDisableTiming);
+      if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return cuda_error(e, "cuda: making the pinned staging buffers");
+      }
+    }
+    for (std::size_t at = 0, piece = 0; at < size; at += kStagingBytes, ++piece) {
+      const std::size_t b = piece % 2;
+      const std::size_t n = std::min(kStagingBytes, size - at);
+      // The copy engine may still be reading this buffer (an earlier piece, or an
+      // earlier upload's).
+      cudaError_t e = cudaEventSynchronize(s.staged[b]);
+      if (e == cudaSuccess) {
+        std::memcpy(s.staging[b], src + at, n);
+        e = cudaMemcpyAsync(dst + at, s.staging[b], n, cudaMemcpyHostToDevice, s.stream);
+      }
+      if (e == cudaSuccess) e = cudaEventRecord(s.staged[b], s.stream);
+      if (e != cudaSuccess) return cuda_error(e, "cuda: a staged upload");
+    }
+    return Status::ok();
+  }
+
   static Status make(CudaStream& s) {
     cudaError_t e = cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cuda_error(e, "cuda: creating a stream");
@@ -214,6 +258,10 @@ class CudaMemory final : public BackendMemory {
     if (s.scratch != nullptr) (void)cudaFree(s.scratch);
     if (s.lt != nullptr) (void)cublasLtDestroy(s.lt);
     if (s.error_host != nullptr) (void)cudaFreeHost(s.error_host);
+    for (int b = 0; b < 2; ++b) {
+      if (s.staged[b] != nullptr) (void)cudaEventDestroy(s.staged[b]);
+      if (s.staging[b] != nullptr) (void)cudaFreeHost(s.staging[b]);
+    }
     if (s.stream != nullptr) (void)cudaStreamDestroy(s.stream);
     s = CudaStream{};
   }

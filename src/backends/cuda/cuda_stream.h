@@ -29,8 +29,8 @@ struct LtPlan {
 };
 // (compute type, input type, output type, m, n, k, batch, w batch stride, operand
 // alignment)
-using LtPlanKey = std::tuple<int, int, int, std::int64_t, std::int64_t, std::int64_t,
-                             std::int64_t, std::int64_t, std::uint32_t>;
+using LtPlanKey = std::tuple<int, int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, std::uint32_t>;
 
 struct CudaStream {
   cudaStream_t stream = nullptr;
@@ -46,6 +46,11 @@ struct CudaStream {
   // in, grown on demand and kept (scratch()).
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
+  // Pinned host buffers for large uploads and the events that say when the copy
+  // engine is done with each (Note [Staged uploads] in cuda_memory.cpp); made on
+  // the first large upload.
+  void* staging[2] = {nullptr, nullptr};
+  cudaEvent_t staged[2] = {nullptr, nullptr};
 };
 
 // At least `bytes` of the stream's scratch memory. Growing it frees the old block

@@ -273,6 +273,36 @@ TEST(CudaBackendTest, DeviceMemoryRoundTrip) {
   EXPECT_EQ(memory.allocate(std::int64_t{1} << 50).status().code(), StatusCode::kResourceExhausted);
 }
 
+// Note [Staged uploads]: an upload large enough to go through the stream's pinned
+// buffers (several pieces, the last one partial, from a source that is not
+// 16-byte aligned) arrives whole, twice in a row on one stream, and again after
+// another stream has used its own buffers.
+TEST(CudaBackendTest, ALargeUploadGoesThroughThePinnedBuffersIntact) {
+  REQUIRE_CUDA_DEVICE();
+  BackendMemory& memory = cuda_memory();
+  constexpr std::int64_t kCount = (std::int64_t{41} << 20) / 2 + 3;  // 41 MiB + 6 bytes of bf16
+  std::vector<std::uint16_t> backing(static_cast<std::size_t>(kCount) + 1);
+  for (std::size_t i = 0; i < backing.size(); ++i) {
+    backing[i] = static_cast<std::uint16_t>(i * 2654435761u >> 7);
+  }
+  const TensorView h =
+      TensorView::contiguous(backing.data() + 1, DType::kBF16, Shape{kCount});  // 2-byte aligned
+  DeviceBuffer d(kCount * 2);
+  const TensorView dv =
+      TensorView::contiguous(d.get(), DType::kBF16, Shape{kCount}, BackendId::kCuda);
+  for (int round = 0; round < 3; ++round) {
+    Stream stream;
+    for (int again = 0; again < 2; ++again) {
+      std::vector<std::uint16_t> back(static_cast<std::size_t>(kCount), 0);
+      const TensorView hb = TensorView::contiguous(back.data(), DType::kBF16, Shape{kCount});
+      ASSERT_TRUE(memory.copy(h, dv, stream.get()).is_ok());
+      ASSERT_TRUE(memory.copy(dv, hb, stream.get()).is_ok());
+      EXPECT_EQ(std::memcmp(back.data(), backing.data() + 1, back.size() * 2), 0)
+          << "round " << round << ", upload " << again;
+    }
+  }
+}
+
 // Every CUDA alternative against the float64 references, by its own claim, with
 // poisoned outputs, guards and input checks (Note [Verifying on a device]).
 TEST(CudaBackendTest, EveryKernelPassesTheConformanceHarness) {
@@ -534,8 +564,7 @@ TEST(CudaBackendTest, TheSplitProductKeepsTheF32Claim) {
   ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
   Result<ExecutionPlan> plan = plan_on_cuda(*graph);
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
-  Result<Executor> exec =
-      Executor::create(std::make_shared<const ExecutionPlan>(std::move(*plan)));
+  Result<Executor> exec = Executor::create(std::make_shared<const ExecutionPlan>(std::move(*plan)));
   ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
   std::vector<float> out(static_cast<std::size_t>(kRows * kN), 0.0f);
   const TensorView in = TensorView::contiguous(x.data(), DType::kF32, Shape{kRows, kK});
