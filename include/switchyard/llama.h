@@ -187,11 +187,13 @@ class LlamaModel {
 
   // Runs `tokens` (1 to max_batch of them) at positions [position(), position() +
   // n), appends their keys and values to the cache and writes their logits,
-  // [n, vocab_size] row-major, to `logits`. kInvalidArgument for a wrong count or
-  // logits size, kOutOfRange for a token outside the vocabulary or a cache that
-  // would overflow; kFailedPrecondition when a logit is NaN or infinite, naming the
-  // node that wrote the first non-finite value (Note [Non-finite logits] in
-  // llama.cpp). On error the position does not move.
+  // [n, vocab_size] row-major, to `logits`; or, when `logits` holds vocab_size
+  // floats, the last token's only, which skips the output head for the others
+  // (what a prompt needs; Note [Logits of chosen rows] in llama.cpp). kInvalidArgument for a wrong
+  // count or logits size, kOutOfRange for a token outside the vocabulary or a cache that would
+  // overflow; kFailedPrecondition when a logit is NaN or infinite, naming the node that wrote the
+  // first non-finite value (Note [Non-finite logits] in llama.cpp). On error the position does not
+  // move.
   [[nodiscard]] Status eval(std::span<const std::int32_t> tokens, std::span<float> logits);
   // Empties the cache.
   void reset();

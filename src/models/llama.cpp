@@ -21,6 +21,7 @@ constexpr std::string_view kTokens = "tokens";
 constexpr std::string_view kPositions = "positions";
 constexpr std::string_view kMask = "kq_mask";
 constexpr std::string_view kLogits = "logits";
+constexpr std::string_view kLogitRows = "logit_rows";
 
 // The KV cache is sized by a requested token count and the file's dimensions:
 // checked against the machine's memory before anything is allocated, so that a
@@ -79,6 +80,16 @@ class GraphAssembler {
     ValueId tokens = b_.input(std::string(kTokens), DType::kI32, {t});
     ValueId pos = b_.input(std::string(kPositions), DType::kI32, {t});
     ValueId mask = b_.input(std::string(kMask), DType::kF32, {t, kv});
+    // Note [Logits of chosen rows]
+    // A prompt needs the logits of its last token only, and the output head is the
+    // largest matrix of the model: over every row it costs a [tokens, vocab]
+    // product and as many floats copied to the caller (512 x 128256 x 4 bytes,
+    // 263 MB, for a 512-token chunk of Llama-3's vocabulary). So the head reads
+    // only the rows that `logit_rows` names (symbol "rows": every token's when
+    // the caller asks for all logits, the last one's otherwise), picked out of
+    // the final hidden state by get_rows before the output norm.
+    const std::int64_t rows = b_.symbol("rows");
+    ValueId logit_rows = b_.input(std::string(kLogitRows), DType::kI32, {rows});
     std::vector<ValueId> k_cache(static_cast<std::size_t>(c_.block_count));
     std::vector<ValueId> v_cache(k_cache.size());
     for (std::int64_t i = 0; i < c_.block_count; ++i) {
@@ -130,8 +141,10 @@ class GraphAssembler {
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId down, project(act, i, "ffn_down"));
       x = b_.add(x, down, p + "ffn_residual", "residual");
     }
-    ValueId out = b_.op(OpKind::kRmsNorm, {x, norm_weight("output_norm.weight")}, "output_norm",
-                        norm, "output_norm");
+    ValueId picked =
+        b_.op(OpKind::kGetRows, {x, logit_rows}, "logit_rows", {}, "logit_rows", DType::kF32);
+    ValueId out = b_.op(OpKind::kRmsNorm, {picked, norm_weight("output_norm.weight")},
+                        "output_norm", norm, "output_norm");
     SWITCHYARD_ASSIGN_OR_RETURN(
         ValueId head, weight(c_.tied_embeddings ? "token_embd.weight" : "output.weight", "output",
                              OpKind::kMatmul));
@@ -148,7 +161,11 @@ class GraphAssembler {
   // residual adds ...), by role. These have no fallback: a miss here fails planning.
   void probe_other_nodes(const Graph& g) {
     for (const Node& n : g.nodes()) {
-      if (n.op == OpKind::kMatmul || n.op == OpKind::kGetRows) continue;  // probed as weights
+      // Weights were probed with their roles.
+      if (n.op == OpKind::kMatmul ||
+          (n.op == OpKind::kGetRows && g.value(n.inputs[0]).kind == ValueKind::kConstant)) {
+        continue;
+      }
       std::vector<DType> dtypes;
       for (ValueId in : n.inputs) dtypes.push_back(g.value(in).dtype);
       dtypes.push_back(g.value(n.output).dtype);
@@ -270,6 +287,7 @@ struct LlamaModel::State {
   std::vector<TensorView> inputs, outputs;
   std::vector<std::int32_t> positions;
   std::vector<float> mask;
+  std::vector<std::int32_t> logit_rows;
 
   State(const State&) = delete;
   State& operator=(const State&) = delete;
@@ -366,10 +384,11 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     }
   }
   plan_options.buckets = {
-      {"decode", {{std::string(kTokens), 1, 1}, {"kv", 1, s.max_context}}},
+      {"decode", {{std::string(kTokens), 1, 1}, {"kv", 1, s.max_context}, {"rows", 1, 1}}},
       {"prefill",
        {{std::string(kTokens), 2, std::max<std::int64_t>(2, s.max_batch)},
-        {"kv", 2, s.max_context}}},
+        {"kv", 2, s.max_context},
+        {"rows", 1, std::max<std::int64_t>(2, s.max_batch)}}},
   };
   SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan planned, plan_graph(graph, table, plan_options));
   for (const BucketReport& b : planned.report().buckets) {
@@ -400,6 +419,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     slot_of[k_new_name(i)] = base + 2;
     slot_of[v_new_name(i)] = base + 3;
   }
+  slot_of[std::string(kLogitRows)] = static_cast<std::size_t>(4 + 4 * c.block_count);
   auto slot = [&](const std::string& name) -> Result<std::size_t> {
     auto it = slot_of.find(name);
     if (it == slot_of.end()) {
@@ -445,7 +465,8 @@ void LlamaModel::reset() { state_->position = 0; }
 // for the device). A 512-token prompt of the Llama-3.1-8B shape took 0.41 s
 // cold. A server pays this once at load, not on its first request, and a
 // benchmark that times the first request measures the loading. warm_up runs each
-// bucket once with token 0 at position 0, then empties the cache: the rows it
+// bucket once with token 0 at position 0 (a full prompt chunk asking for its
+// last token's logits, then one token), then empties the cache: the rows it
 // wrote are overwritten before any later step reads them, because a step reads
 // only rows below its own position.
 Status LlamaModel::warm_up() {
@@ -455,11 +476,10 @@ Status LlamaModel::warm_up() {
         "llama: warm_up needs an empty cache; {} tokens are in it (reset() first)", s.position));
   }
   const std::vector<std::int32_t> tokens(static_cast<std::size_t>(s.max_batch), 0);
-  std::vector<float> logits(static_cast<std::size_t>(s.max_batch * s.config.vocab_size));
+  // The last token's logits, as a prompt asks for them (Note [Logits of chosen rows]).
+  std::vector<float> logits(static_cast<std::size_t>(s.config.vocab_size));
   for (const std::int64_t n : {s.max_batch, std::int64_t{1}}) {
-    const std::span<const std::int32_t> some = std::span(tokens).first(static_cast<std::size_t>(n));
-    const Status st =
-        eval(some, std::span(logits).first(static_cast<std::size_t>(n * s.config.vocab_size)));
+    const Status st = eval(std::span(tokens).first(static_cast<std::size_t>(n)), logits);
     reset();
     SWITCHYARD_RETURN_IF_ERROR(st.with_context("llama: warming up"));
   }
@@ -482,10 +502,15 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
     return invalid_argument_error(
         fmt::format("llama: eval takes 1 to {} tokens, got {}", s.max_batch, n));
   }
-  if (static_cast<std::int64_t>(logits.size()) != n * c.vocab_size) {
-    return invalid_argument_error(fmt::format("llama: logits hold {} floats, {} tokens need {}",
-                                              logits.size(), n, n * c.vocab_size));
+  // Every token's logits, or the last token's (Note [Logits of chosen rows]).
+  const auto logit_floats = static_cast<std::int64_t>(logits.size());
+  if (logit_floats != n * c.vocab_size && logit_floats != c.vocab_size) {
+    return invalid_argument_error(
+        fmt::format("llama: logits hold {} floats; {} tokens need {} (every token's) or {} (the "
+                    "last token's)",
+                    logits.size(), n, n * c.vocab_size, c.vocab_size));
   }
+  const std::int64_t rows = logit_floats / c.vocab_size;
   if (s.position + n > s.max_context) {
     return out_of_range_error(
         fmt::format("llama: {} tokens at position {} overflow the {}-token cache", n, s.position,
@@ -512,13 +537,20 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
     }
   }
 
+  s.logit_rows.resize(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    s.logit_rows[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(n - rows + r);
+  }
+
   const std::int64_t hkv = c.head_count_kv;
   const std::int64_t dh = c.head_dim();
   std::vector<TensorView>& slots = s.slots;
   slots[0] = TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
   slots[1] = TensorView::contiguous(s.positions.data(), DType::kI32, {n});
   slots[2] = TensorView::contiguous(s.mask.data(), DType::kF32, {n, kv});
-  slots[3] = TensorView::contiguous(logits.data(), DType::kF32, {n, c.vocab_size});
+  slots[3] = TensorView::contiguous(logits.data(), DType::kF32, {rows, c.vocab_size});
+  slots[static_cast<std::size_t>(4 + 4 * c.block_count)] =
+      TensorView::contiguous(s.logit_rows.data(), DType::kI32, {rows});
   for (std::int64_t i = 0; i < c.block_count; ++i) {
     float* k = s.k_cache[static_cast<std::size_t>(i)];
     float* v = s.v_cache[static_cast<std::size_t>(i)];

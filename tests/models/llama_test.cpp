@@ -386,6 +386,34 @@ TEST(LlamaForwardTest, LogitsAreIdenticalRunToRun) {
   EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * sizeof(float)));
 }
 
+// Note [Logits of chosen rows]: asking for the last token's logits alone gives
+// that row of the full answer (the head may take a different matmul sibling for
+// one row, so to f32 rounding), leaves the same cache behind (the next step is
+// bit-identical), and any other size is refused without moving the cache.
+TEST(LlamaForwardTest, TheLastTokensLogitsAloneMatchThatRowOfAll) {
+  GgufFile file = mixed_file("last_row");
+  TestRegistry r1, r2;
+  Result<LlamaModel> all = LlamaModel::load(file, options(r1.registry));
+  Result<LlamaModel> last = LlamaModel::load(file, options(r2.registry));
+  ASSERT_TRUE(all.is_ok() && last.is_ok());
+  const std::int64_t vocab = all->config().vocab_size;
+  const auto t = tokens(9, vocab);
+  const std::vector<float> every = eval(*all, t);
+  std::vector<float> wrong(static_cast<std::size_t>(2 * vocab));
+  EXPECT_EQ(last->eval(t, wrong).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(last->position(), 0);
+  std::vector<float> one(static_cast<std::size_t>(vocab));
+  ASSERT_TRUE(last->eval(t, one).is_ok());
+  EXPECT_EQ(last->position(), 9);
+  const auto tail = std::span(every).last(static_cast<std::size_t>(vocab));
+  const std::vector<double> want(tail.begin(), tail.end());
+  EXPECT_LT(max_scaled_error(one, want), 1e-5);
+  const std::int32_t next = argmax_token(tail);
+  const std::vector<float> a = eval(*all, std::span(&next, 1));
+  const std::vector<float> b = eval(*last, std::span(&next, 1));
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
 // warm_up runs both buckets and leaves nothing behind: the cache is empty again,
 // and the logits after it are the bits a model that never warmed up computes. A
 // warm-up with tokens in the cache is refused, without touching them.

@@ -259,15 +259,15 @@ int run(const RunOptions& o) {
   progress.clear();
   const double warm_s = seconds_since(warm_start);
 
-  // Prefill in chunks of the prefill bucket's size.
+  // Prefill in chunks of the prefill bucket's size, each asking for its last
+  // token's logits only (Note [Logits of chosen rows]).
   const std::vector<std::int32_t> prompt = make_prompt(o.prompt_tokens, c.vocab_size);
-  std::vector<float> logits;
+  std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
   std::vector<float> last(static_cast<std::size_t>(c.vocab_size));
   const Clock::time_point prefill_start = Clock::now();
   for (std::int64_t at = 0; at < o.prompt_tokens; at += model.max_batch()) {
     progress.show("prompt", at, o.prompt_tokens);
     const std::int64_t n = std::min(model.max_batch(), o.prompt_tokens - at);
-    logits.resize(static_cast<std::size_t>(n * c.vocab_size));
     Status st = model.eval(
         std::span(prompt).subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n)),
         logits);

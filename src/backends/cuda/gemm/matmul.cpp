@@ -25,6 +25,7 @@
 // staging a composite hands over (gemm/fused.cpp). Below kSplitMinRows rows the
 // matrix-vector kernel, which reads each weight once, is faster, so the sibling
 // admits only larger products (admits_split_rows).
+#include <array>
 #include <limits>
 #include <utility>
 
@@ -194,10 +195,9 @@ Status matmul_lt(const KernelCall& call, bool tf32) {
     return matmul_simt_kernel(call);
   }
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  SWITCHYARD_ASSIGN_OR_RETURN(
-      const LtPlan* plan,
-      lt_plan(call, *s, compute, lt_type(t), lt_type(t), shape,
-              alignment({a.first(), w.first(), out.first()})));
+  SWITCHYARD_ASSIGN_OR_RETURN(const LtPlan* plan,
+                              lt_plan(call, *s, compute, lt_type(t), lt_type(t), shape,
+                                      alignment({a.first(), w.first(), out.first()})));
   const float one = 1.0f, zero = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(
       s->lt, plan->op, &one, w.first(), plan->a, a.first(), plan->b, &zero, out.first(), plan->c,
@@ -214,18 +214,16 @@ std::size_t split_half_bytes(std::int64_t elements) {
 
 }  // namespace
 
-std::size_t split_staging_bytes(std::int64_t elements) {
-  return 2 * split_half_bytes(elements);
-}
+std::size_t split_staging_bytes(std::int64_t elements) { return 2 * split_half_bytes(elements); }
 
 Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up) {
   SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
   SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
   const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
   if (a.dtype() != DType::kF32 || w.dtype() != DType::kBF16 || out.dtype() != DType::kF32) {
-    return invalid_argument_error(fmt::format(
-        "{}: a {}, w {}, out {}: the split product takes f32 a and out and bf16 w", label(call),
-        name(a.dtype()), name(w.dtype()), name(out.dtype())));
+    return invalid_argument_error(
+        fmt::format("{}: a {}, w {}, out {}: the split product takes f32 a and out and bf16 w",
+                    label(call), name(a.dtype()), name(w.dtype()), name(out.dtype())));
   }
   SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_matmul(call));
   if (shape.m == 0 || shape.n == 0) return Status::ok();
@@ -238,10 +236,9 @@ Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up)
   SWITCHYARD_RETURN_IF_ERROR(launched(
       device::split_bf16(reinterpret_cast<const float*>(a.first()), up, hi, lo, elements, stream),
       call));
-  SWITCHYARD_ASSIGN_OR_RETURN(
-      const LtPlan* plan,
-      lt_plan(call, *s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, shape,
-              alignment({w.first(), hi, lo, out.first()})));
+  SWITCHYARD_ASSIGN_OR_RETURN(const LtPlan* plan,
+                              lt_plan(call, *s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, shape,
+                                      alignment({w.first(), hi, lo, out.first()})));
   const float one = 1.0f, zero = 0.0f;
   // out = hi . w, then out += lo . w.
   const std::pair<const void*, const float*> passes[] = {{hi, &zero}, {lo, &one}};
@@ -259,6 +256,12 @@ Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up)
 Status matmul_split_bf16_kernel(const KernelCall& call) {
   SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
   const std::int64_t elements = call.inputs.empty() ? 0 : call.inputs[0].numel();
+  // Planned for a bucket's largest size, run here with fewer rows (a prompt's
+  // last row through the output head): the tiled kernel's matrix-vector path
+  // reads the weights once instead of twice.
+  if (!call.inputs.empty() && !admits_split_rows(std::array{call.inputs[0].shape()})) {
+    return matmul_simt_kernel(call);
+  }
   SWITCHYARD_ASSIGN_OR_RETURN(void* staging, scratch(*s, split_staging_bytes(elements)));
   return matmul_split_bf16(call, staging, nullptr);
 }

@@ -6,18 +6,34 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "switchyard/dtype.h"
 #include "switchyard/status.h"
 
 namespace switchyard::cuda {
 
-// Seconds per product out [m, n] = a [m, k] . w [n, k]^T, a, w and out of `dtype`
-// (f16 or bf16, f32 compute, as the table's cublaslt siblings), with random
-// operands: the median over `repetitions` of `calls` products queued back to back
-// and timed with CUDA events. kUnavailable without a device; kInvalidArgument for
-// another dtype.
-[[nodiscard]] Result<double> direct_cublaslt_seconds(DType dtype, std::int64_t m, std::int64_t n,
-                                                     std::int64_t k, int calls, int repetitions);
+// out [m, n] = a [m, k] . w [n, k]^T with a, w and out of `dtype` (f16 or bf16,
+// f32 compute, as the table's cublaslt siblings) and random operands, set up once
+// on a stream of its own.
+class DirectCublasLt {
+ public:
+  // kUnavailable without a device; kInvalidArgument for another dtype or a size
+  // below 1.
+  [[nodiscard]] static Result<std::unique_ptr<DirectCublasLt>> create(DType dtype, std::int64_t m,
+                                                                      std::int64_t n,
+                                                                      std::int64_t k);
+  ~DirectCublasLt();
+  DirectCublasLt(const DirectCublasLt&) = delete;
+  DirectCublasLt& operator=(const DirectCublasLt&) = delete;
+
+  // Queues `calls` products back to back and waits for them.
+  [[nodiscard]] Status run(int calls);
+
+ private:
+  struct Session;
+  explicit DirectCublasLt(std::unique_ptr<Session> session);
+  std::unique_ptr<Session> s_;
+};
 
 }  // namespace switchyard::cuda
