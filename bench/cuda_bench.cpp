@@ -4,6 +4,7 @@
 //     TF32; the tiled SIMT kernel for bf16 and f32; the split product of f32 by
 //     bf16) in TFLOP/s, a prompt's f32 x bf16 product, and decoding's
 //     matrix-vector products in GB/s of weights against the copy bandwidth;
+//   - causal prefill attention over 512 and 4096 tokens in TFLOP/s;
 //   - decode attention: 16 sequences (and one) of one new token each against a
 //     4096-token cache, 32 query heads over 8 kv heads of 128 (Llama-3-8B's), in GB/s of K
 //     and V read, with the ratio to the copy bandwidth measured in the same run
@@ -303,6 +304,35 @@ void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch16, DType::kF16, DType::kF16, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f32_batch16, DType::kF32, DType::kF32, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch1, DType::kF16, DType::kF16, 1)->UseRealTime();
+
+// Causal self-attention over a prompt of `tokens` (one sequence, Llama-3-8B's 32
+// query heads over 8 kv heads of 128), f32 as the llama model runs it, in TFLOP/s
+// of the useful work (4 x head_dim flops per query, head and visible key).
+void BM_CudaPrefillAttention(benchmark::State& state, std::int64_t tokens) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  constexpr std::int64_t kHeads = 32, kKvHeads = 8, kDh = 128;
+  const DTypeList key{DType::kF32, DType::kF32, DType::kF32, DType::kF32};
+  const BindingEntry* e = find_entry(
+      OpKind::kAttention, key, kernel_name(OpKind::kAttention, key, BackendId::kCuda, "simt"));
+  if (e == nullptr) return state.SkipWithError("no attention entry");
+  Workspace ws(*memory);
+  const TensorView inputs[] = {ws.tensor(DType::kF32, Shape{1, tokens, kHeads, kDh}),
+                               ws.tensor(DType::kF32, Shape{1, tokens, kKvHeads, kDh}),
+                               ws.tensor(DType::kF32, Shape{1, tokens, kKvHeads, kDh})};
+  const TensorView out = ws.tensor(DType::kF32, Shape{1, tokens, kHeads, kDh});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  OpParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(kDh));
+  params.causal = true;
+  time_calls(state, ws, [&] { return run_entry(*e, inputs, out, params, ws.stream()); });
+  const double visible = static_cast<double>(tokens) * static_cast<double>(tokens + 1) / 2.0;
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(4.0 * visible * kHeads * kDh * kCallsPerIteration * 1e-12,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f32_512, 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f32_4096, 4096)->UseRealTime();
 
 void BM_CudaAdd(benchmark::State& state) {
   BackendMemory* memory = cuda_memory_or_skip(state);

@@ -5,10 +5,10 @@
 // end. No score matrix is stored, so any number of keys fits. Grouped-query heads
 // read kv head h / (heads / kv_heads).
 //
-// Decoding (Note [Grouped decode attention]) takes grouped_kernel instead where
-// the shapes allow: one block per (batch, query, kv head) and split of the keys,
-// serving every query head of the group from one read of K and V. A tiled
-// tensor-core kernel for prefill is still to come; prefill takes the simple one.
+// Where the shapes allow, decoding and prefill take grouped_kernel instead (Note
+// [Grouped decode attention]): one block per (batch, query, kv head) and split of
+// the keys, serving every query head of the group from one read of K and V. A
+// tiled tensor-core kernel for prefill is still to come.
 #include <cmath>
 
 #include "backends/cuda/device_common.cuh"
@@ -220,6 +220,11 @@ void launch_merge(const float* partial, void* out, const AttentionShape& s, std:
 // through shared memory, so results do not depend on timing. A split's partial
 // result has the simple kernel's layout, and merge_kernel combines them.
 // NaN propagates: the maximum is nan_max, and a NaN score gives NaN weights.
+// A prompt's rows take it too: each query row is a block that reads its group's
+// keys (from L2, a layer's K and V of a 512-token prompt being 4 MB in f32)
+// once for its G heads, where the simple kernel reads them per head and reduces
+// each key's dot product over a whole warp; on the H200 that made a 512-token
+// prompt's attention several times faster (docs/benchmarks.md).
 constexpr int kGroupThreads = 128;
 constexpr int kTileKeys = 64;
 constexpr std::int64_t kMinGroupedKeysPerSplit = 64;
@@ -392,9 +397,9 @@ __global__ void __launch_bounds__(kGroupThreads)
 }
 
 // The key-row lanes of grouped_kernel for these shapes (8, 16 or 32), or 0 where
-// the simple kernel runs. Decoding only: few query rows against many keys.
-int decode_lanes(const AttentionShape& s, std::size_t kv_bytes) {
-  if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0 || s.sq > 4) return 0;
+// the simple kernel runs.
+int grouped_lanes(const AttentionShape& s, std::size_t kv_bytes) {
+  if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0) return 0;
   const std::int64_t g = s.heads / s.kv_heads;
   if (g != 1 && g != 2 && g != 4 && g != 8) return 0;
   const std::int64_t per_load = 16 / static_cast<std::int64_t>(kv_bytes);
@@ -454,7 +459,7 @@ template <typename Q, typename KV>
 bool try_grouped(const Launch& a) {
   const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (!aligned(a.k) || !aligned(a.v)) return false;
-  switch (decode_lanes(a.s, sizeof(KV))) {
+  switch (grouped_lanes(a.s, sizeof(KV))) {
     case 8: return try_grouped_for_lanes<Q, KV, 8>(a);
     case 16: return try_grouped_for_lanes<Q, KV, 16>(a);
     case 32: return try_grouped_for_lanes<Q, KV, 32>(a);
@@ -476,7 +481,7 @@ void launch(const Launch& a) {
 
 std::int64_t attention_splits(const AttentionShape& s, Type kv_type) {
   const std::size_t kv_bytes = kv_type == Type::kF32 ? 4 : 2;
-  const bool grouped = decode_lanes(s, kv_bytes) != 0;
+  const bool grouped = grouped_lanes(s, kv_bytes) != 0;
   const std::int64_t rows = s.batch * s.sq * (grouped ? s.kv_heads : s.heads);
   if (rows <= 0) return 1;
   const std::int64_t min_keys = grouped ? kMinGroupedKeysPerSplit : kMinKeysPerSplit;
