@@ -125,6 +125,12 @@ cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, c
 cudaError_t matmul_simt(Type a_type, Type w_type, Type out_type, const void* a, const void* w,
                         void* out, std::int64_t batch, std::int64_t m, std::int64_t n,
                         std::int64_t k, std::int64_t w_batch_stride, cudaStream_t stream);
+// out [m, n] = silu(a . gate^T) * (a . up^T) for f32 a [m, k] and f16 or bf16 gate
+// and up [n, k], through the matrix-vector path in one pass (Note [Fused decode
+// feed-forward] in gemm/fused.cpp). Only where that path applies (m <= 8 rows,
+// operands on whole loads); elsewhere cudaErrorNotSupported, launching nothing.
+cudaError_t matvec_swiglu(Type w_type, const float* a, const void* gate, const void* up, float* out,
+                          std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
 
 // --- split.cu -------------------------------------------------------------------
 // hi[i] + lo[i] (bf16 each) within 2^-16 of v = a[i], or of v = silu(a[i]) * u[i]

@@ -595,5 +595,51 @@ TEST(CudaBackendTest, TheSplitProductKeepsTheF32Claim) {
   EXPECT_GT(worst_rounded, 1e-4);  // bf16 activations alone would fail it
 }
 
+// Note [Fused decode feed-forward]: ffn_swiglu on few rows of bf16 weights runs
+// gate, up and the activation as one matrix-vector kernel, and gives the bits of
+// the composition done by separate kernels (matmuls, silu, mul).
+TEST(CudaBackendTest, TheFusedDecodeFeedForwardHasTheUnfusedBits) {
+  REQUIRE_CUDA_DEVICE();
+  constexpr std::int64_t kRows = 3, kD = 256, kF = 640;
+  auto bf16_matrix = [](std::int64_t r, std::int64_t c, std::uint32_t seed) {
+    std::vector<std::uint16_t> bits(static_cast<std::size_t>(r * c));
+    const std::vector<float> v = random_floats(bits.size(), seed, 0.1f);
+    for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+    return bits;
+  };
+  std::vector<float> x = random_floats(static_cast<std::size_t>(kRows * kD), 11);
+  std::vector<std::uint16_t> gate = bf16_matrix(kF, kD, 12), up = bf16_matrix(kF, kD, 13),
+                             down = bf16_matrix(kD, kF, 14);
+  const TensorView xv = TensorView::contiguous(x.data(), DType::kF32, Shape{kRows, kD});
+  const TensorView gv = TensorView::contiguous(gate.data(), DType::kBF16, Shape{kF, kD});
+  const TensorView uv = TensorView::contiguous(up.data(), DType::kBF16, Shape{kF, kD});
+  const TensorView dv = TensorView::contiguous(down.data(), DType::kBF16, Shape{kD, kF});
+  const OpParams params;
+  std::vector<float> fused(static_cast<std::size_t>(kRows * kD));
+  const TensorView fv = TensorView::contiguous(fused.data(), DType::kF32, Shape{kRows, kD});
+  const TensorView ffn_in[] = {xv, gv, uv, dv};
+  ASSERT_TRUE(run_kernel(OpKind::kFfnSwiglu,
+                         {DType::kF32, DType::kBF16, DType::kBF16, DType::kBF16, DType::kF32},
+                         ffn_in, fv, params)
+                  .is_ok());
+  // The same by separate kernels, each through host memory.
+  const DTypeList mixed{DType::kF32, DType::kBF16, DType::kF32};
+  std::vector<float> g(static_cast<std::size_t>(kRows * kF)), u(g.size()), act(g.size());
+  std::vector<float> unfused(fused.size());
+  const TensorView g_v = TensorView::contiguous(g.data(), DType::kF32, Shape{kRows, kF});
+  const TensorView u_v = TensorView::contiguous(u.data(), DType::kF32, Shape{kRows, kF});
+  const TensorView a_v = TensorView::contiguous(act.data(), DType::kF32, Shape{kRows, kF});
+  const TensorView o_v = TensorView::contiguous(unfused.data(), DType::kF32, Shape{kRows, kD});
+  const TensorView gate_in[] = {xv, gv}, up_in[] = {xv, uv}, down_in[] = {a_v, dv};
+  ASSERT_TRUE(run_kernel(OpKind::kMatmul, mixed, gate_in, g_v, params).is_ok());
+  ASSERT_TRUE(run_kernel(OpKind::kMatmul, mixed, up_in, u_v, params).is_ok());
+  const TensorView silu_in[] = {g_v};
+  ASSERT_TRUE(run_kernel(OpKind::kSilu, {DType::kF32, DType::kF32}, silu_in, a_v, params).is_ok());
+  const TensorView mul_in[] = {a_v, u_v};
+  ASSERT_TRUE(run_kernel(OpKind::kMul, kF32x3, mul_in, a_v, params).is_ok());
+  ASSERT_TRUE(run_kernel(OpKind::kMatmul, mixed, down_in, o_v, params).is_ok());
+  EXPECT_EQ(std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)), 0);
+}
+
 }  // namespace
 }  // namespace switchyard

@@ -10,7 +10,9 @@
 // rows, Note [Exact f32 products on bf16 tensor cores]; otherwise the tiled
 // kernel, which takes the matrix-vector path for few rows), then an elementwise
 // pass. ffn_swiglu with the split product forms silu(gate) * up while it splits
-// the down projection's input, so that step costs no pass of its own. The
+// the down projection's input, so that step costs no pass of its own; with few
+// rows, gate, up and the activation are one matrix-vector kernel (Note [Fused
+// decode feed-forward]). The
 // intermediates go through device memory (the stream's scratch), which a single
 // fused kernel would avoid; what the compositions save today is the planner's
 // and the executor's per-node work. Their precision is the matmul's (one more
@@ -135,6 +137,22 @@ Status ffn_swiglu_kernel(const KernelCall& call) {
   const TensorView u =
       TensorView::contiguous(g_data + half, DType::kF32, Shape{m, f}, BackendId::kCuda);
   const TensorView x2 = rows(x, m, d);
+  // Note [Fused decode feed-forward]
+  // Decoding reads the gate and up matrices once per token, and the composition
+  // spends four launches on them (two matrix-vector products, silu, the product),
+  // each a gap on the device between small kernels. With few rows and f16 / bf16
+  // weights one matrix-vector kernel reads row i of both matrices in the same
+  // warp and writes silu(gate . x) * (up . x) directly: the same sums in the same
+  // order, silu in double and one f32 product as the elementwise kernels do, so
+  // the bits are the unfused composition's.
+  if (!split && gate.dtype() != DType::kF32) {
+    const cudaError_t fused = device::matvec_swiglu(
+        gate.dtype() == DType::kF16 ? device::Type::kF16 : device::Type::kBF16,
+        reinterpret_cast<const float*>(x2.first()), gate.first(), up.first(),
+        reinterpret_cast<float*>(g.first()), m, f, d, stream);
+    if (fused == cudaSuccess) return matmul(call, g, down, rows(out, m, d));
+    if (fused != cudaErrorNotSupported) return launched(fused, call);
+  }
   SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, gate, g, staging));
   SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, up, u, staging));
   if (split) {

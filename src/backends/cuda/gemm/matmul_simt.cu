@@ -106,27 +106,36 @@ __device__ __forceinline__ void load_f32(const T* p, float (&out)[N]) {
   }
 }
 
-template <typename A, typename W, typename O, int M>
+// With kPair the warp reads row `col` of a second matrix w2 as well and writes
+// silu(a . w) * (a . w2): the gate and up projections of a SwiGLU feed-forward
+// and its activation in one pass (Note [Fused decode feed-forward]).
+template <typename A, typename W, typename O, int M, bool kPair>
 __global__ void __launch_bounds__(kMatvecWarps * 32)
-    matvec_kernel(const A* a, const W* w, O* out, int m, std::int64_t n, std::int64_t k,
-                  std::int64_t w_batch_stride) {
+    matvec_kernel(const A* a, const W* w, const W* w2, O* out, int m, std::int64_t n,
+                  std::int64_t k, std::int64_t w_batch_stride) {
   // M is m rounded up to a power of two: rows from m on are neither read nor written.
   constexpr int V = 16 / static_cast<int>(sizeof(W));  // weights per load
   constexpr int kInFlight = 4;
+  constexpr int kMats = kPair ? 2 : 1;
   const int lane = threadIdx.x & 31;
   const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + (threadIdx.x >> 5);
   if (col >= n) return;
   const std::int64_t batch = blockIdx.y;
   a += batch * m * k;
   out += batch * m * n;
-  const W* wrow = w + batch * w_batch_stride + col * k;
-  float sum[M] = {};
+  const W* wrows[kMats];
+  wrows[0] = w + batch * w_batch_stride + col * k;
+  if constexpr (kPair) wrows[1] = w2 + batch * w_batch_stride + col * k;
+  float sum[kMats][M] = {};
   const std::int64_t step = 32 * V;
   std::int64_t k0 = std::int64_t{lane} * V;
   for (; k0 + (kInFlight - 1) * step < k; k0 += kInFlight * step) {
-    float wv[kInFlight][V];
+    float wv[kMats][kInFlight][V];
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) load_f32<W, V>(wrow + k0 + u * step, wv[u]);
+    for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) load_f32<W, V>(wrows[x] + k0 + u * step, wv[x][u]);
+    }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
 #pragma unroll
@@ -135,63 +144,79 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
         float xv[V];
         load_f32<A, V>(a + r * k + k0 + u * step, xv);
 #pragma unroll
-        for (int e = 0; e < V; ++e) sum[r] = __fmaf_rn(xv[e], wv[u][e], sum[r]);
+        for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) sum[x][r] = __fmaf_rn(xv[e], wv[x][u][e], sum[x][r]);
+        }
       }
     }
   }
   for (; k0 < k; k0 += step) {
-    float wv[V];
-    load_f32<W, V>(wrow + k0, wv);
+    float wv[kMats][V];
+#pragma unroll
+    for (int x = 0; x < kMats; ++x) load_f32<W, V>(wrows[x] + k0, wv[x]);
 #pragma unroll
     for (int r = 0; r < M; ++r) {
       if (r >= m) break;
       float xv[V];
       load_f32<A, V>(a + r * k + k0, xv);
 #pragma unroll
-      for (int e = 0; e < V; ++e) sum[r] = __fmaf_rn(xv[e], wv[e], sum[r]);
+      for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) sum[x][r] = __fmaf_rn(xv[e], wv[x][e], sum[x][r]);
+      }
     }
   }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
     if (r >= m) break;
-    const float total = warp_sum(sum[r]);
+    float total = warp_sum(sum[0][r]);
+    if constexpr (kPair) {
+      // As the silu and mul kernels compute it: silu in double, rounded to f32
+      // (Note [Unary ops in double] in elementwise.cu), then one f32 product.
+      const double g = total;
+      total = __fmul_rn(static_cast<float>(g / (1.0 + exp(-g))), warp_sum(sum[1][r]));
+    }
     if (lane == 0) out[r * n + col] = from_f32<O>(total);
   }
 }
 
-template <typename A, typename W, typename O, int M>
-void launch_matvec(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
-                   std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
+template <typename A, typename W, typename O, int M, bool kPair>
+void launch_matvec(const void* a, const void* w, const void* w2, void* out, std::int64_t batch,
+                   std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
                    cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n + kMatvecWarps - 1) / kMatvecWarps),
                   static_cast<unsigned>(batch));
-  matvec_kernel<A, W, O, M><<<grid, kMatvecWarps * 32, 0, stream>>>(
-      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<O*>(out), static_cast<int>(m),
-      n, k, w_batch_stride);
+  matvec_kernel<A, W, O, M, kPair><<<grid, kMatvecWarps * 32, 0, stream>>>(
+      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<const W*>(w2),
+      static_cast<O*>(out), static_cast<int>(m), n, k, w_batch_stride);
 }
 
 // matvec_kernel where it applies (Note [Matvec for few rows]): m rows at most
-// kMatvecRows, every row of a and w starting on a whole load. False otherwise.
-template <typename A, typename W, typename O>
-bool try_matvec(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
-                std::int64_t n, std::int64_t k, std::int64_t w_batch_stride, cudaStream_t stream) {
+// kMatvecRows, every row of a and w (and w2) starting on a whole load. False
+// otherwise.
+template <typename A, typename W, typename O, bool kPair = false>
+bool try_matvec(const void* a, const void* w, const void* w2, void* out, std::int64_t batch,
+                std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
+                cudaStream_t stream) {
   constexpr std::int64_t V = 16 / sizeof(W);
   const std::int64_t a_load = V * static_cast<std::int64_t>(sizeof(A));
   const auto on = [](const void* p, std::int64_t bytes) {
     return reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(bytes) == 0;
   };
   if (m > kMatvecRows || k % V != 0 || w_batch_stride % V != 0 || !on(w, 16) ||
-      !on(a, a_load < 16 ? a_load : 16) || batch > 65535) {
+      (kPair && !on(w2, 16)) || !on(a, a_load < 16 ? a_load : 16) || batch > 65535) {
     return false;
   }
   if (m == 1) {
-    launch_matvec<A, W, O, 1>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+    launch_matvec<A, W, O, 1, kPair>(a, w, w2, out, batch, m, n, k, w_batch_stride, stream);
   } else if (m == 2) {
-    launch_matvec<A, W, O, 2>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+    launch_matvec<A, W, O, 2, kPair>(a, w, w2, out, batch, m, n, k, w_batch_stride, stream);
   } else if (m <= 4) {
-    launch_matvec<A, W, O, 4>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+    launch_matvec<A, W, O, 4, kPair>(a, w, w2, out, batch, m, n, k, w_batch_stride, stream);
   } else {
-    launch_matvec<A, W, O, kMatvecRows>(a, w, out, batch, m, n, k, w_batch_stride, stream);
+    launch_matvec<A, W, O, kMatvecRows, kPair>(a, w, w2, out, batch, m, n, k, w_batch_stride,
+                                               stream);
   }
   return true;
 }
@@ -200,7 +225,8 @@ template <typename A, typename W, typename O>
 cudaError_t launch(const void* a, const void* w, void* out, std::int64_t batch, std::int64_t m,
                    std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
                    cudaStream_t stream) {
-  if (m <= kMatvecRows && try_matvec<A, W, O>(a, w, out, batch, m, n, k, w_batch_stride, stream)) {
+  if (m <= kMatvecRows &&
+      try_matvec<A, W, O>(a, w, nullptr, out, batch, m, n, k, w_batch_stride, stream)) {
     return cudaGetLastError();
   }
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
@@ -242,6 +268,19 @@ cudaError_t matmul_simt(Type a_type, Type w_type, Type out_type, const void* a, 
     return launch<BF16, BF16, BF16>(a, w, out, batch, m, n, k, w_batch_stride, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t matvec_swiglu(Type w_type, const float* a, const void* gate, const void* up, float* out,
+                          std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  bool launched = false;
+  if (w_type == Type::kF16) {
+    launched = try_matvec<float, __half, float, true>(a, gate, up, out, 1, m, n, k, 0, stream);
+  } else if (w_type == Type::kBF16) {
+    launched =
+        try_matvec<float, __nv_bfloat16, float, true>(a, gate, up, out, 1, m, n, k, 0, stream);
+  }
+  return launched ? cudaGetLastError() : cudaErrorNotSupported;
 }
 
 }  // namespace switchyard::cuda::device
