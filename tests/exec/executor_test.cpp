@@ -313,12 +313,18 @@ TableSnapshot cpu_and_device(BackendMemory& device) {
   return finalize(std::move(t));
 }
 
-TEST(Executor, MemoryComesFromTheBackendSectionOfTheTable) {
-  CountingDeviceMemory device;
-  const Graph g = ffn_block(4, false);
+// Options that put ffn_block's two matmuls on the stand-in device.
+PlanOptions ffn_on_the_device() {
   PlanOptions options;
   options.policy.fallbacks = {BackendId::kCuda};
   options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  return options;
+}
+
+TEST(Executor, MemoryComesFromTheBackendSectionOfTheTable) {
+  CountingDeviceMemory device;
+  const Graph g = ffn_block(4, false);
+  PlanOptions options = ffn_on_the_device();
   auto plan = plan_or_die(g, cpu_and_device(device), options);
   Result<Executor> exec = Executor::create(plan);
   ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
@@ -365,9 +371,7 @@ class StreamDeviceMemory final : public BackendMemory {
 TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
   StreamDeviceMemory device;
   const Graph g = ffn_block(4, false);
-  PlanOptions options;
-  options.policy.fallbacks = {BackendId::kCuda};
-  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  PlanOptions options = ffn_on_the_device();
   auto plan = plan_or_die(g, cpu_and_device(device), options);
   {
     Result<Executor> exec = Executor::create(plan);
@@ -413,9 +417,7 @@ TEST(Executor, OneStreamPerExecutorMadeThroughTheBackendsMemory) {
 TEST(Executor, ADeviceProfileWaitsAfterEveryDeviceStep) {
   StreamDeviceMemory device;
   const Graph g = ffn_block(4, false);
-  PlanOptions options;
-  options.policy.fallbacks = {BackendId::kCuda};
-  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  PlanOptions options = ffn_on_the_device();
   auto plan = plan_or_die(g, cpu_and_device(device), options);
   std::size_t device_steps = 0;
   for (const PlannedStep& step : plan->bucket(0).steps) {
@@ -452,9 +454,7 @@ TEST(Executor, ADeviceProfileWaitsAfterEveryDeviceStep) {
 TEST(Executor, ConstantsAreUploadedOnceForAllBuckets) {
   CountingDeviceMemory device;
   const Graph g = ffn_block(0, true);
-  PlanOptions options;
-  options.policy.fallbacks = {BackendId::kCuda};
-  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  PlanOptions options = ffn_on_the_device();
   options.buckets = {{"one", {{"tokens", 1, 1}}}, {"many", {{"tokens", 2, 8}}}};
   auto plan = plan_or_die(g, cpu_and_device(device), options);
   ASSERT_EQ(plan->bucket_count(), 2u);
@@ -563,9 +563,7 @@ TEST(Executor, CrossBackendPlanRunsWithCopies) {
   register_basic(t, BackendId::kCpu, "cpu");
   register_basic(t, BackendId::kCuda, "cuda");
   const Graph g = ffn_block(4, false);
-  PlanOptions options;
-  options.policy.fallbacks = {BackendId::kCuda};
-  options.policy.pinned = {{"up", BackendId::kCuda}, {"down", BackendId::kCuda}};
+  PlanOptions options = ffn_on_the_device();
   auto plan = plan_or_die(g, finalize(std::move(t)), options);
   EXPECT_GT(plan->report().buckets[0].copies, 0);
   // Without memory for cuda the executor cannot be set up.
