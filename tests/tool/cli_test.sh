@@ -54,6 +54,21 @@ expect 2 "run --threads 100000" -- "$tool" run --threads 100000
 contains err "threads" "the refusal names the flag"
 expect 2 "run --tokens beyond any context" -- "$tool" run --tokens 99999999999999999999
 expect 2 "run --prompt-tokens 0" -- "$tool" run --prompt-tokens 0
+# Sampling: the same seed gives the same tokens, the options are checked.
+expect 0 "run --temperature with a seed" -- \
+  "$tool" run --prompt-tokens 4 --tokens 12 --temperature 0.9 --seed 11
+contains out "sampling temperature 0.9" "run names its sampling"
+grep "^tokens" "$work/out" >"$work/tokens-a"
+expect 0 "run again with the same seed" -- \
+  "$tool" run --prompt-tokens 4 --tokens 12 --temperature 0.9 --seed 11
+grep "^tokens" "$work/out" >"$work/tokens-b"
+if ! cmp -s "$work/tokens-a" "$work/tokens-b"; then
+  echo "FAIL: the same seed gave different tokens"
+  failures=$((failures + 1))
+fi
+expect 2 "run --top-p 2" -- "$tool" run --temperature 1 --top-p 2
+contains err "top-p must be in" "run names the bad sampling option"
+expect 2 "run --temperature -1" -- "$tool" run --temperature -1
 expect 2 "explain --max-tokens 0" -- "$tool" explain --max-tokens 0
 expect 2 "verify --threads 0" -- "$tool" verify --threads 0 --no-record
 expect 2 "quantize --threads -1" -- "$tool" quantize a b --type q8_0 --threads -1

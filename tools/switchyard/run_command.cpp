@@ -37,6 +37,7 @@
 #include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
 #include "switchyard/llama.h"
+#include "switchyard/sampling.h"
 #include "switchyard/thread_pool.h"
 #include "weight_check_text.h"
 
@@ -62,6 +63,8 @@ struct RunOptions {
   bool check_weights = true;
   // Time each node on the device by waiting for it (Note [Profiling a device]).
   bool device_profile = false;
+  // How each generated token is chosen: greedy unless --temperature > 0.
+  SamplingOptions sampling;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -179,6 +182,8 @@ int run(const RunOptions& o) {
   }
   Result<BackendId> backend = pick_backend(o.backend);
   if (!backend.is_ok()) return report_failure(backend.status());
+  Result<Sampler> sampler = Sampler::create(o.sampling);
+  if (!sampler.is_ok()) return report_failure(sampler.status().with_context("run"));
 
   Progress progress(!o.json);
   const Clock::time_point load_start = Clock::now();
@@ -281,11 +286,22 @@ int run(const RunOptions& o) {
   bool finite = all_finite(last);
 
   std::vector<std::int32_t> generated;
+  // The repetition penalty's history: the prompt, then what is generated.
+  std::vector<std::int32_t> history = prompt;
+  double sampling_s = 0;
   const Clock::time_point decode_start = Clock::now();
   for (std::int64_t i = 0; i < o.tokens && finite; ++i) {
     progress.show("generate", i, o.tokens);
-    const std::int32_t next = argmax_token(last);
+    const Clock::time_point sample_start = Clock::now();
+    Result<std::int32_t> drawn = sampler->sample(last, history);
+    sampling_s += seconds_since(sample_start);
+    if (!drawn.is_ok()) {
+      progress.clear();
+      return report_failure(drawn.status().with_context("run"));
+    }
+    const std::int32_t next = *drawn;
     generated.push_back(next);
+    history.push_back(next);
     if (i + 1 == o.tokens) break;  // the last choice needs no further eval
     Status st = model.eval(std::span(&next, 1), last);
     if (!st.is_ok()) {
@@ -325,6 +341,10 @@ int run(const RunOptions& o) {
                        {"seconds", decode_s},
                        {"tokens_per_s", gen_tps},
                        {"ids", generated}};
+    j["sampling"] = {
+        {"options", describe(o.sampling)},
+        {"seconds", sampling_s},
+        {"us_per_token", generated.empty() ? 0.0 : sampling_s * 1e6 / double(generated.size())}};
     nlohmann::json split = nlohmann::json::object();
     for (OpFamily f : kAllOpFamilies) {
       const double ns = prof.family_ns[static_cast<std::size_t>(f)];
@@ -368,6 +388,9 @@ int run(const RunOptions& o) {
                prompt_tps);
     fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n", o.tokens,
                decode_evals, decode_s, gen_tps);
+    fmt::print("sampling {}: {:.1f} us per token, {:.2f}% of generation\n", describe(o.sampling),
+               generated.empty() ? 0.0 : sampling_s * 1e6 / generated.size(),
+               decode_s > 0 ? 100.0 * sampling_s / decode_s : 0.0);
     std::string ids;
     for (std::size_t i = 0; i < generated.size() && i < 16; ++i)
       ids += fmt::format(" {}", generated[i]);
@@ -430,6 +453,24 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   cmd->add_flag("--json", options->json, "print the results as JSON");
+  SamplingOptions& sampling = options->sampling;
+  cmd->add_option("--temperature", sampling.temperature,
+                  "0 picks the most likely token (the default); above 0, draw from the model's "
+                  "distribution at this temperature")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", sampling.top_k, "draw among the k most likely tokens (40; 0: off)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--top-p", sampling.top_p,
+                  "draw among the most likely tokens holding this much probability (0.95; 1: off)");
+  cmd->add_option("--min-p", sampling.min_p,
+                  "drop tokens less than this fraction as likely as the top one (0.05; 0: off)");
+  cmd->add_option("--repeat-penalty", sampling.repeat_penalty,
+                  "divide the logits of recent tokens by this (1: off, the default)");
+  cmd->add_option("--repeat-last-n", sampling.repeat_last_n,
+                  "how many recent tokens the penalty looks at (64)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--seed", sampling.seed,
+                  "the sampler's seed: the same seed, the same tokens (0)");
   cmd->add_flag("--device-profile", options->device_profile,
                 "on a GPU, wait for each node so that the time by op family is device time "
                 "(slows the run: the throughput figures then include the waits)");
