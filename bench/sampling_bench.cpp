@@ -1,6 +1,6 @@
 // The Sampler over a row of Llama-3's vocabulary (128,256 logits): greedy, the
 // `run` defaults at temperature 0.8, those with a repetition penalty over 64
-// tokens, and no filter at all (every token weighed). The row is N(0, 2.5) noise
+// tokens, top-p alone, and no filter at all (every token weighed). The row is N(0, 2.5) noise
 // with a few tokens well above it, as a model's logits have. `read_us` is one
 // vectorizable pass over the row (its maximum) in the same run: the floor of any
 // draw, which must read every logit once. Run:
@@ -68,6 +68,8 @@ BENCHMARK_CAPTURE(BM_Sample, greedy, SamplingOptions{});
 BENCHMARK_CAPTURE(BM_Sample, defaults, SamplingOptions{.temperature = 0.8f});
 BENCHMARK_CAPTURE(BM_Sample, defaults_penalty,
                   SamplingOptions{.temperature = 0.8f, .repeat_penalty = 1.1f});
+BENCHMARK_CAPTURE(BM_Sample, top_p_only,
+                  SamplingOptions{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .min_p = 0.0f});
 BENCHMARK_CAPTURE(BM_Sample, unfiltered,
                   SamplingOptions{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f});
 

@@ -18,8 +18,9 @@
 //
 // Cost: one pass over the vocabulary for the maximum and one for the tokens that
 // pass min-p (or every token when min-p is off), plus a copy of the row when a
-// repetition penalty applies; the sorts run over the survivors, not the
-// vocabulary, when top-k or min-p narrow them first. The scratch memory is kept
+// repetition penalty applies. Sorting touches only what is kept: top-k selects
+// its k first, and top-p sorts a growing selection of the most likely tokens
+// until it holds the mass asked for. The scratch memory is kept
 // between calls, so a draw allocates nothing after the first.
 //
 // Example

@@ -153,34 +153,44 @@ Result<std::int32_t> Sampler::sample(std::span<const float> logits,
                      candidates_.end(), more_likely);
     candidates_.resize(k);
   }
-  // A fixed order for the draw: most likely first where top-p needs it, id order
-  // otherwise (nth_element's order is the library's own).
-  if (options_.top_p < 1.0f) {
-    std::sort(candidates_.begin(), candidates_.end(), more_likely);
-  } else if (cut) {
-    std::sort(candidates_.begin(), candidates_.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
-  }
-  weights_.resize(candidates_.size());
-  double total = 0;
   const auto inverse = static_cast<float>(1.0 / temperature);
-  for (std::size_t j = 0; j < candidates_.size(); ++j) {
-    weights_[j] = std::exp((candidates_[j].first - top) * inverse);
-    total += weights_[j];
-  }
-  // 5. top-p: the shortest most-likely prefix holding top_p of the mass.
+  auto weight = [&](float l) { return static_cast<double>(std::exp((l - top) * inverse)); };
   std::size_t keep = candidates_.size();
   if (options_.top_p < 1.0f) {
-    const double want = options_.top_p * total;
-    double mass = 0;
-    for (std::size_t j = 0; j < candidates_.size(); ++j) {
-      mass += weights_[j];
-      if (mass >= want) {
-        keep = j + 1;
-        total = mass;
+    // 5. top-p: the shortest most-likely prefix holding top_p of the mass. Only
+    // that prefix is sorted: the n most likely are selected and sorted, n growing
+    // fourfold until they hold enough, so a peaked distribution sorts a few
+    // dozen tokens, not the vocabulary.
+    double all = 0;
+    for (const auto& c : candidates_) all += weight(c.first);
+    const double want = options_.top_p * all;
+    for (std::size_t n = std::min<std::size_t>(64, keep);; n = std::min(keep, n * 4)) {
+      const auto middle = candidates_.begin() + static_cast<std::ptrdiff_t>(n);
+      if (n < candidates_.size()) {
+        std::nth_element(candidates_.begin(), middle, candidates_.end(), more_likely);
+      }
+      std::sort(candidates_.begin(), middle, more_likely);
+      double mass = 0;
+      std::size_t reached = 0;
+      for (std::size_t j = 0; j < n && reached == 0; ++j) {
+        mass += weight(candidates_[j].first);
+        if (mass >= want) reached = j + 1;
+      }
+      if (reached != 0 || n == candidates_.size()) {
+        keep = reached != 0 ? reached : n;  // n: every candidate, short by rounding
         break;
       }
     }
+  } else if (cut) {
+    // A fixed order for the draw (nth_element's order is the library's own).
+    std::sort(candidates_.begin(), candidates_.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+  }
+  weights_.resize(keep);
+  double total = 0;
+  for (std::size_t j = 0; j < keep; ++j) {
+    weights_[j] = weight(candidates_[j].first);
+    total += weights_[j];
   }
   const double u = uniform() * total;
   double mass = 0;

@@ -3,6 +3,7 @@
 // repetition penalty, and the same tokens from the same seed.
 #include "switchyard/sampling.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -131,6 +132,30 @@ TEST(SamplerTest, EachFilterRemovesWhatItSays) {
   std::vector<float> masked = l;
   masked[0] = -INFINITY;
   EXPECT_EQ(draw_counts(unfiltered(), masked, 2000).count(0), 0u);
+}
+
+// top-p over a flat distribution keeps hundreds of tokens: more than the first
+// selection of 64 and its first growth, so the kept set comes from the growing
+// partial selection. Here token i has logit -0.002 i: the kept set is a prefix of
+// the ids, whose length the test counts by brute force.
+TEST(SamplerTest, TopPKeepsExactlyThePrefixThatHoldsItsMass) {
+  constexpr int kVocab = 5000;
+  std::vector<float> l(kVocab);
+  for (int i = 0; i < kVocab; ++i) l[static_cast<std::size_t>(i)] = -0.002f * static_cast<float>(i);
+  SamplingOptions o = unfiltered();
+  o.top_p = 0.5f;
+  double total = 0;
+  for (float x : l) total += std::exp(static_cast<double>(x - l[0]));
+  double mass = 0;
+  int kept = 0;
+  while (mass < 0.5 * total)
+    mass += std::exp(static_cast<double>(l[static_cast<std::size_t>(kept++)] - l[0]));
+  ASSERT_GT(kept, 4 * 64);
+  const auto counts = draw_counts(o, l, 1000);
+  int highest = 0;
+  for (const auto& [token, n] : counts) highest = std::max(highest, token);
+  EXPECT_LT(highest, kept);
+  EXPECT_GE(highest, kept * 9 / 10) << "the kept set is cut short";
 }
 
 TEST(SamplerTest, TheRepetitionPenaltyLowersRecentTokens) {
