@@ -62,6 +62,15 @@ CostEstimate attention_cost(const CostInputs& in) {
   return {4 * sq * skv * heads * head_dim + 5 * sq * skv * heads, all_bytes(in), 0, true};
 }
 
+// dst [R, C], src [N, C], idx [N]: costed as the in-place update it exists for
+// (the output is dst's memory), which reads and writes the N rows only.
+CostEstimate set_rows_cost(const CostInputs& in) {
+  if (in.shapes.size() < 4) return streaming_cost<0>(in);
+  const double n = static_cast<double>(in.shapes[1].numel());
+  return {0, n * (element_bytes(in.dtypes[1]) + element_bytes(in.dtypes[3])) + operand_bytes(in, 2),
+          0, true};
+}
+
 }  // namespace
 
 CostEstimate unknown_cost(const CostInputs& /*in*/) { return CostEstimate::unknown(); }
@@ -110,9 +119,9 @@ CostFn fused_cost(OpKind op) {
 
 CostFn default_cost_for(OpKind op) {
   switch (op_family(op)) {
+    case OpFamily::kGetRows: return op == OpKind::kSetRows ? &set_rows_cost : &streaming_cost<1>;
     case OpFamily::kBinary:
     case OpFamily::kCast:
-    case OpFamily::kGetRows:
     case OpFamily::kLayout: return &streaming_cost<1>;
     case OpFamily::kUnary: return &streaming_cost<4>;
     case OpFamily::kNorm:

@@ -190,6 +190,25 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in, con
       return in[0];
     }
     case OpFamily::kGetRows: {
+      if (op == OpKind::kSetRows) {
+        SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 3, 3));
+        const Shape& dst = in[0].shape;
+        const Shape& src = in[1].shape;
+        if (dst.rank() != 2 || src.rank() != 2 || src[1] != dst[1] || in[2].dtype != DType::kI32 ||
+            in[2].shape.rank() != 1 || in[2].shape[0] != src[0]) {
+          return mismatch(op, fmt::format("takes dst [R, C], src [N, C] and i32 indices [N], got "
+                                          "{}, {} and {}{}",
+                                          shape_text(dst), shape_text(src), name(in[2].dtype),
+                                          shape_text(in[2].shape)));
+        }
+        if (!is_float(in[0].dtype) || !is_float(in[1].dtype)) {
+          return mismatch(op, "dst and src must be float types");
+        }
+        if (out_dtype && *out_dtype != in[0].dtype) {
+          return mismatch(op, "the output has dst's dtype");
+        }
+        return in[0];
+      }
       SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 2));
       if (in[0].shape.rank() != 2 || in[1].dtype != DType::kI32 || in[1].shape.rank() != 1) {
         return mismatch(

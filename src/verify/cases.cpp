@@ -1,5 +1,6 @@
 #include "verify/cases.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -411,6 +412,41 @@ Result<std::vector<Case>> get_rows_cases(const DTypeList& d, const KernelCaps& c
   return cases;
 }
 
+Result<std::vector<Case>> set_rows_cases(const DTypeList& d, const KernelCaps& caps, Gen& g) {
+  constexpr OpKind kOp = OpKind::kSetRows;
+  if (d.size() != 4 || !is_float(d[0]) || !is_float(d[1]) || !is_int(d[2]) || d[3] != d[0]) {
+    return unsupported(kOp, d, "takes dst (float), src (float), idx (integer), out (dst's)");
+  }
+  struct Config {
+    std::int64_t rows, cols, n;
+  };
+  // One row of a cache (a decode step), a prompt's rows, every row.
+  const Config configs[] = {{7, 5, 1}, {9, 64, 4}, {3, 33, 3}};
+  auto make = [&](const Config& cfg) {
+    // Distinct indices (a repeat has no specified winner), the last row among them.
+    std::vector<double> order(static_cast<std::size_t>(cfg.rows));
+    for (std::int64_t r = 0; r < cfg.rows; ++r) order[static_cast<std::size_t>(r)] = double(r);
+    for (std::int64_t r = cfg.rows - 1; r > 0; --r) {
+      std::swap(order[static_cast<std::size_t>(r)],
+                order[static_cast<std::size_t>(g.integers(1, 0, r)[0])]);
+    }
+    std::vector<double> idx(order.begin(), order.begin() + cfg.n);
+    if (std::find(idx.begin(), idx.end(), double(cfg.rows - 1)) == idx.end()) {
+      idx[0] = static_cast<double>(cfg.rows - 1);
+    }
+    Case c;
+    c.inputs = {
+        spec("dst", d[0], Shape{cfg.rows, cfg.cols}, g.data(d[0], cfg.rows * cfg.cols, 3.0)),
+        spec("src", d[1], Shape{cfg.n, cfg.cols}, g.data(d[1], cfg.n * cfg.cols, 3.0)),
+        spec("idx", d[2], Shape{cfg.n}, std::move(idx))};
+    return c;
+  };
+  std::vector<Case> cases;
+  for (const Config& cfg : configs) cases.push_back(make(cfg));
+  add_strided(cases, caps, make(configs[1]));
+  return cases;
+}
+
 Result<std::vector<Case>> same_shape_cases(OpKind op, const DTypeList& d, const KernelCaps& caps,
                                            Gen& g,
                                            const std::vector<std::vector<std::int64_t>>& shapes) {
@@ -601,6 +637,7 @@ Result<std::vector<Case>> make_cases(OpKind op, const DTypeList& dtypes, const K
     case OpKind::kSoftmax: return softmax_cases(dtypes, caps, g);
     case OpKind::kRope: return rope_cases(dtypes, caps, g);
     case OpKind::kGetRows: return get_rows_cases(dtypes, caps, g);
+    case OpKind::kSetRows: return set_rows_cases(dtypes, caps, g);
     case OpKind::kSum:
     case OpKind::kMean:
     case OpKind::kMax:

@@ -317,6 +317,38 @@ Result<RefOutput> rope(std::span<const RefTensor> in, const OpParams& p) {
   return out;
 }
 
+// dst with row idx[i] replaced by src[i]; each element's scale is its own magnitude.
+Result<RefOutput> set_rows(std::span<const RefTensor> in) {
+  constexpr OpKind kOp = OpKind::kSetRows;
+  SWITCHYARD_RETURN_IF_ERROR(expect_arity(kOp, in, 3, 3));
+  const Shape& dst = in[0].shape;
+  const Shape& src = in[1].shape;
+  if (dst.rank() != 2 || src.rank() != 2 || src[1] != dst[1] || in[2].shape.rank() != 1 ||
+      in[2].shape[0] != src[0]) {
+    return contract_error(kOp, "dst must be [R, C], src [N, C] and idx [N]");
+  }
+  const std::int64_t rows = dst[0];
+  const std::int64_t cols = dst[1];
+  RefOutput out = make_output(dst);
+  for (std::int64_t e = 0; e < rows * cols; ++e) {
+    out.values[e] = in[0].values[e];
+    out.scale[e] = std::abs(in[0].values[e]);
+  }
+  for (std::int64_t i = 0; i < src[0]; ++i) {
+    const double idx = in[2].values[i];
+    if (!(idx >= 0.0 && idx < static_cast<double>(rows))) {
+      return out_of_range_error(
+          fmt::format("reference set_rows: index {} outside [0, {})", idx, rows));
+    }
+    const auto r = static_cast<std::int64_t>(idx);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      out.values[r * cols + j] = in[1].values[i * cols + j];
+      out.scale[r * cols + j] = std::abs(in[1].values[i * cols + j]);
+    }
+  }
+  return out;
+}
+
 Result<RefOutput> get_rows(std::span<const RefTensor> in) {
   constexpr OpKind kOp = OpKind::kGetRows;
   SWITCHYARD_RETURN_IF_ERROR(expect_arity(kOp, in, 2, 2));
@@ -617,6 +649,7 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
     case OpKind::kSoftmax: return softmax(inputs, params);
     case OpKind::kRope: return rope(inputs, params);
     case OpKind::kGetRows: return get_rows(inputs);
+    case OpKind::kSetRows: return set_rows(inputs);
     case OpKind::kSum: return reduce(op, Reduction::kSum, inputs);
     case OpKind::kMean: return reduce(op, Reduction::kMean, inputs);
     case OpKind::kMax: return reduce(op, Reduction::kMax, inputs);

@@ -46,7 +46,9 @@ inline std::vector<Shape> case_shapes(OpKind op, std::size_t operands, bool big)
       return operands == 3 ? std::vector<Shape>{{rows, 3, 33}, {3, 33}, {rows, 3, 33}}
                            : std::vector<Shape>{{rows, 3, 33}, {rows, 3, 33}};
     case OpFamily::kRope: return {{rows, 3, 2, 8}, {3}, {rows, 3, 2, 8}};
-    case OpFamily::kGetRows: return {{4, k}, {rows}, {rows, k}};
+    case OpFamily::kGetRows:
+      if (op == OpKind::kSetRows) return {{rows + 3, k}, {rows, k}, {rows}, {rows + 3, k}};
+      return {{4, k}, {rows}, {rows, k}};
     case OpFamily::kReduce: return {{rows, 37}, {rows, 1}};
     case OpFamily::kLayout:
       if (op == OpKind::kCopy) return {{rows, 5}, {rows, 5}};
@@ -83,11 +85,12 @@ inline Case make_case(OpKind op, const DTypeList& dtypes, bool big = false) {
   c.params.causal = op == OpKind::kAttention;
   for (std::size_t i = 0; i < dtypes.size(); ++i) {
     Tensor t(dtypes[i], shapes[i]);
-    const bool index = op_family(op) == OpFamily::kGetRows && i == 1;
+    const bool index = (op == OpKind::kGetRows && i == 1) || (op == OpKind::kSetRows && i == 2);
     const bool positions = op == OpKind::kRope && i == 1;
     for (std::int64_t e = 0; e < t.numel(); ++e) {
       if (index) {
-        t.set(e, static_cast<double>(e % 4));
+        // Distinct rows for set_rows, whose repeats have no specified winner.
+        t.set(e, static_cast<double>(op == OpKind::kSetRows ? e : e % 4));
       } else if (positions) {
         t.set(e, static_cast<double>(3 * e));
       } else {

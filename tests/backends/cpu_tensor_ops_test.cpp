@@ -215,6 +215,51 @@ TEST(CpuGetRowsTest, AnIndexOutOfRangeIsReportedAndNothingIsWritten) {
             StatusCode::kInvalidArgument);
 }
 
+// A cache takes a step's rows in place: the output is the dst tensor itself, and
+// only the indexed rows change (Note [Rows written in place]).
+TEST(CpuSetRowsTest, WritesTheIndexedRowsInPlaceOrIntoACopy) {
+  const DType t = DType::kF16;
+  const BindingEntry e =
+      only_entry(cpu_entries(OpKind::kSetRows, {t, DType::kF32, DType::kI32, t}));
+  Tensor src = Tensor::of(DType::kF32, {2, 2}, {1.5, 2.5, 3.5, 4.5});
+  Tensor idx = Tensor::of(DType::kI32, {2}, {3, 0});
+  const std::vector<double> before = {9, 9, 8, 8, 7, 7, 6, 6};
+  const std::vector<double> after = {3.5, 4.5, 8, 8, 7, 7, 1.5, 2.5};
+
+  Tensor cache = Tensor::of(t, {4, 2}, before);
+  ASSERT_TRUE(call_entry(e, {cache.view(), src.view(), idx.view()}, {cache.view()}).is_ok());
+  EXPECT_EQ(cache.values(), after);
+
+  Tensor dst = Tensor::of(t, {4, 2}, before);
+  Tensor out = Tensor::of(t, {4, 2}, std::vector<double>(8, -1.0));
+  ASSERT_TRUE(call_entry(e, {dst.view(), src.view(), idx.view()}, {out.view()}).is_ok());
+  EXPECT_EQ(out.values(), after);
+  EXPECT_EQ(dst.values(), before) << "dst is an input: only an aliased output changes it";
+}
+
+TEST(CpuSetRowsTest, RefusesABadIndexAndAPartialOverlapWritingNothing) {
+  const DType t = DType::kF32;
+  const BindingEntry e = only_entry(cpu_entries(OpKind::kSetRows, {t, t, DType::kI32, t}));
+  Tensor src = Tensor::of(t, {1, 2}, {1, 2});
+  const std::vector<double> before = {5, 5, 6, 6, 7, 7};
+  for (int bad : {3, -1}) {
+    Tensor cache = Tensor::of(t, {3, 2}, before);
+    Tensor idx = Tensor::of(DType::kI32, {1}, {static_cast<double>(bad)});
+    const Status s = call_entry(e, {cache.view(), src.view(), idx.view()}, {cache.view()});
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << s.to_string();
+    EXPECT_EQ(cache.values(), before);
+  }
+  // An output one row into dst's memory is neither dst nor apart from it.
+  Tensor big = Tensor::of(t, {4, 2}, {5, 5, 6, 6, 7, 7, 8, 8});
+  Tensor idx = Tensor::of(DType::kI32, {1}, {0});
+  const TensorView dst = TensorView::contiguous(big.data(), t, {3, 2});
+  const TensorView shifted = TensorView::contiguous(static_cast<float*>(big.data()) + 2, t, {3, 2});
+  const Status s = call_entry(e, {dst, src.view(), idx.view()}, {shifted});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("overlaps"), std::string::npos) << s.to_string();
+  EXPECT_EQ(big.values(), (std::vector<double>{5, 5, 6, 6, 7, 7, 8, 8}));
+}
+
 // --- layout --------------------------------------------------------------------
 
 TEST(CpuLayoutTest, CopyMaterialisesStridedAndBroadcastViews) {

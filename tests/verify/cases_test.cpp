@@ -59,6 +59,8 @@ std::vector<KeyCase> dense_keys() {
       {OpKind::kRope, {kF32, kI32, kF32}},
       {OpKind::kGetRows, {kF16, kI32, kF32}},
       {OpKind::kGetRows, {DType::kI8, kI32, kF32}},
+      {OpKind::kSetRows, {kF16, kF32, kI32, kF16}},
+      {OpKind::kSetRows, {kF32, kF32, kI32, kF32}},
       {OpKind::kSum, {kF32, kF32}},
       {OpKind::kMean, {kF32, kF32}},
       {OpKind::kMax, {kF16, kF16}},

@@ -295,6 +295,11 @@ void append_tensor_rows(std::vector<Row>& rows) {
                            options(v, exact(), &get_rows_cost)));
       }
     }
+    // One portable kernel: a row copy, or a conversion rounded as casts round.
+    for (DType src : kFloatDTypes) {
+      rows.push_back(row(OpKind::kSetRows, {t, src, kI32, t}, set_rows_kernel(t, src),
+                         variant_name(kRef), options(kRef, exact(), nullptr)));
+    }
   }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
   for (DType t : kLayoutDTypes) {

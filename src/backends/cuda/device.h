@@ -94,6 +94,11 @@ cudaError_t rope(Type type, const void* x, const std::int32_t* pos, void* out, s
 cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std::int64_t cols,
                      const std::int32_t* idx, std::int64_t n, Type out_type, void* out, int* error,
                      cudaStream_t stream);
+// out [rows, cols] row idx[i] = src [n, cols] row i, converted; an index outside
+// [0, rows) writes kIndexOutOfRange into *error and leaves its row unwritten.
+cudaError_t set_rows(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
+                     const std::int32_t* idx, Type out_type, void* out, std::int64_t rows,
+                     int* error, cudaStream_t stream);
 
 // --- attention.cu ---------------------------------------------------------------
 struct AttentionShape {

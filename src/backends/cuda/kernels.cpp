@@ -433,6 +433,52 @@ Status get_rows_kernel(const KernelCall& call) {
                   call);
 }
 
+Status set_rows_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 3));
+  SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const TensorView &dst = call.inputs[0], &src = call.inputs[1], &idx = call.inputs[2];
+  const TensorView& out = call.outputs[0];
+  const std::optional<device::Type> src_type = device_type(src.dtype());
+  const std::optional<device::Type> out_type = device_type(out.dtype());
+  if (!src_type || *src_type == device::Type::kI32 || !out_type ||
+      *out_type == device::Type::kI32 || dst.dtype() != out.dtype() || idx.dtype() != DType::kI32) {
+    return invalid_argument_error(fmt::format(
+        "{}: takes a float dst, a float src, i32 indices and an output of dst's dtype; got {}, "
+        "{}, {} and {}",
+        label(call), name(dst.dtype()), name(src.dtype()), name(idx.dtype()), name(out.dtype())));
+  }
+  for (const TensorView* t : {&dst, &src, &idx, &out}) {
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(call, *t));
+  }
+  if (dst.rank() != 2 || src.rank() != 2 || idx.rank() != 1 || !(out.shape() == dst.shape()) ||
+      src.dim(1) != dst.dim(1) || idx.dim(0) != src.dim(0)) {
+    return invalid_argument_error(
+        fmt::format("{}: {}, {} at {} -> {} is not [R, C], [N, C] at [N] -> [R, C]", label(call),
+                    dst.shape().to_string(), src.shape().to_string(), idx.shape().to_string(),
+                    out.shape().to_string()));
+  }
+  // Not in place: the output first takes dst's values, on the same stream.
+  if (dst.first() != out.first()) {
+    const auto bytes = static_cast<std::size_t>(dst.numel() * dense_bytes(dst.dtype()));
+    const auto* a = static_cast<const std::byte*>(dst.first());
+    const auto* b = static_cast<const std::byte*>(out.first());
+    if (a < b + bytes && b < a + bytes) {
+      return invalid_argument_error(fmt::format(
+          "{}: the output overlaps dst without being it; bind the same tensor for an update in "
+          "place, or disjoint memory",
+          label(call)));
+    }
+    SWITCHYARD_RETURN_IF_ERROR(launched(
+        cudaMemcpyAsync(out.first(), dst.first(), bytes, cudaMemcpyDeviceToDevice, stream), call));
+  }
+  // An index out of range is found on the device and reported when the stream is
+  // next synchronized, as kOutOfRange.
+  return launched(device::set_rows(*src_type, src.first(), src.dim(0), src.dim(1),
+                                   idx.first_as<const std::int32_t>(), *out_type, out.first(),
+                                   out.dim(0), s->error_device, stream),
+                  call);
+}
+
 Status attention_kernel(const KernelCall& call) {
   const std::size_t inputs = call.inputs.size();
   if (inputs != 3 && inputs != 4) {

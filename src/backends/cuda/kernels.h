@@ -31,9 +31,12 @@ Status concat_kernel(const KernelCall& call);
 Status softmax_kernel(const KernelCall& call);
 [[nodiscard]] KernelFn reduce_kernel(OpKind op);
 
-// rope and get_rows (tensor/tensor.cu); attention (attention/attention.cu).
+// rope, get_rows and set_rows (tensor/tensor.cu; set_rows in place when the
+// output is dst's memory, Note [Rows written in place] in the CPU's get_rows.cpp);
+// attention (attention/attention.cu).
 Status rope_kernel(const KernelCall& call);
 Status get_rows_kernel(const KernelCall& call);
+Status set_rows_kernel(const KernelCall& call);
 Status attention_kernel(const KernelCall& call);
 
 // Dense matmul: the portable tiled kernel (gemm/matmul_simt.cu) and cuBLASLt in

@@ -170,6 +170,10 @@ void append_tensor_rows(std::vector<Row>& rows) {
       rows.push_back(
           row(OpKind::kGetRows, {t, kI32, out}, &get_rows_kernel, "simt", exact(), kOwn));
     }
+    for (DType src : kFloatDTypes) {
+      rows.push_back(
+          row(OpKind::kSetRows, {t, src, kI32, t}, &set_rows_kernel, "simt", exact(), kOwn));
+    }
   }
   for (DType t : kLayoutDTypes) {
     rows.push_back(

@@ -84,7 +84,95 @@ KernelFn get_rows_for(DType table, DType out) {
   }
 }
 
+// Note [Rows written in place]
+// set_rows exists so that a KV cache can take a step's new rows inside the graph:
+// the caller binds the cache as both the dst input and the output, and then only
+// the N rows move. When the output is other memory it first receives a copy of
+// dst, as the op's value semantics say. A partial overlap of the two has no
+// meaning and is refused; so is an index out of range, before anything is
+// written. Indices are expected distinct: a repeat leaves one of its rows,
+// unspecified which (rows are written in parallel).
+template <typename D, typename S>
+Status set_rows_kernel_impl(const KernelCall& call) {
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, kernel));
+  const TensorView& dst = call.inputs[0];
+  const TensorView& src = call.inputs[1];
+  const TensorView& idx = call.inputs[2];
+  const TensorView& out = call.outputs[0];
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(dst, kDTypeOf<D>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(src, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<D>, kernel));
+  for (const TensorView* t : {&dst, &src, &idx, &out}) {
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kernel));
+  }
+  if (dst.rank() != 2 || src.rank() != 2 || idx.rank() != 1 || !(out.shape() == dst.shape()) ||
+      src.dim(1) != dst.dim(1) || idx.dim(0) != src.dim(0)) {
+    return invalid_argument_error(
+        fmt::format("{}: shapes {}, {}, {} -> {} are not [R, C], [N, C], [N] -> [R, C]", kernel,
+                    dst.shape().to_string(), src.shape().to_string(), idx.shape().to_string(),
+                    out.shape().to_string()));
+  }
+  const std::int64_t rows = dst.dim(0);
+  const std::int64_t cols = dst.dim(1);
+  const std::int64_t n = idx.dim(0);
+  const std::int32_t* pi = idx.first_as<const std::int32_t>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (pi[i] < 0 || pi[i] >= rows) {
+      return out_of_range_error(
+          fmt::format("{}: index {} at position {} is outside [0, {})", kernel, pi[i], i, rows));
+    }
+  }
+  const D* pd = dst.first_as<const D>();
+  D* po = out.first_as<D>();
+  const auto bytes = static_cast<std::size_t>(rows * cols) * sizeof(D);
+  if (static_cast<const void*>(pd) != static_cast<const void*>(po)) {
+    const auto* a = reinterpret_cast<const std::byte*>(pd);
+    const auto* b = reinterpret_cast<const std::byte*>(po);
+    if (a < b + bytes && b < a + bytes) {
+      return invalid_argument_error(fmt::format(
+          "{}: the output overlaps dst without being it; bind the same tensor for an update in "
+          "place, or disjoint memory",
+          kernel));
+    }
+    std::memcpy(po, pd, bytes);
+  }
+  const S* ps = src.first_as<const S>();
+  call.ctx.parallel_for(n, row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const S* from = ps + i * cols;
+      D* to = po + static_cast<std::int64_t>(pi[i]) * cols;
+      if constexpr (std::is_same_v<S, D>) {
+        std::memcpy(to, from, static_cast<std::size_t>(cols) * sizeof(D));
+      } else {
+        for (std::int64_t j = 0; j < cols; ++j) to[j] = from_f32<D>(to_f32(from[j]));
+      }
+    }
+  });
+  return Status::ok();
+}
+
+template <typename D>
+KernelFn set_rows_from(DType src) {
+  switch (src) {
+    case DType::kF32: return &set_rows_kernel_impl<D, float>;
+    case DType::kF16: return &set_rows_kernel_impl<D, F16>;
+    case DType::kBF16: return &set_rows_kernel_impl<D, BF16>;
+    default: return nullptr;
+  }
+}
+
 }  // namespace
+
+KernelFn set_rows_kernel(DType dst, DType src) {
+  switch (dst) {
+    case DType::kF32: return set_rows_from<float>(src);
+    case DType::kF16: return set_rows_from<F16>(src);
+    case DType::kBF16: return set_rows_from<BF16>(src);
+    default: return nullptr;
+  }
+}
 
 KernelFn get_rows_kernel(DType table, DType out, Variant variant) {
   switch (variant) {

@@ -1,4 +1,4 @@
-// The CPU backend's data-movement kernels: get_rows (get_rows.cpp) and copy /
+// The CPU backend's data-movement kernels: get_rows and set_rows (get_rows.cpp) and copy /
 // transpose / concat (layout.cpp). Multi-threaded by output rows and
 // deterministic at any thread count.
 //
@@ -15,6 +15,12 @@ namespace switchyard::cpu {
 // outside [0, R), and nothing is written then. SIMD siblings exist where the row
 // is converted (table and out dtypes differ); null otherwise.
 [[nodiscard]] KernelFn get_rows_kernel(DType table, DType out, Variant variant);
+
+// set_rows: dst [R, C], src [N, C] (f32, f16 or bf16 each), idx i32 [N] -> out
+// [R, C] of dst's dtype: dst with row idx[i] replaced by src[i], converted. In
+// place when out is dst's memory (Note [Rows written in place] in get_rows.cpp).
+// kOutOfRange names the first index outside [0, R), and nothing is written then.
+[[nodiscard]] KernelFn set_rows_kernel(DType dst, DType src);
 
 // copy, transpose: input of any strides (broadcast too), contiguous output, for
 // f32, f16, bf16 and i32. Transpose has an AVX2 sibling (register-tile

@@ -1,4 +1,4 @@
-// rope and get_rows.
+// rope, get_rows and set_rows.
 #include <cmath>
 
 #include "backends/cuda/device_common.cuh"
@@ -58,6 +58,45 @@ __global__ void get_rows_kernel(const T* table, std::int64_t rows, std::int64_t 
     }
     out[e] = from_f32<O>(to_f32(table[row * cols + (e - r * cols)]));
   }
+}
+
+// One thread per element of src; row i lands at dst row idx[i], converted.
+template <typename S, typename D>
+__global__ void set_rows_kernel(const S* src, std::int64_t cols, const std::int32_t* idx, D* out,
+                                std::int64_t rows, std::int64_t n, int* error) {
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / cols;
+    const std::int64_t row = idx[r];
+    if (row < 0 || row >= rows) {
+      *error = kIndexOutOfRange;
+      continue;
+    }
+    out[row * cols + (e - r * cols)] = from_f32<D>(to_f32(src[e]));
+  }
+}
+
+template <typename S>
+cudaError_t set_rows_from(const S* src, std::int64_t cols, const std::int32_t* idx, Type out_type,
+                          void* out, std::int64_t rows, std::int64_t n, int* error,
+                          cudaStream_t stream) {
+  const unsigned blocks = blocks_for(n);
+  switch (out_type) {
+    case Type::kF32:
+      set_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, cols, idx, static_cast<float*>(out),
+                                                       rows, n, error);
+      break;
+    case Type::kF16:
+      set_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, cols, idx, static_cast<__half*>(out),
+                                                       rows, n, error);
+      break;
+    case Type::kBF16:
+      set_rows_kernel<<<blocks, kThreads, 0, stream>>>(
+          src, cols, idx, static_cast<__nv_bfloat16*>(out), rows, n, error);
+      break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -127,6 +166,26 @@ cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std:
     case Type::kBF16:
       return get_rows_to(static_cast<const __nv_bfloat16*>(table), rows, cols, idx, elements,
                          out_type, out, error, stream);
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t set_rows(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
+                     const std::int32_t* idx, Type out_type, void* out, std::int64_t rows,
+                     int* error, cudaStream_t stream) {
+  const std::int64_t elements = n * cols;
+  if (elements == 0) return cudaSuccess;
+  switch (src_type) {
+    case Type::kF32:
+      return set_rows_from(static_cast<const float*>(src), cols, idx, out_type, out, rows, elements,
+                           error, stream);
+    case Type::kF16:
+      return set_rows_from(static_cast<const __half*>(src), cols, idx, out_type, out, rows,
+                           elements, error, stream);
+    case Type::kBF16:
+      return set_rows_from(static_cast<const __nv_bfloat16*>(src), cols, idx, out_type, out, rows,
+                           elements, error, stream);
     case Type::kI32: return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
