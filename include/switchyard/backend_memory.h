@@ -62,6 +62,33 @@ class BackendMemory {
   // queued work raised (a failed launch, an index a kernel found out of range)
   // comes back here, once.
   [[nodiscard]] virtual Status synchronize(void* /*stream*/) { return Status::ok(); }
+
+  // Note [Replaying captured steps]
+  // A device backend may record the work a run queues on a stream once and then
+  // replay the recording with one call: a decode step of a 32-layer model queues
+  // hundreds of kernels, and launching each from the host costs more than some of
+  // them take on the device. Between begin_capture and end_capture, work queued on
+  // `stream` is recorded, not run; end_capture returns the recording (opaque to
+  // the caller) or the error that broke it (a call the backend cannot record), and
+  // the stream is usable again either way. A recording keeps the addresses and
+  // sizes it was made with: the caller replays it only while every operand is
+  // where, and as large as, it was, and the backend keeps any memory its kernels
+  // used (scratch) alive until the stream is destroyed. Only the calling thread's
+  // work is recorded. A backend without recordings answers false to
+  // can_capture and kUnimplemented to the rest.
+  [[nodiscard]] virtual bool can_capture() const { return false; }
+  [[nodiscard]] virtual Status begin_capture(void* /*stream*/) {
+    return unimplemented_error("this backend's memory does not record streams");
+  }
+  [[nodiscard]] virtual Result<void*> end_capture(void* /*stream*/) {
+    return unimplemented_error("this backend's memory does not record streams");
+  }
+  // Queues the recorded work on `stream` (the one it was recorded on).
+  [[nodiscard]] virtual Status replay(void* /*recording*/, void* /*stream*/) {
+    return unimplemented_error("this backend's memory does not record streams");
+  }
+  // Frees what end_capture returned; null is ignored.
+  virtual void destroy_recording(void* /*recording*/) {}
 };
 
 // Memory in the process's own address space: 64-byte aligned heap blocks and

@@ -79,6 +79,16 @@ struct ExecutorOptions {
   // progress bar for a load that moves gigabytes. Not called when nothing is
   // uploaded, nor later.
   std::function<void(std::int64_t done, std::int64_t total)> on_upload;
+  // Note [Recorded runs]
+  // Where every step of a bucket is a kernel of one backend whose memory records
+  // streams (BackendMemory::can_capture), a run that binds the same sizes and the
+  // same caller tensors as the bucket's previous run is recorded, and later runs
+  // with that binding replay the recording: one host call instead of one launch
+  // per step. The first run of a binding runs plainly (a backend does its
+  // once-per-shape work then, which a recording cannot hold); a new binding drops
+  // the recording. A bucket whose recording fails (a kernel that waits or
+  // allocates) runs plainly from then on. Profiled runs are never recorded.
+  bool record_runs = true;
 };
 
 struct ExecStats {
@@ -87,6 +97,15 @@ struct ExecStats {
   std::uint64_t unplanned_runs = 0;
   // The bucket the last run used.
   std::string last_bucket;
+  // Runs recorded, and runs that replayed a recording (Note [Recorded runs]).
+  std::uint64_t recordings = 0;
+  std::uint64_t replays = 0;
+  // Buckets whose recording failed, with the reason, which then run plainly.
+  std::uint64_t recording_failures = 0;
+  std::string last_recording_failure;
+  // Host time of the last run up to its wait for the devices: binding the
+  // tensors and queueing (or replaying) the steps, in nanoseconds.
+  double last_queue_ns = 0;
 };
 
 class Executor {

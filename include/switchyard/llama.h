@@ -17,20 +17,24 @@
 //     3. plans the graph with two shape buckets, "decode" (one token) and
 //        "prefill" (2 to max_batch tokens), and sets up an executor.
 //
-// KV cache and the planner
-//   The planner has no op that writes into a persistent buffer and cannot join
-//   along a symbolic dimension, so the cache lives outside the graph as caller
-//   memory: per layer, a k and a v buffer of [max_context, n_kv_heads, head_dim]
-//   f32. Each step binds, as graph inputs, the first `kv = position + tokens` rows
-//   of both buffers (symbol "kv"), and as graph outputs the rows
-//   [position, position + tokens) that this step's k and v projections write.
-//   The executor reads and writes caller tensors in place, so the new rows are in
-//   the cache when the layer's attention reads it. No value connects the writers
-//   to the reader, so the graph states that order with control edges (graph.h's
-//   `run_after`: each layer's attention runs after its k and v producers), which
-//   every planned order respects. Causality is a mask input [tokens, kv] (0 or
-//   -inf) the model fills per step, so a prefill can continue a cache at any
-//   position.
+// KV cache and the planner (Note [KV cache as graph state] in llama.cpp)
+//   The cache is caller memory: per layer, a k and a v buffer of [max_context,
+//   n_kv_heads x head_dim] f32. Each step binds the first `kv` rows of both
+//   (symbol "kv": position + tokens, or more on a device, see below) twice: as
+//   graph inputs, and as the outputs of the set_rows nodes that write the step's
+//   new k and v rows at their positions. set_rows writes in place when its
+//   output is its input's memory, so the attention, which reads set_rows'
+//   output, sees the cache with the new rows. Causality is a mask input [tokens,
+//   kv] (0 or -inf) the model fills per step, so a prefill can continue a cache
+//   at any position.
+//
+// On a device
+//   When the selected backend's memory is not the host's, the cache, the step's
+//   inputs (tokens, positions, mask, logit rows) and the logits live on it:
+//   one upload before a step, one download after. A decode step binds the cache
+//   rounded up to a multiple of 256 rows (masked), so consecutive steps bind the
+//   same tensors and the executor replays a recording of the step (Note
+//   [Recorded runs] in executor.h) instead of launching each node.
 //
 // Determinism: the same tokens from the same cache state give bit-identical logits
 // (kernels are deterministic for a fixed thread count; see precision claims).
@@ -53,6 +57,7 @@
 #include <vector>
 
 #include "switchyard/backend.h"
+#include "switchyard/executor.h"
 #include "switchyard/gguf.h"
 #include "switchyard/kernel.h"
 #include "switchyard/plan.h"
@@ -151,6 +156,8 @@ struct LlamaLoadOptions {
   // With profile: wait for a device after each node, so that the times are the
   // device's (Note [Profiling a device] in executor.h); evals run slower.
   bool profile_device_time = false;
+  // Record decode steps on a device and replay them (ExecutorOptions::record_runs).
+  bool record_steps = true;
   // Progress of the weights' upload to a device backend
   // (ExecutorOptions::on_upload): bytes uploaded so far and in all.
   std::function<void(std::int64_t done, std::int64_t total)> on_upload;
@@ -206,6 +213,9 @@ class LlamaModel {
 
   [[nodiscard]] const LlamaProfile& profile() const;
   void reset_profile();
+  // The executor's counts: runs, recordings and replays, the host time of the
+  // last step (ExecStats).
+  [[nodiscard]] const ExecStats& executor_stats() const;
 
  private:
   struct State;

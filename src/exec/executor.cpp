@@ -28,6 +28,13 @@ struct Instance {
   std::vector<void*> external_bound;
   std::vector<std::int64_t> bound_sizes;
   bool bound = false;
+  // Note [Recorded runs]: the backend whose memory records every step (-1: the
+  // bucket cannot be recorded), the binding of the previous run, and the
+  // recording of that binding, if made.
+  int record_backend = -1;
+  std::vector<std::int64_t> last_sizes;
+  std::vector<void*> last_ptrs;
+  void* recording = nullptr;
 };
 
 }  // namespace
@@ -59,6 +66,7 @@ struct Executor::State {
   // (ExecutorOptions::on_upload).
   std::int64_t upload_done = 0, upload_total = 0;
   ExecStats stats;
+  std::chrono::steady_clock::time_point run_start;
 
   ~State() {
     for (BackendId b : kAllBackends) {
@@ -116,6 +124,7 @@ struct Executor::State {
   }
 
   void release(Instance& inst) {
+    drop_recording(inst);
     for (BackendId b : kAllBackends) {
       auto i = static_cast<std::size_t>(b);
       if (inst.arena[i] != nullptr) memory[i]->deallocate(inst.arena[i]);
@@ -124,6 +133,24 @@ struct Executor::State {
   }
 
   BackendMemory* memory_for(BackendId b) const { return memory[static_cast<std::size_t>(b)]; }
+
+  void drop_recording(Instance& inst) {
+    if (inst.recording == nullptr) return;
+    memory_for(static_cast<BackendId>(inst.record_backend))->destroy_recording(inst.recording);
+    inst.recording = nullptr;
+  }
+
+  // The backend that can record every step of the bucket, or -1: all steps are
+  // kernels of one backend, and its memory records streams.
+  int recordable_backend(const BucketPlan& bp) const {
+    if (bp.steps.empty()) return -1;
+    const BackendId b = bp.steps.front().backend;
+    for (const PlannedStep& s : bp.steps) {
+      if (s.kind != StepKind::kKernel || s.backend != b) return -1;
+    }
+    BackendMemory* m = memory_for(b);
+    return m != nullptr && m->can_capture() ? static_cast<int>(b) : -1;
+  }
 
   void* storage(const Instance& inst, const OperandRef& ref) const {
     const Graph& g = plan->graph();
@@ -159,6 +186,7 @@ struct Executor::State {
       inst.arena[i] = static_cast<std::byte*>(p);
     }
     for (const PlannedStep& s : bp.steps) SWITCHYARD_RETURN_IF_ERROR(use_backend(s.backend));
+    inst.record_backend = options.record_runs ? recordable_backend(bp) : -1;
     inst.views.resize(bp.operands.size());
     inst.layouts.resize(bp.operands.size());
     inst.external.assign(external_ptrs.size(), {});
@@ -218,6 +246,61 @@ struct Executor::State {
   // instantiation has neither.
   template <bool kProfile, bool kCheckFinite = false>
   Status run_steps(Instance& inst) {
+    SWITCHYARD_RETURN_IF_ERROR((queue_steps<kProfile, kCheckFinite>(inst)));
+    return finish_run();
+  }
+
+  // The end of a run: its host time so far (ExecStats::last_queue_ns), then the
+  // wait for the devices.
+  Status finish_run() {
+    stats.last_queue_ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - run_start)
+            .count();
+    return finish();
+  }
+
+  // Note [Recorded runs]. A run whose binding repeats the previous run's is
+  // recorded (nothing runs while recording) and the recording replayed; a
+  // recording stays while the binding does.
+  Status run_recorded(Instance& inst) {
+    const auto b = static_cast<BackendId>(inst.record_backend);
+    BackendMemory* m = memory_for(b);
+    void* stream = streams[static_cast<std::size_t>(b)];
+    const bool same = inst.last_sizes == sizes && inst.last_ptrs == external_ptrs;
+    if (!same) {
+      drop_recording(inst);
+      inst.last_sizes = sizes;
+      inst.last_ptrs = external_ptrs;
+      return run_steps<false>(inst);
+    }
+    if (inst.recording == nullptr) {
+      SWITCHYARD_RETURN_IF_ERROR(m->begin_capture(stream).with_context(
+          fmt::format("recording bucket '{}' on {}", inst.plan->name, name(b))));
+      const Status queued = queue_steps<false>(inst);
+      Result<void*> recording = m->end_capture(stream);
+      // A kernel's own error: the plain run below reports it with its node.
+      if (!queued.is_ok() || !recording.is_ok()) {
+        if (recording.is_ok()) m->destroy_recording(*recording);
+        if (queued.is_ok()) {
+          ++stats.recording_failures;
+          stats.last_recording_failure = fmt::format("bucket '{}': {}", inst.plan->name,
+                                                     recording.status().to_string());
+          inst.record_backend = -1;
+        }
+        return run_steps<false>(inst);
+      }
+      inst.recording = *recording;
+      ++stats.recordings;
+    }
+    SWITCHYARD_RETURN_IF_ERROR(m->replay(inst.recording, stream)
+                                   .with_context(fmt::format("replaying bucket '{}' on {}",
+                                                             inst.plan->name, name(b))));
+    ++stats.replays;
+    return finish_run();
+  }
+
+  template <bool kProfile, bool kCheckFinite = false>
+  Status queue_steps(Instance& inst) {
     using Clock = std::chrono::steady_clock;
     ExecProfile* profile = options.profile;
     if constexpr (kProfile) {
@@ -273,7 +356,7 @@ struct Executor::State {
         }
       }
     }
-    return finish();
+    return Status::ok();
   }
 
   // Binds the caller's tensors and picks the bucket: everything a run does before
@@ -461,15 +544,18 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
 }
 
 Status Executor::run(std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
+  state_->run_start = std::chrono::steady_clock::now();
   SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, state_->prepare_run(inputs, outputs));
   if (state_->options.profile != nullptr) [[unlikely]] {
     return state_->run_steps<true>(*inst);
   }
+  if (inst->record_backend >= 0) return state_->run_recorded(*inst);
   return state_->run_steps<false>(*inst);
 }
 
 Status Executor::run_checking_finite(std::span<const TensorView> inputs,
                                      std::span<const TensorView> outputs) {
+  state_->run_start = std::chrono::steady_clock::now();
   SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, state_->prepare_run(inputs, outputs));
   return state_->run_steps<false, true>(*inst);
 }

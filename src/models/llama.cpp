@@ -45,8 +45,10 @@ Status check_cache_fits(const LlamaConfig& c, std::int64_t tokens) {
 
 std::string k_cache_name(std::int64_t i) { return fmt::format("blk.{}.k_cache", i); }
 std::string v_cache_name(std::int64_t i) { return fmt::format("blk.{}.v_cache", i); }
-std::string k_new_name(std::int64_t i) { return fmt::format("blk.{}.k_rope", i); }
-std::string v_new_name(std::int64_t i) { return fmt::format("blk.{}.attn_v", i); }
+// The set_rows nodes that write a step's rows into the cache (graph outputs bound
+// to the cache itself, Note [Rows written in place]).
+std::string k_set_name(std::int64_t i) { return fmt::format("blk.{}.k_cache_set", i); }
+std::string v_set_name(std::int64_t i) { return fmt::format("blk.{}.v_cache_set", i); }
 std::string attention_name(std::int64_t i) { return fmt::format("blk.{}.attention", i); }
 
 // A weight converted to f32 at load (its kernel is missing on the selected
@@ -93,14 +95,14 @@ class GraphAssembler {
     std::vector<ValueId> k_cache(static_cast<std::size_t>(c_.block_count));
     std::vector<ValueId> v_cache(k_cache.size());
     for (std::int64_t i = 0; i < c_.block_count; ++i) {
-      k_cache[static_cast<std::size_t>(i)] = b_.input(k_cache_name(i), DType::kF32, {kv, hkv, dh});
-      v_cache[static_cast<std::size_t>(i)] = b_.input(v_cache_name(i), DType::kF32, {kv, hkv, dh});
+      k_cache[static_cast<std::size_t>(i)] = b_.input(k_cache_name(i), DType::kF32, {kv, hkv * dh});
+      v_cache[static_cast<std::size_t>(i)] = b_.input(v_cache_name(i), DType::kF32, {kv, hkv * dh});
     }
 
     SWITCHYARD_ASSIGN_OR_RETURN(ValueId embd, embedding_table());
     ValueId x =
         b_.op(OpKind::kGetRows, {embd, tokens}, "token_embd", {}, "token_embd", DType::kF32);
-    std::vector<ValueId> k_new, v_new;
+    std::vector<ValueId> k_all, v_all;
     OpParams rope;
     rope.rope_mode = RopeMode::kNormal;
     rope.rope_base = c_.rope_freq_base;
@@ -119,18 +121,19 @@ class GraphAssembler {
       ValueId qr =
           b_.op(OpKind::kRope, {b_.reshape(q, {t, h, dh}), pos}, p + "q_rope", rope, "rope_q");
       ValueId kr =
-          b_.op(OpKind::kRope, {b_.reshape(k, {t, hkv, dh}), pos}, k_new_name(i), rope, "rope_k");
-      k_new.push_back(kr);
-      v_new.push_back(v);
-      ValueId a = b_.op(
-          OpKind::kAttention,
-          {qr, k_cache[static_cast<std::size_t>(i)], v_cache[static_cast<std::size_t>(i)], mask},
-          attention_name(i), attn, "attention");
-      // The executor writes this block's new k and v rows (graph outputs) into the
-      // cache that the attention reads (graph inputs); no value connects the
-      // writers to the reader, so control edges order them.
-      b_.run_after(a, kr);
-      b_.run_after(a, v);
+          b_.op(OpKind::kRope, {b_.reshape(k, {t, hkv, dh}), pos}, p + "k_rope", rope, "rope_k");
+      // The step's rows go into the cache at their positions, and the attention
+      // reads the cache with them (Note [KV cache as graph state]).
+      ValueId ks = b_.op(OpKind::kSetRows,
+                         {k_cache[static_cast<std::size_t>(i)], b_.reshape(kr, {t, hkv * dh}), pos},
+                         k_set_name(i), {}, "kv_write");
+      ValueId vs = b_.op(OpKind::kSetRows, {v_cache[static_cast<std::size_t>(i)], v, pos},
+                         v_set_name(i), {}, "kv_write");
+      k_all.push_back(ks);
+      v_all.push_back(vs);
+      ValueId a = b_.op(OpKind::kAttention,
+                        {qr, b_.reshape(ks, {kv, hkv, dh}), b_.reshape(vs, {kv, hkv, dh}), mask},
+                        attention_name(i), attn, "attention");
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId o, project(b_.reshape(a, {t, d}), i, "attn_output"));
       x = b_.add(x, o, p + "attn_residual", "residual");
       ValueId fn = b_.op(OpKind::kRmsNorm, {x, norm_weight(block_tensor_name(i, "ffn_norm"))},
@@ -150,9 +153,9 @@ class GraphAssembler {
                              OpKind::kMatmul));
     ValueId logits = b_.op(OpKind::kMatmul, {out, head}, std::string(kLogits), {}, "output");
     b_.output(logits);
-    for (std::size_t i = 0; i < k_new.size(); ++i) {
-      b_.output(k_new[i]);
-      b_.output(v_new[i]);
+    for (std::size_t i = 0; i < k_all.size(); ++i) {
+      b_.output(k_all[i]);
+      b_.output(v_all[i]);
     }
     return std::move(b_).build();
   }
@@ -280,6 +283,16 @@ struct LlamaModel::State {
   BackendMemory* cache_memory = nullptr;
   void* device_cache = nullptr;
   BackendId cache_backend = kHostBackend;
+  // On a device (Note [Step inputs on the device]): the stream the executor and
+  // the model's own copies share, the step's inputs packed at fixed offsets on
+  // the host and on the device, and the device's logits.
+  void* stream = nullptr;
+  std::vector<std::int32_t> step_host;
+  void* step_device = nullptr;
+  void* logits_device = nullptr;
+  std::int64_t logits_device_rows = 0;
+  // Rows a decode step's cache binding is rounded up to (1: exact).
+  std::int64_t kv_round = 1;
   // The tensors one eval binds, by slot (see slot_of), and which slot each of the
   // plan's inputs and outputs takes, resolved once at load.
   std::vector<TensorView> slots;
@@ -293,8 +306,17 @@ struct LlamaModel::State {
   State& operator=(const State&) = delete;
   ~State() {
     executor.reset();  // its streams may still use the cache
-    if (device_cache != nullptr) cache_memory->deallocate(device_cache);
+    if (cache_memory != nullptr) {
+      if (stream != nullptr) cache_memory->destroy_stream(stream);
+      for (void* p : {device_cache, step_device, logits_device}) cache_memory->deallocate(p);
+    }
   }
+
+  // Offsets, in i32 elements, of the step inputs packed in step_host and
+  // step_device: tokens, positions and logit rows (max_batch each), then the mask.
+  [[nodiscard]] std::int64_t positions_at() const { return max_batch; }
+  [[nodiscard]] std::int64_t logit_rows_at() const { return 2 * max_batch; }
+  [[nodiscard]] std::int64_t mask_at() const { return 3 * max_batch; }
 
   // Note [KV cache on the device]
   // The cache is state that every step reads in full and appends to. Were it a
@@ -320,6 +342,17 @@ struct LlamaModel::State {
       device_cache = *p;
       cache_backend = backend;
       base = static_cast<float*>(device_cache);
+      // Note [Step inputs on the device]
+      // A device step reads its tokens, positions, mask and logit rows where its
+      // kernels run, and writes its logits there: the plan then has no copy step,
+      // so every step is a kernel of the device and the executor can record a
+      // decode step and replay it (Note [Recorded runs] in executor.h). The model
+      // packs the inputs at fixed offsets, so that one upload moves them and a
+      // binding stays the same from step to step, and downloads the logits after.
+      step_host.assign(static_cast<std::size_t>(mask_at() + max_batch * max_context), 0);
+      Result<void*> step = device->allocate(static_cast<std::int64_t>(step_host.size() * 4));
+      if (!step.is_ok()) return step.status().with_context("llama: the step's inputs");
+      step_device = *step;
     } else {
       host_cache.assign(total, 0.0f);
       base = host_cache.data();
@@ -378,9 +411,13 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   if (cache_on_device) {
     for (std::int64_t i = 0; i < c.block_count; ++i) {
       for (const std::string& name :
-           {k_cache_name(i), v_cache_name(i), k_new_name(i), v_new_name(i)}) {
+           {k_cache_name(i), v_cache_name(i), k_set_name(i), v_set_name(i)}) {
         plan_options.external_backends[name] = options.backend;
       }
+    }
+    // Note [Step inputs on the device].
+    for (std::string_view name : {kTokens, kPositions, kMask, kLogitRows, kLogits}) {
+      plan_options.external_backends[std::string(name)] = options.backend;
     }
   }
   plan_options.buckets = {
@@ -402,6 +439,19 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   if (options.profile) exec_options.profile = &s.exec_profile;
   s.exec_profile.wait_for_devices = options.profile_device_time;
   exec_options.on_upload = options.on_upload;
+  exec_options.record_runs = options.record_steps;
+  if (cache_on_device) {
+    // One stream for the executor and the model's own copies, so that a step's
+    // upload, kernels and download are ordered without waits between them.
+    Result<void*> stream = cache_device->create_stream();
+    if (!stream.is_ok()) return stream.status().with_context("llama: a stream for the model");
+    s.cache_memory = cache_device;
+    s.stream = *stream;
+    exec_options.streams[static_cast<std::size_t>(options.backend)] = s.stream;
+    // Note [Recorded runs]: a decode step binds the cache rounded up, so that
+    // consecutive steps bind the same tensors.
+    if (options.record_steps && cache_device->can_capture()) s.kv_round = 256;
+  }
   // Every planned shape is bucketed; a run outside them would be a planning bug.
   exec_options.allow_unplanned_shapes = false;
   SWITCHYARD_ASSIGN_OR_RETURN(Executor exec, Executor::create(s.plan, exec_options));
@@ -416,8 +466,8 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     const auto base = static_cast<std::size_t>(4 + 4 * i);
     slot_of[k_cache_name(i)] = base;
     slot_of[v_cache_name(i)] = base + 1;
-    slot_of[k_new_name(i)] = base + 2;
-    slot_of[v_new_name(i)] = base + 3;
+    slot_of[k_set_name(i)] = base + 2;
+    slot_of[v_set_name(i)] = base + 3;
   }
   slot_of[std::string(kLogitRows)] = static_cast<std::size_t>(4 + 4 * c.block_count);
   auto slot = [&](const std::string& name) -> Result<std::size_t> {
@@ -487,6 +537,7 @@ Status LlamaModel::warm_up() {
   return Status::ok();
 }
 const LlamaProfile& LlamaModel::profile() const { return state_->profile; }
+const ExecStats& LlamaModel::executor_stats() const { return state_->executor->stats(); }
 void LlamaModel::reset_profile() {
   state_->profile = {};
   const bool wait = state_->exec_profile.wait_for_devices;
@@ -524,46 +575,99 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
     }
   }
   const std::int64_t past = s.position;
-  const std::int64_t kv = past + n;
-  s.positions.resize(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    s.positions[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(past + i);
+  // Note [KV cache as graph state]
+  // The step binds the cache's first `kv` rows as the set_rows nodes' input and
+  // output; they write rows [past, past + n) and the attention reads all `kv`.
+  // A decode step on a device binds the cache rounded up to kv_round rows (the
+  // mask hides the rest, Note [Masked keys] in the CUDA attention), so that 256
+  // consecutive steps bind the same tensors and replay one recording.
+  std::int64_t kv = past + n;
+  if (n == 1 && s.kv_round > 1) {
+    kv = std::min(s.max_context, (kv + s.kv_round - 1) / s.kv_round * s.kv_round);
   }
+  const bool on_device = s.step_device != nullptr;
+  // The step's inputs: packed for one upload on a device (Note [Step inputs on
+  // the device]), else in their own vectors.
+  std::int32_t* positions = nullptr;
+  std::int32_t* logit_rows = nullptr;
+  float* mask = nullptr;
+  if (on_device) {
+    positions = s.step_host.data() + s.positions_at();
+    logit_rows = s.step_host.data() + s.logit_rows_at();
+    mask = reinterpret_cast<float*>(s.step_host.data() + s.mask_at());
+    std::copy(tokens.begin(), tokens.end(), s.step_host.begin());
+  } else {
+    s.positions.resize(static_cast<std::size_t>(n));
+    s.mask.resize(static_cast<std::size_t>(n * kv));
+    s.logit_rows.resize(static_cast<std::size_t>(rows));
+    positions = s.positions.data();
+    mask = s.mask.data();
+    logit_rows = s.logit_rows.data();
+  }
+  for (std::int64_t i = 0; i < n; ++i) positions[i] = static_cast<std::int32_t>(past + i);
   // Row i (absolute position past + i) sees keys 0 .. past + i.
-  s.mask.assign(static_cast<std::size_t>(n * kv), 0.0f);
   for (std::int64_t i = 0; i < n; ++i) {
-    for (std::int64_t j = past + i + 1; j < kv; ++j) {
-      s.mask[static_cast<std::size_t>(i * kv + j)] = -std::numeric_limits<float>::infinity();
-    }
+    float* row = mask + i * kv;
+    std::fill(row, row + past + i + 1, 0.0f);
+    std::fill(row + past + i + 1, row + kv, -std::numeric_limits<float>::infinity());
   }
-
-  s.logit_rows.resize(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    s.logit_rows[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(n - rows + r);
-  }
+  for (std::int64_t r = 0; r < rows; ++r) logit_rows[r] = static_cast<std::int32_t>(n - rows + r);
 
   const std::int64_t hkv = c.head_count_kv;
   const std::int64_t dh = c.head_dim();
+  const BackendId at = s.cache_backend;
   std::vector<TensorView>& slots = s.slots;
-  slots[0] = TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
-  slots[1] = TensorView::contiguous(s.positions.data(), DType::kI32, {n});
-  slots[2] = TensorView::contiguous(s.mask.data(), DType::kF32, {n, kv});
-  slots[3] = TensorView::contiguous(logits.data(), DType::kF32, {rows, c.vocab_size});
-  slots[static_cast<std::size_t>(4 + 4 * c.block_count)] =
-      TensorView::contiguous(s.logit_rows.data(), DType::kI32, {rows});
+  const TensorView host_logits =
+      TensorView::contiguous(logits.data(), DType::kF32, {rows, c.vocab_size});
+  if (on_device) {
+    if (rows > s.logits_device_rows) {
+      s.cache_memory->deallocate(s.logits_device);
+      s.logits_device = nullptr;
+      s.logits_device_rows = 0;
+      Result<void*> p = s.cache_memory->allocate(rows * c.vocab_size * 4);
+      if (!p.is_ok()) return p.status().with_context("llama: the logits on the device");
+      s.logits_device = *p;
+      s.logits_device_rows = rows;
+    }
+    auto* base = static_cast<std::int32_t*>(s.step_device);
+    slots[0] = TensorView::contiguous(base, DType::kI32, {n}, at);
+    slots[1] = TensorView::contiguous(base + s.positions_at(), DType::kI32, {n}, at);
+    slots[2] = TensorView::contiguous(base + s.mask_at(), DType::kF32, {n, kv}, at);
+    slots[3] = TensorView::contiguous(s.logits_device, DType::kF32, {rows, c.vocab_size}, at);
+    slots[static_cast<std::size_t>(4 + 4 * c.block_count)] =
+        TensorView::contiguous(base + s.logit_rows_at(), DType::kI32, {rows}, at);
+    const std::int64_t used = s.mask_at() + n * kv;
+    SWITCHYARD_RETURN_IF_ERROR(
+        s.cache_memory
+            ->copy(TensorView::contiguous(s.step_host.data(), DType::kI32, {used}),
+                   TensorView::contiguous(base, DType::kI32, {used}, at), s.stream)
+            .with_context("llama: uploading the step's inputs"));
+  } else {
+    slots[0] =
+        TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
+    slots[1] = TensorView::contiguous(positions, DType::kI32, {n});
+    slots[2] = TensorView::contiguous(mask, DType::kF32, {n, kv});
+    slots[3] = host_logits;
+    slots[static_cast<std::size_t>(4 + 4 * c.block_count)] =
+        TensorView::contiguous(logit_rows, DType::kI32, {rows});
+  }
   for (std::int64_t i = 0; i < c.block_count; ++i) {
     float* k = s.k_cache[static_cast<std::size_t>(i)];
     float* v = s.v_cache[static_cast<std::size_t>(i)];
     const auto base = static_cast<std::size_t>(4 + 4 * i);
-    const BackendId at = s.cache_backend;
-    slots[base] = TensorView::contiguous(k, DType::kF32, {kv, hkv, dh}, at);
-    slots[base + 1] = TensorView::contiguous(v, DType::kF32, {kv, hkv, dh}, at);
-    slots[base + 2] = TensorView::contiguous(k + past * hkv * dh, DType::kF32, {n, hkv, dh}, at);
-    slots[base + 3] = TensorView::contiguous(v + past * hkv * dh, DType::kF32, {n, hkv * dh}, at);
+    slots[base] = TensorView::contiguous(k, DType::kF32, {kv, hkv * dh}, at);
+    slots[base + 1] = TensorView::contiguous(v, DType::kF32, {kv, hkv * dh}, at);
+    slots[base + 2] = slots[base];
+    slots[base + 3] = slots[base + 1];
   }
   for (std::size_t i = 0; i < s.inputs.size(); ++i) s.inputs[i] = slots[s.input_slots[i]];
   for (std::size_t i = 0; i < s.outputs.size(); ++i) s.outputs[i] = slots[s.output_slots[i]];
   SWITCHYARD_RETURN_IF_ERROR(s.executor->run(s.inputs, s.outputs));
+  if (on_device) {
+    SWITCHYARD_RETURN_IF_ERROR(
+        s.cache_memory->copy(slots[3], host_logits, s.stream)
+            .with_context("llama: downloading the logits"));
+  }
   // Note [Non-finite logits]
   // A NaN or an infinity in the logits means a wrong answer however it got there (a
   // NaN weight, a block scale that decodes to infinity, an overflow), and a sampler
@@ -572,7 +676,7 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   // again with every node's output checked, to name the node that produced the
   // first non-finite value; the re-run writes the same cache rows with the same
   // values, and the position does not advance.
-  if (const std::optional<NonFinite> bad = first_non_finite(slots[3])) {
+  if (const std::optional<NonFinite> bad = first_non_finite(host_logits)) {
     Status origin = s.executor->run_checking_finite(s.inputs, s.outputs);
     if (!origin.is_ok()) {
       return origin.with_context(fmt::format("llama: non-finite logits at position {}", past));
@@ -582,7 +686,7 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
                     "found no node that writes a non-finite value",
                     bad->index, past, bad->value));
   }
-  s.position = kv;
+  s.position = past + n;
 
   if (!s.exec_profile.node_ns.empty()) {
     const Graph& g = s.plan->graph();

@@ -571,27 +571,35 @@ TEST(LlamaKernelsTest, PassedRegistryGetsEveryProbeAndSeal) {
   global.reset();
 }
 
-// Each block's attention reads the cache that its k and v producers write (caller
-// memory, not a graph value): the graph states that order with control edges, and
-// every bucket runs it.
-TEST(LlamaKernelsTest, AttentionRunsAfterItsCacheWrites) {
+// Note [KV cache as graph state]: each block's set_rows nodes write the step's k
+// and v rows into the cache (a graph input, and their output, which the caller
+// binds to the same memory), and the attention reads their outputs, so the data
+// itself orders the writes before the read in every bucket.
+TEST(LlamaKernelsTest, AttentionReadsTheCacheThroughItsWrites) {
   GgufFile file = mixed_file("cache_order");
   TestRegistry r;
   Result<LlamaModel> model = LlamaModel::load(file, options(r.registry));
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
   const Graph& g = model->plan().graph();
   const std::int64_t blocks = model->config().block_count;
+  auto base = [&](ValueId id) {
+    const Value& v = g.value(id);
+    return v.kind == ValueKind::kView ? v.source : id;
+  };
   for (std::int64_t i = 0; i < blocks; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     const std::int32_t attention = g.find_node(p + "attention");
-    const std::int32_t k = g.find_node(p + "k_rope");
-    const std::int32_t v = g.find_node(p + "attn_v");
+    const std::int32_t k = g.find_node(p + "k_cache_set");
+    const std::int32_t v = g.find_node(p + "v_cache_set");
     ASSERT_GE(attention, 0);
     ASSERT_GE(k, 0);
     ASSERT_GE(v, 0);
-    const std::vector<ValueId>& after = g.node(attention).after;
-    EXPECT_NE(std::find(after.begin(), after.end(), g.node(k).output), after.end()) << p;
-    EXPECT_NE(std::find(after.begin(), after.end(), g.node(v).output), after.end()) << p;
+    EXPECT_EQ(g.node(k).op, OpKind::kSetRows);
+    EXPECT_EQ(g.value(g.node(k).inputs[0]).name, p + "k_cache");
+    EXPECT_EQ(g.value(g.node(v).inputs[0]).name, p + "v_cache");
+    EXPECT_EQ(base(g.node(attention).inputs[1]), g.node(k).output) << p;
+    EXPECT_EQ(base(g.node(attention).inputs[2]), g.node(v).output) << p;
+    EXPECT_TRUE(g.node(attention).after.empty()) << p << ": no control edge is needed";
   }
   ASSERT_EQ(model->plan().report().buckets.size(), 2u);
   for (const BucketReport& bucket : model->plan().report().buckets) {
@@ -602,8 +610,8 @@ TEST(LlamaKernelsTest, AttentionRunsAfterItsCacheWrites) {
     };
     for (std::int64_t i = 0; i < blocks; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
-      EXPECT_LT(at(p + "k_rope"), at(p + "attention")) << bucket.name << " " << p;
-      EXPECT_LT(at(p + "attn_v"), at(p + "attention")) << bucket.name << " " << p;
+      EXPECT_LT(at(p + "k_cache_set"), at(p + "attention")) << bucket.name << " " << p;
+      EXPECT_LT(at(p + "v_cache_set"), at(p + "attention")) << bucket.name << " " << p;
     }
   }
 }

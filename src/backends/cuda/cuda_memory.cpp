@@ -51,15 +51,14 @@ Result<CudaStream*> stream_of(const KernelCall& call) {
 
 Result<void*> scratch(CudaStream& stream, std::size_t bytes) {
   if (bytes <= stream.scratch_bytes) return stream.scratch;
-  if (stream.scratch != nullptr) (void)cudaFree(stream.scratch);
-  stream.scratch = nullptr;
-  stream.scratch_bytes = 0;
+  bytes = std::max(bytes, 2 * stream.scratch_bytes);
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return cuda_error(e, fmt::format("cuda: allocating {} bytes of scratch memory", bytes));
   }
+  if (stream.scratch != nullptr) stream.retired_scratch.push_back(stream.scratch);
   stream.scratch = p;
   stream.scratch_bytes = bytes;
   return p;
@@ -201,6 +200,43 @@ class CudaMemory final : public BackendMemory {
         "outside the table's rows)");
   }
 
+  // Note [Replaying captured steps] in backend_memory.h. Capture is thread-local:
+  // other threads (another executor's) may allocate and synchronize meanwhile,
+  // while a call of this thread that cannot be recorded (cudaMalloc, a wait)
+  // breaks the capture, and end_capture says so.
+  bool can_capture() const override { return readiness().is_ok(); }
+
+  Status begin_capture(void* stream) override {
+    SWITCHYARD_RETURN_IF_ERROR(readiness());
+    CudaStream& s = *static_cast<CudaStream*>(stream);
+    const cudaError_t e = cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal);
+    return e == cudaSuccess ? Status::ok() : cuda_error(e, "cuda: beginning a stream capture");
+  }
+
+  Result<void*> end_capture(void* stream) override {
+    CudaStream& s = *static_cast<CudaStream*>(stream);
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(s.stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // a broken capture is not sticky; clear it
+      return cuda_error(e, "cuda: recording the stream's work");
+    }
+    return static_cast<void*>(exec);
+  }
+
+  Status replay(void* recording, void* stream) override {
+    CudaStream& s = *static_cast<CudaStream*>(stream);
+    const cudaError_t e = cudaGraphLaunch(static_cast<cudaGraphExec_t>(recording), s.stream);
+    return e == cudaSuccess ? Status::ok() : cuda_error(e, "cuda: replaying recorded work");
+  }
+
+  void destroy_recording(void* recording) override {
+    if (recording != nullptr) (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(recording));
+  }
+
  private:
   // Note [Staged uploads].
   static Status staged_upload(CudaStream& s, const std::byte* src, std::byte* dst,
@@ -256,6 +292,7 @@ class CudaMemory final : public BackendMemory {
     s.lt_plans.clear();
     if (s.workspace != nullptr) (void)cudaFree(s.workspace);
     if (s.scratch != nullptr) (void)cudaFree(s.scratch);
+    for (void* p : s.retired_scratch) (void)cudaFree(p);
     if (s.lt != nullptr) (void)cublasLtDestroy(s.lt);
     if (s.error_host != nullptr) (void)cudaFreeHost(s.error_host);
     for (int b = 0; b < 2; ++b) {

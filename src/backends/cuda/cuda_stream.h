@@ -15,6 +15,7 @@
 #include <map>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "switchyard/kernel.h"
 #include "switchyard/status.h"
@@ -46,6 +47,10 @@ struct CudaStream {
   // in, grown on demand and kept (scratch()).
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
+  // Blocks the scratch outgrew: a recorded step may still name them (Note
+  // [Replaying captured steps] in backend_memory.h), so they are freed with the
+  // stream, not when they are outgrown.
+  std::vector<void*> retired_scratch;
   // Pinned host buffers for large uploads and the events that say when the copy
   // engine is done with each (Note [Staged uploads] in cuda_memory.cpp); made on
   // the first large upload.
@@ -53,9 +58,10 @@ struct CudaStream {
   cudaEvent_t staged[2] = {nullptr, nullptr};
 };
 
-// At least `bytes` of the stream's scratch memory. Growing it frees the old block
-// (cudaFree waits for the work that used it) and allocates a larger one, so a
-// stream reaches its largest size once and then allocates nothing.
+// At least `bytes` of the stream's scratch memory. Growing it at least doubles it
+// and keeps the old block until the stream is destroyed (a recording may use it),
+// so a stream reaches its largest size in a few steps, then allocates nothing,
+// and holds under twice that.
 [[nodiscard]] Result<void*> scratch(CudaStream& stream, std::size_t bytes);
 
 // kResourceExhausted for out of memory, kUnavailable for no device or a driver

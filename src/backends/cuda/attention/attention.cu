@@ -84,9 +84,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int u = 0; u < kKeys; ++u) {
       const std::int64_t j = j0 + u;
       if (j >= end) break;
-      float logit = __fmul_rn(dot[u], scale);
-      if (mask != nullptr) logit = __fadd_rn(logit, to_f32(mask[i * s.skv + j]));
-      if (logit == -INFINITY) continue;  // masked: weight 0
+      // A masked key takes no part, whatever K holds (Note [Masked keys]).
+      const float bias = mask != nullptr ? to_f32(mask[i * s.skv + j]) : 0.0f;
+      if (bias == -INFINITY) continue;
+      const float logit = __fadd_rn(__fmul_rn(dot[u], scale), bias);
+      if (logit == -INFINITY) continue;  // weight 0
       const float m_new = nan_max(m, logit);
       const float correction = expf(m - m_new);  // 0 for the first key seen
       const float weight = expf(logit - m_new);
@@ -279,6 +281,25 @@ __global__ void __launch_bounds__(kGroupThreads)
   const std::int64_t first = split * chunk;
   std::int64_t end = last + 1 < s.skv ? last + 1 : s.skv;
   if (end > first + chunk) end = first + chunk;
+  if (mask != nullptr) {
+    // Note [Masked keys]
+    // A key whose mask entry is -inf takes no part in the result, whatever its K
+    // and V rows hold: a cache bound past its written rows (a decode step's
+    // binding rounded up, llama.cpp) may hold anything there, NaN included. The
+    // block first trims its keys to the last one the mask lets through, so a
+    // masked tail is never read; a masked key inside the range gets a -inf
+    // score, and a key of weight 0 adds nothing to the values.
+    __shared__ unsigned long long live_end;
+    if (threadIdx.x == 0) live_end = static_cast<unsigned long long>(first);
+    __syncthreads();
+    std::int64_t mine = first;
+    for (std::int64_t t = first + threadIdx.x; t < end; t += kGroupThreads) {
+      if (to_f32(mask[i * s.skv + t]) != -INFINITY) mine = t + 1;
+    }
+    atomicMax(&live_end, static_cast<unsigned long long>(mine));
+    __syncthreads();
+    end = static_cast<std::int64_t>(live_end);
+  }
   const KV* kbase = k + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
   const KV* vbase = v + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
 
@@ -315,7 +336,9 @@ __global__ void __launch_bounds__(kGroupThreads)
       if (part == 0 && j < n) {
         const float bias = mask != nullptr ? to_f32(mask[i * s.skv + t0 + j]) : 0.0f;
 #pragma unroll
-        for (int g = 0; g < G; ++g) score[g][j] = __fadd_rn(__fmul_rn(dot[g], scale), bias);
+        for (int g = 0; g < G; ++g) {
+          score[g][j] = bias == -INFINITY ? -INFINITY : __fadd_rn(__fmul_rn(dot[g], scale), bias);
+        }
       }
     }
     // The V rows do not depend on the scores: their loads go out now, so their
@@ -357,6 +380,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = prob[g][j];
+        if (p == 0.0f) continue;  // masked or negligible: adds nothing
         l[g] += p;
 #pragma unroll
         for (int e = 0; e < V; ++e) acc[g][e] = __fmaf_rn(p, row_data[u][e], acc[g][e]);
