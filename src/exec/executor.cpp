@@ -283,8 +283,8 @@ struct Executor::State {
         if (recording.is_ok()) m->destroy_recording(*recording);
         if (queued.is_ok()) {
           ++stats.recording_failures;
-          stats.last_recording_failure = fmt::format("bucket '{}': {}", inst.plan->name,
-                                                     recording.status().to_string());
+          stats.last_recording_failure =
+              fmt::format("bucket '{}': {}", inst.plan->name, recording.status().to_string());
           inst.record_backend = -1;
         }
         return run_steps<false>(inst);
@@ -292,9 +292,9 @@ struct Executor::State {
       inst.recording = *recording;
       ++stats.recordings;
     }
-    SWITCHYARD_RETURN_IF_ERROR(m->replay(inst.recording, stream)
-                                   .with_context(fmt::format("replaying bucket '{}' on {}",
-                                                             inst.plan->name, name(b))));
+    SWITCHYARD_RETURN_IF_ERROR(
+        m->replay(inst.recording, stream)
+            .with_context(fmt::format("replaying bucket '{}' on {}", inst.plan->name, name(b))));
     ++stats.replays;
     return finish_run();
   }

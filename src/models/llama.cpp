@@ -448,9 +448,10 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     s.cache_memory = cache_device;
     s.stream = *stream;
     exec_options.streams[static_cast<std::size_t>(options.backend)] = s.stream;
-    // Note [Recorded runs]: a decode step binds the cache rounded up, so that
-    // consecutive steps bind the same tensors.
-    if (options.record_steps && cache_device->can_capture()) s.kv_round = 256;
+    // Note [KV cache as graph state]: a decode step binds the cache rounded up,
+    // so that consecutive steps bind the same tensors; recorded or not, so that
+    // a step computes the same bits either way.
+    s.kv_round = 256;
   }
   // Every planned shape is bucketed; a run outside them would be a planning bug.
   exec_options.allow_unplanned_shapes = false;
@@ -643,8 +644,7 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
                    TensorView::contiguous(base, DType::kI32, {used}, at), s.stream)
             .with_context("llama: uploading the step's inputs"));
   } else {
-    slots[0] =
-        TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
+    slots[0] = TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
     slots[1] = TensorView::contiguous(positions, DType::kI32, {n});
     slots[2] = TensorView::contiguous(mask, DType::kF32, {n, kv});
     slots[3] = host_logits;
@@ -664,9 +664,8 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   for (std::size_t i = 0; i < s.outputs.size(); ++i) s.outputs[i] = slots[s.output_slots[i]];
   SWITCHYARD_RETURN_IF_ERROR(s.executor->run(s.inputs, s.outputs));
   if (on_device) {
-    SWITCHYARD_RETURN_IF_ERROR(
-        s.cache_memory->copy(slots[3], host_logits, s.stream)
-            .with_context("llama: downloading the logits"));
+    SWITCHYARD_RETURN_IF_ERROR(s.cache_memory->copy(slots[3], host_logits, s.stream)
+                                   .with_context("llama: downloading the logits"));
   }
   // Note [Non-finite logits]
   // A NaN or an infinity in the logits means a wrong answer however it got there (a

@@ -34,6 +34,7 @@
 #include "command.h"
 #include "progress.h"
 #include "switchyard/backends.h"
+#include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
 #include "switchyard/llama.h"
@@ -63,6 +64,9 @@ struct RunOptions {
   bool check_weights = true;
   // Time each node on the device by waiting for it (Note [Profiling a device]).
   bool device_profile = false;
+  // On a device, record a decode step and replay it (Note [Recorded runs]);
+  // --no-record launches every node from the host.
+  bool record = true;
   // How each generated token is chosen: greedy unless --temperature > 0.
   SamplingOptions sampling;
 };
@@ -225,8 +229,14 @@ int run(const RunOptions& o) {
   load.max_context = o.prompt_tokens + std::max<std::int64_t>(o.tokens, 1);
   load.max_batch = std::min<std::int64_t>(o.prompt_tokens, 512);
   load.runner = runner;
-  load.profile = true;
+  // On the host the profile costs two clock reads per node; on a device a
+  // profiled run is never recorded, and its per-node times would be the host's
+  // launches, so it profiles only with --device-profile.
+  const BackendMemory* backend_memory = current_table()->backend_memory(*backend);
+  const bool host = backend_memory == nullptr || backend_memory->host_addressable();
+  load.profile = host || o.device_profile;
   load.profile_device_time = o.device_profile;
+  load.record_steps = o.record;
   // The weights' upload to a device: a bar, and its rate from the first constant's
   // end to the last's (the clock starts once a copy has finished).
   struct {
@@ -289,6 +299,10 @@ int run(const RunOptions& o) {
   // The repetition penalty's history: the prompt, then what is generated.
   std::vector<std::int32_t> history = prompt;
   double sampling_s = 0;
+  // The host's side of each decode step (ExecStats::last_queue_ns), and how many
+  // steps replayed a recording.
+  double queue_ns = 0;
+  const std::uint64_t replays_before = model.executor_stats().replays;
   const Clock::time_point decode_start = Clock::now();
   for (std::int64_t i = 0; i < o.tokens && finite; ++i) {
     progress.show("generate", i, o.tokens);
@@ -308,6 +322,7 @@ int run(const RunOptions& o) {
       progress.clear();
       return report_failure(st);
     }
+    queue_ns += model.executor_stats().last_queue_ns;
     finite = all_finite(last);
   }
   const double decode_s = seconds_since(decode_start);
@@ -316,6 +331,12 @@ int run(const RunOptions& o) {
   const std::int64_t decode_evals = std::max<std::int64_t>(0, o.tokens - 1);
   const double prompt_tps = static_cast<double>(o.prompt_tokens) / prefill_s;
   const double gen_tps = decode_evals > 0 ? static_cast<double>(decode_evals) / decode_s : 0.0;
+  const std::uint64_t replays = model.executor_stats().replays - replays_before;
+  std::size_t decode_nodes = 0;
+  for (std::size_t b = 0; b < model.plan().bucket_count(); ++b) {
+    if (model.plan().bucket(b).name == "decode") decode_nodes = model.plan().bucket(b).steps.size();
+  }
+  const double step_host_us = decode_evals > 0 ? queue_ns * 1e-3 / double(decode_evals) : 0.0;
 
   const LlamaProfile& prof = model.profile();
   double profiled_ns = prof.copy_ns;
@@ -341,6 +362,11 @@ int run(const RunOptions& o) {
                        {"seconds", decode_s},
                        {"tokens_per_s", gen_tps},
                        {"ids", generated}};
+    j["decode_host"] = {
+        {"us_per_step", step_host_us},
+        {"steps", decode_nodes},
+        {"ns_per_step_node", decode_nodes > 0 ? step_host_us * 1e3 / double(decode_nodes) : 0.0},
+        {"replayed_steps", replays}};
     j["sampling"] = {
         {"options", describe(o.sampling)},
         {"seconds", sampling_s},
@@ -391,17 +417,24 @@ int run(const RunOptions& o) {
     fmt::print("sampling {}: {:.1f} us per token, {:.2f}% of generation\n", describe(o.sampling),
                generated.empty() ? 0.0 : sampling_s * 1e6 / generated.size(),
                decode_s > 0 ? 100.0 * sampling_s / decode_s : 0.0);
+    if (decode_evals > 0 && !host) {
+      fmt::print(
+          "host     {:.1f} us per decode step to bind and queue its {} steps ({:.0f} ns per "
+          "step); {} of {} decode steps replayed a recording\n",
+          step_host_us, decode_nodes,
+          decode_nodes > 0 ? step_host_us * 1e3 / double(decode_nodes) : 0.0, replays,
+          decode_evals);
+    }
     std::string ids;
     for (std::size_t i = 0; i < generated.size() && i < 16; ++i)
       ids += fmt::format(" {}", generated[i]);
     fmt::print("tokens  {}{}\n", ids, generated.size() > 16 ? " ..." : "");
-    // On a device, a node's time is its launch unless each node was waited for.
-    const BackendMemory* memory = current_table()->backend_memory(*backend);
-    const bool host = memory == nullptr || memory->host_addressable();
-    fmt::print("time by op family ({}, prompt + generation):\n",
-               host || o.device_profile
-                   ? (host ? "kernel time" : "device time, each node waited for")
-                   : "host time to launch; --device-profile for device time");
+    if (profiled_ns > 0) {
+      fmt::print("time by op family ({}, prompt + generation):\n",
+                 host ? "kernel time" : "device time, each node waited for");
+    } else {
+      fmt::print("time by op family: on a device, with --device-profile\n");
+    }
     std::vector<std::pair<double, std::string>> rows;
     for (OpFamily f : kAllOpFamilies) {
       const double ns = prof.family_ns[static_cast<std::size_t>(f)];
@@ -474,6 +507,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_flag("--device-profile", options->device_profile,
                 "on a GPU, wait for each node so that the time by op family is device time "
                 "(slows the run: the throughput figures then include the waits)");
+  cmd->add_flag("--record,!--no-record", options->record,
+                "on a device, record a decode step once and replay it (the default); "
+                "--no-record launches every node from the host");
   cmd->add_flag("--check-weights,!--no-check-weights", options->check_weights,
                 "scan every weight for NaN and infinity before loading and refuse (exit 1) a "
                 "model that holds any (the default; --no-check-weights skips the scan)");

@@ -2,6 +2,7 @@
 // --backend cuda and cpu gives logits within the kernels' precision and the same
 // greedy tokens, prompt and decode, for f32, f16 and bf16 weights.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <vector>
@@ -18,10 +19,10 @@
 namespace switchyard {
 namespace {
 
-Result<GgufFile> synthetic(DType weights) {
+Result<GgufFile> synthetic(DType weights, std::int64_t context = 64) {
   SyntheticLlamaConfig c = default_synthetic_llama_config();
   c.block_count = 2;
-  c.context_length = 64;
+  c.context_length = context;
   SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel m, generate_synthetic_llama(c));
   std::vector<TensorTypeRule> rules;
   for (std::string_view role : synthetic_llama_weight_roles()) {
@@ -102,6 +103,57 @@ TEST_P(CudaLlamaTest, LogitsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Weights, CudaLlamaTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                          [](const auto& param) { return std::string(name(param.param)); });
+
+// Note [Recorded runs]: decode steps replayed from recordings give the bits of
+// steps launched node by node, across the 256-row windows a decode step binds
+// the cache in (each window is recorded once), and the recordings are used.
+TEST(CudaLlamaRecordingTest, ReplayedDecodeStepsHaveThePlainStepsBits) {
+  BackendMemory* memory = current_table()->backend_memory(BackendId::kCuda);
+  ASSERT_NE(memory, nullptr);
+  if (Status ready = memory->ready(); !ready.is_ok()) {
+    GTEST_SKIP() << "needs a CUDA device: " << ready.message();
+  }
+  constexpr int kSteps = 300;
+  std::vector<std::vector<float>> runs;
+  for (bool record : {false, true}) {
+    Result<GgufFile> file = synthetic(DType::kF32, 512);
+    ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+    Registry registry({.sink = [](std::string_view) {}});
+    LlamaLoadOptions o;
+    o.backend = BackendId::kCuda;
+    o.registry = &registry;
+    o.max_context = 512;
+    o.max_batch = 8;
+    o.record_steps = record;
+    Result<LlamaModel> model = LlamaModel::load(std::move(*file), o);
+    ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+    const auto vocab = static_cast<std::size_t>(model->config().vocab_size);
+    std::vector<float> all, logits(vocab);
+    const std::int32_t prompt[] = {3, 14, 15, 92};
+    ASSERT_TRUE(model->eval(prompt, logits).is_ok());
+    all.insert(all.end(), logits.begin(), logits.end());
+    for (int step = 0; step < kSteps; ++step) {
+      const std::int32_t next = argmax_token(logits);
+      const Status st = model->eval(std::span(&next, 1), logits);
+      ASSERT_TRUE(st.is_ok()) << "step " << step << ": " << st.to_string();
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    const ExecStats& stats = model->executor_stats();
+    if (record) {
+      EXPECT_EQ(stats.recording_failures, 0u) << stats.last_recording_failure;
+      // Windows [1, 256] and [257, 512]: each recorded on its second step.
+      EXPECT_EQ(stats.recordings, 2u);
+      EXPECT_GE(stats.replays, static_cast<std::uint64_t>(kSteps - 4));
+    } else {
+      EXPECT_EQ(stats.recordings + stats.replays, 0u);
+    }
+    runs.push_back(std::move(all));
+  }
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  EXPECT_TRUE(std::equal(runs[0].begin(), runs[0].end(), runs[1].begin(), [](float a, float b) {
+    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+  }));
+}
 
 // The registry on the GPU's key space (docs/registry.md): a weight whose cuda
 // kernel is masked is an accelerator violation named by tensor, role and dtype,
