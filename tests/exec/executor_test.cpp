@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "backends/cpu/elementwise/elementwise.h"
@@ -447,6 +449,164 @@ TEST(Executor, ADeviceProfileWaitsAfterEveryDeviceStep) {
       EXPECT_THAT(std::string(failed.message()), HasSubstr("copy to"));
     }
   }
+}
+
+// A stand-in device that records streams (Note [Replaying captured steps]): its
+// kernels, wrapped by taped<>, append themselves to the stream's tape while it
+// records and run at once otherwise; a replay runs the tape.
+struct TapeStream {
+  bool recording = false;
+  std::vector<std::function<Status()>>* tape = nullptr;
+};
+
+class TapeDeviceMemory final : public BackendMemory {
+ public:
+  Result<void*> allocate(std::int64_t bytes) override { return host_memory().allocate(bytes); }
+  void deallocate(void* pointer) override { host_memory().deallocate(pointer); }
+  Status copy(const TensorView& src, const TensorView& dst, void* stream) override {
+    return host_memory().copy(src, dst, stream);
+  }
+  bool host_addressable() const override { return false; }
+  Result<void*> create_stream() override { return static_cast<void*>(&stream_); }
+  bool can_capture() const override { return true; }
+  Status begin_capture(void* stream) override {
+    ++begun;
+    auto* s = static_cast<TapeStream*>(stream);
+    s->recording = true;
+    s->tape = new std::vector<std::function<Status()>>();
+    return Status::ok();
+  }
+  Result<void*> end_capture(void* stream) override {
+    auto* s = static_cast<TapeStream*>(stream);
+    s->recording = false;
+    std::unique_ptr<std::vector<std::function<Status()>>> tape(s->tape);
+    s->tape = nullptr;
+    if (!capture_error.is_ok()) return capture_error;
+    return static_cast<void*>(tape.release());
+  }
+  Status replay(void* recording, void* /*stream*/) override {
+    ++replayed;
+    for (const auto& step : *static_cast<std::vector<std::function<Status()>>*>(recording)) {
+      SWITCHYARD_RETURN_IF_ERROR(step());
+    }
+    return Status::ok();
+  }
+  void destroy_recording(void* recording) override {
+    ++destroyed;
+    delete static_cast<std::vector<std::function<Status()>>*>(recording);
+  }
+  int begun = 0, replayed = 0, destroyed = 0;
+  Status capture_error;
+
+ private:
+  TapeStream stream_;
+};
+
+template <KernelFn kFn>
+Status taped(const KernelCall& call) {
+  auto* s = static_cast<TapeStream*>(call.ctx.stream);
+  if (s == nullptr || !s->recording) return kFn(call);
+  // What a recording keeps: the operands' addresses and shapes, not their values.
+  std::vector<TensorView> in(call.inputs.begin(), call.inputs.end());
+  std::vector<TensorView> out(call.outputs.begin(), call.outputs.end());
+  s->tape->push_back([in, out, params = call.params, name = std::string(call.name)] {
+    ExecContext ctx{};
+    return kFn(KernelCall{in, out, params, ctx, name});
+  });
+  return Status::ok();
+}
+
+// ffn_block wholly on the stand-in device, its input and output kept there by
+// the caller, so that every step is a device kernel.
+std::shared_ptr<const ExecutionPlan> ffn_recordable(TapeDeviceMemory& device) {
+  KernelBindingTable t;
+  t.add_backend(BackendId::kCpu, host_memory());
+  t.add_backend(BackendId::kCuda, device);
+  register_basic(t, BackendId::kCpu, "cpu");
+  const KernelFn kernels[] = {&taped<&binary_kernel<0>>, &taped<&binary_kernel<1>>,
+                              &taped<&unary_kernel<silu_f>>, &taped<&matmul_kernel>,
+                              &taped<&rms_norm_kernel>};
+  const OpKind ops[] = {OpKind::kAdd, OpKind::kMul, OpKind::kSilu, OpKind::kMatmul,
+                        OpKind::kRmsNorm};
+  const KernelCaps caps[] = {kBroadcastCaps, kBroadcastCaps, {}, {}, {}};
+  const std::size_t arity[] = {3, 3, 2, 3, 2};
+  for (std::size_t i = 0; i < std::size(ops); ++i) {
+    KernelOptions o = opts(fmt::format("{}_f32__tape", name(ops[i])), ops[i], caps[i]);
+    t.register_kernel(ops[i], f32s(arity[i]), BackendId::kCuda, kernels[i], std::move(o));
+  }
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.external_backends = {{"x", BackendId::kCuda}, {"residual", BackendId::kCuda}};
+  return plan_or_die(ffn_block(4, false), finalize(std::move(t)), options);
+}
+
+// Note [Recorded runs]: the second run of a binding is recorded and replayed, and
+// so is every later one while the binding holds (reading the values the caller
+// put there since); a new binding runs plainly and drops the recording.
+TEST(Executor, ARepeatedBindingIsRecordedThenReplayed) {
+  TapeDeviceMemory device;
+  auto plan = ffn_recordable(device);
+  for (const PlannedStep& step : plan->bucket(0).steps) {
+    ASSERT_EQ(step.kind, StepKind::kKernel);
+    ASSERT_EQ(step.backend, BackendId::kCuda);
+  }
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  const Graph g = ffn_block(4, false);
+  std::vector<float> x(32), y(32), y2(32);
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+  const TensorView out2 = TensorView::contiguous(y2.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+  struct Expect {
+    const TensorView* out;
+    std::uint64_t recordings, replays;
+  };
+  const Expect runs[] = {{&out, 0, 0}, {&out, 1, 1}, {&out, 1, 2}, {&out2, 1, 2}, {&out2, 2, 3}};
+  int seed = 1;
+  for (const Expect& e : runs) {
+    const std::vector<float> values = ramp(32, seed++);
+    std::copy(values.begin(), values.end(), x.begin());  // same buffer, new values
+    ASSERT_TRUE(exec->run({&in, 1}, {e.out, 1}).is_ok());
+    const std::vector<float>& got = e.out == &out ? y : y2;
+    EXPECT_EQ(got, run_node_by_node(g, kTestKernels, {x})[0]) << seed;
+    EXPECT_EQ(exec->stats().recordings, e.recordings) << seed;
+    EXPECT_EQ(exec->stats().replays, e.replays) << seed;
+    EXPECT_GT(exec->stats().last_queue_ns, 0.0);
+  }
+  EXPECT_EQ(device.destroyed, 1) << "the new binding dropped the first recording";
+  EXPECT_EQ(device.replayed, 3);
+
+  // Turned off, or profiled: never recorded.
+  ExecProfile profile;
+  for (ExecutorOptions o :
+       {ExecutorOptions{.record_runs = false}, ExecutorOptions{.profile = &profile}}) {
+    Result<Executor> plain = Executor::create(plan, o);
+    ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(plain->run({&in, 1}, {&out, 1}).is_ok());
+    EXPECT_EQ(plain->stats().recordings + plain->stats().replays, 0u);
+  }
+}
+
+// A recording the backend cannot make is counted and said once, and the bucket
+// runs plainly from then on, with correct results.
+TEST(Executor, AFailedRecordingFallsBackToPlainRuns) {
+  TapeDeviceMemory device;
+  device.capture_error = unimplemented_error("a kernel waited while recording");
+  auto plan = ffn_recordable(device);
+  Result<Executor> exec = Executor::create(plan);
+  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
+  const Graph g = ffn_block(4, false);
+  std::vector<float> x = ramp(32, 3), y(32);
+  const TensorView out = TensorView::contiguous(y.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+  const TensorView bound = TensorView::contiguous(x.data(), DType::kF32, {4, 8}, BackendId::kCuda);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(exec->run({&bound, 1}, {&out, 1}).is_ok()) << i;
+    EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]) << i;
+  }
+  EXPECT_EQ(device.begun, 1);
+  EXPECT_EQ(exec->stats().recording_failures, 1u);
+  EXPECT_THAT(exec->stats().last_recording_failure, HasSubstr("waited while recording"));
+  EXPECT_EQ(exec->stats().replays, 0u);
 }
 
 // Note [Uploaded constants]: a weight that device kernels read is copied to the
