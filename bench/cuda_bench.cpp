@@ -270,6 +270,10 @@ BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_down, kF32, kBF16, "simt", 1, 4
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_q, kF32, kBF16, "simt", 1, 4096, 4096)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_k, kF32, kBF16, "simt", 1, 1024, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_output, kF32, kBF16, "simt", 1, 128256, 4096)
+    ->UseRealTime();
 
 void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type,
                             std::int64_t batch) {

@@ -595,28 +595,78 @@ TEST(CudaBackendTest, TheSplitProductKeepsTheF32Claim) {
   EXPECT_GT(worst_rounded, 1e-4);  // bf16 activations alone would fail it
 }
 
+void check_fused_ffn_bits(std::int64_t rows, std::int64_t d, std::int64_t f);
+
 // Note [Fused decode feed-forward]: ffn_swiglu on few rows of bf16 weights runs
 // gate, up and the activation as one matrix-vector kernel, and gives the bits of
 // the composition done by separate kernels (matmuls, silu, mul).
 TEST(CudaBackendTest, TheFusedDecodeFeedForwardHasTheUnfusedBits) {
   REQUIRE_CUDA_DEVICE();
-  constexpr std::int64_t kRows = 3, kD = 256, kF = 640;
+  // The second and third shapes split gate and up across warps (Note [Splitting a
+  // row across warps]).
+  struct Shape3 {
+    std::int64_t rows, d, f;
+  };
+  for (const Shape3 shape : {Shape3{3, 256, 640}, Shape3{1, 2048, 512}, Shape3{2, 4096, 1000}}) {
+    SCOPED_TRACE(::testing::Message() << shape.rows << " x " << shape.d << " -> " << shape.f);
+    check_fused_ffn_bits(shape.rows, shape.d, shape.f);
+  }
+}
+
+// Note [Splitting a row across warps]: a matrix of few rows is read by several
+// warps per row, and keeps the tiled kernel's claim (1e-4 of sum |a w|), with
+// rows that fill no whole block and a row length that no slice divides.
+TEST(CudaBackendTest, MatvecSplitAcrossWarpsKeepsTheClaim) {
+  REQUIRE_CUDA_DEVICE();
+  for (const auto [m, n, k] :
+       {std::array<std::int64_t, 3>{1, 1024, 4096}, std::array<std::int64_t, 3>{5, 1000, 4000},
+        std::array<std::int64_t, 3>{2, 300, 14336}}) {
+    std::vector<std::uint16_t> w(static_cast<std::size_t>(n * k));
+    const std::vector<float> w_values = random_floats(w.size(), 21, 0.1f);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(w_values[i]);
+    const std::vector<float> x = random_floats(static_cast<std::size_t>(m * k), 22);
+    std::vector<float> out(static_cast<std::size_t>(m * n), std::nanf(""));
+    const TensorView xv =
+        TensorView::contiguous(const_cast<float*>(x.data()), DType::kF32, Shape{m, k});
+    const TensorView wv = TensorView::contiguous(w.data(), DType::kBF16, Shape{n, k});
+    const TensorView ov = TensorView::contiguous(out.data(), DType::kF32, Shape{m, n});
+    const TensorView in[] = {xv, wv};
+    ASSERT_TRUE(
+        run_kernel(OpKind::kMatmul, {DType::kF32, DType::kBF16, DType::kF32}, in, ov, {}).is_ok());
+    double worst = 0;
+    for (std::int64_t r = 0; r < m; ++r) {
+      for (std::int64_t c = 0; c < n; ++c) {
+        double exact = 0, scale = 0;
+        for (std::int64_t i = 0; i < k; ++i) {
+          const double p = double(x[static_cast<std::size_t>(r * k + i)]) *
+                           bf16_to_f32(w[static_cast<std::size_t>(c * k + i)]);
+          exact += p;
+          scale += std::abs(p);
+        }
+        worst = std::max(worst, std::abs(out[static_cast<std::size_t>(r * n + c)] - exact) / scale);
+      }
+    }
+    EXPECT_LE(worst, 1e-5) << m << " x " << n << " x " << k;  // the claim is 1e-4; NaN fails
+  }
+}
+
+void check_fused_ffn_bits(std::int64_t rows, std::int64_t d, std::int64_t f) {
   auto bf16_matrix = [](std::int64_t r, std::int64_t c, std::uint32_t seed) {
     std::vector<std::uint16_t> bits(static_cast<std::size_t>(r * c));
     const std::vector<float> v = random_floats(bits.size(), seed, 0.1f);
     for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = f32_to_bf16(v[i]);
     return bits;
   };
-  std::vector<float> x = random_floats(static_cast<std::size_t>(kRows * kD), 11);
-  std::vector<std::uint16_t> gate = bf16_matrix(kF, kD, 12), up = bf16_matrix(kF, kD, 13),
-                             down = bf16_matrix(kD, kF, 14);
-  const TensorView xv = TensorView::contiguous(x.data(), DType::kF32, Shape{kRows, kD});
-  const TensorView gv = TensorView::contiguous(gate.data(), DType::kBF16, Shape{kF, kD});
-  const TensorView uv = TensorView::contiguous(up.data(), DType::kBF16, Shape{kF, kD});
-  const TensorView dv = TensorView::contiguous(down.data(), DType::kBF16, Shape{kD, kF});
+  std::vector<float> x = random_floats(static_cast<std::size_t>(rows * d), 11);
+  std::vector<std::uint16_t> gate = bf16_matrix(f, d, 12), up = bf16_matrix(f, d, 13),
+                             down = bf16_matrix(d, f, 14);
+  const TensorView xv = TensorView::contiguous(x.data(), DType::kF32, Shape{rows, d});
+  const TensorView gv = TensorView::contiguous(gate.data(), DType::kBF16, Shape{f, d});
+  const TensorView uv = TensorView::contiguous(up.data(), DType::kBF16, Shape{f, d});
+  const TensorView dv = TensorView::contiguous(down.data(), DType::kBF16, Shape{d, f});
   const OpParams params;
-  std::vector<float> fused(static_cast<std::size_t>(kRows * kD));
-  const TensorView fv = TensorView::contiguous(fused.data(), DType::kF32, Shape{kRows, kD});
+  std::vector<float> fused(static_cast<std::size_t>(rows * d));
+  const TensorView fv = TensorView::contiguous(fused.data(), DType::kF32, Shape{rows, d});
   const TensorView ffn_in[] = {xv, gv, uv, dv};
   ASSERT_TRUE(run_kernel(OpKind::kFfnSwiglu,
                          {DType::kF32, DType::kBF16, DType::kBF16, DType::kBF16, DType::kF32},
@@ -624,12 +674,12 @@ TEST(CudaBackendTest, TheFusedDecodeFeedForwardHasTheUnfusedBits) {
                   .is_ok());
   // The same by separate kernels, each through host memory.
   const DTypeList mixed{DType::kF32, DType::kBF16, DType::kF32};
-  std::vector<float> g(static_cast<std::size_t>(kRows * kF)), u(g.size()), act(g.size());
+  std::vector<float> g(static_cast<std::size_t>(rows * f)), u(g.size()), act(g.size());
   std::vector<float> unfused(fused.size());
-  const TensorView g_v = TensorView::contiguous(g.data(), DType::kF32, Shape{kRows, kF});
-  const TensorView u_v = TensorView::contiguous(u.data(), DType::kF32, Shape{kRows, kF});
-  const TensorView a_v = TensorView::contiguous(act.data(), DType::kF32, Shape{kRows, kF});
-  const TensorView o_v = TensorView::contiguous(unfused.data(), DType::kF32, Shape{kRows, kD});
+  const TensorView g_v = TensorView::contiguous(g.data(), DType::kF32, Shape{rows, f});
+  const TensorView u_v = TensorView::contiguous(u.data(), DType::kF32, Shape{rows, f});
+  const TensorView a_v = TensorView::contiguous(act.data(), DType::kF32, Shape{rows, f});
+  const TensorView o_v = TensorView::contiguous(unfused.data(), DType::kF32, Shape{rows, d});
   const TensorView gate_in[] = {xv, gv}, up_in[] = {xv, uv}, down_in[] = {a_v, dv};
   ASSERT_TRUE(run_kernel(OpKind::kMatmul, mixed, gate_in, g_v, params).is_ok());
   ASSERT_TRUE(run_kernel(OpKind::kMatmul, mixed, up_in, u_v, params).is_ok());

@@ -109,7 +109,17 @@ __device__ __forceinline__ void load_f32(const T* p, float (&out)[N]) {
 // With kPair the warp reads row `col` of a second matrix w2 as well and writes
 // silu(a . w) * (a . w2): the gate and up projections of a SwiGLU feed-forward
 // and its activation in one pass (Note [Fused decode feed-forward]).
-template <typename A, typename W, typename O, int M, bool kPair>
+//
+// Note [Splitting a row across warps]
+// A matrix of few rows (attn_k and attn_v of Llama-3.1-8B: 1024 rows of 4096)
+// gives one warp per row too few warps to keep the memory busy: 128 blocks for
+// 132 SMs, each with 8 warps' loads in flight. kSplit warps then share a row,
+// each reading a contiguous slice of it (a whole number of the warp's 32-load
+// steps), and the block adds the slices' sums in slice order through shared
+// memory, so the result is the same on every run. matvec_split picks kSplit from
+// the shape alone, so a shape always sums in the same order (the fused gate and
+// up have the bits of the separate products).
+template <typename A, typename W, typename O, int M, bool kPair, int kSplit>
 __global__ void __launch_bounds__(kMatvecWarps * 32)
     matvec_kernel(const A* a, const W* w, const W* w2, O* out, int m, std::int64_t n,
                   std::int64_t k, std::int64_t w_batch_stride) {
@@ -117,19 +127,28 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
   constexpr int V = 16 / static_cast<int>(sizeof(W));  // weights per load
   constexpr int kInFlight = 4;
   constexpr int kMats = kPair ? 2 : 1;
+  constexpr int kRowsPerBlock = kMatvecWarps / kSplit;
   const int lane = threadIdx.x & 31;
-  const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + (threadIdx.x >> 5);
-  if (col >= n) return;
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const int slice = warp % kSplit;
+  const std::int64_t col = std::int64_t{blockIdx.x} * kRowsPerBlock + warp / kSplit;
+  const bool active = col < n;
+  if (kSplit == 1 && !active) return;
   const std::int64_t batch = blockIdx.y;
   a += batch * m * k;
   out += batch * m * n;
   const W* wrows[kMats];
-  wrows[0] = w + batch * w_batch_stride + col * k;
-  if constexpr (kPair) wrows[1] = w2 + batch * w_batch_stride + col * k;
+  wrows[0] = w + batch * w_batch_stride + (active ? col : 0) * k;
+  if constexpr (kPair) wrows[1] = w2 + batch * w_batch_stride + (active ? col : 0) * k;
   float sum[kMats][M] = {};
   const std::int64_t step = 32 * V;
-  std::int64_t k0 = std::int64_t{lane} * V;
-  for (; k0 + (kInFlight - 1) * step < k; k0 += kInFlight * step) {
+  // This warp's slice of the row: [k_begin, k_end), k_begin a whole step.
+  const std::int64_t per_slice = ((k + kSplit - 1) / kSplit + step - 1) / step * step;
+  const std::int64_t k_begin = slice * per_slice;
+  const std::int64_t k_end =
+      !active ? k_begin : (k_begin + per_slice < k ? k_begin + per_slice : k);
+  std::int64_t k0 = k_begin + std::int64_t{lane} * V;
+  for (; k0 + (kInFlight - 1) * step < k_end; k0 += kInFlight * step) {
     float wv[kMats][kInFlight][V];
 #pragma unroll
     for (int x = 0; x < kMats; ++x) {
@@ -151,7 +170,7 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
       }
     }
   }
-  for (; k0 < k; k0 += step) {
+  for (; k0 < k_end; k0 += step) {
     float wv[kMats][V];
 #pragma unroll
     for (int x = 0; x < kMats; ++x) load_f32<W, V>(wrows[x] + k0, wv[x]);
@@ -167,29 +186,93 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
       }
     }
   }
+  float total[kMats][M];
+#pragma unroll
+  for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+    for (int r = 0; r < M; ++r) total[x][r] = r < m ? warp_sum(sum[x][r]) : 0.0f;
+  }
+  if constexpr (kSplit > 1) {
+    __shared__ float slices[kMatvecWarps][kMats][M];
+    if (lane == 0) {
+#pragma unroll
+      for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+        for (int r = 0; r < M; ++r) slices[warp][x][r] = total[x][r];
+      }
+    }
+    __syncthreads();
+    if (slice != 0 || !active) return;
+#pragma unroll
+    for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+      for (int r = 0; r < M; ++r) {
+        float t = slices[warp][x][r];
+#pragma unroll
+        for (int j = 1; j < kSplit; ++j) t += slices[warp + j][x][r];
+        total[x][r] = t;
+      }
+    }
+  }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
     if (r >= m) break;
-    float total = warp_sum(sum[0][r]);
+    float result = total[0][r];
     if constexpr (kPair) {
       // As the silu and mul kernels compute it: silu in double, rounded to f32
       // (Note [Unary ops in double] in elementwise.cu), then one f32 product.
-      const double g = total;
-      total = __fmul_rn(static_cast<float>(g / (1.0 + exp(-g))), warp_sum(sum[1][r]));
+      const double g = result;
+      result = __fmul_rn(static_cast<float>(g / (1.0 + exp(-g))), total[1][r]);
     }
-    if (lane == 0) out[r * n + col] = from_f32<O>(total);
+    if (lane == 0) out[r * n + col] = from_f32<O>(result);
   }
+}
+
+// Warps per weight row (Note [Splitting a row across warps]): doubled while the
+// grid has under 1024 blocks and each slice keeps at least two loads per lane.
+inline int matvec_split(std::int64_t n, std::int64_t k, std::int64_t per_load) {
+  int split = 1;
+  while (split < kMatvecWarps && n * split < 1024 * kMatvecWarps &&
+         k / (2 * split) >= 2 * 32 * per_load) {
+    split *= 2;
+  }
+  return split;
+}
+
+template <typename A, typename W, typename O, int M, bool kPair, int kSplit>
+void launch_matvec_split(const void* a, const void* w, const void* w2, void* out,
+                         std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                         std::int64_t w_batch_stride, cudaStream_t stream) {
+  constexpr std::int64_t kRowsPerBlock = kMatvecWarps / kSplit;
+  const dim3 grid(static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock),
+                  static_cast<unsigned>(batch));
+  matvec_kernel<A, W, O, M, kPair, kSplit><<<grid, kMatvecWarps * 32, 0, stream>>>(
+      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<const W*>(w2),
+      static_cast<O*>(out), static_cast<int>(m), n, k, w_batch_stride);
 }
 
 template <typename A, typename W, typename O, int M, bool kPair>
 void launch_matvec(const void* a, const void* w, const void* w2, void* out, std::int64_t batch,
                    std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t w_batch_stride,
                    cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((n + kMatvecWarps - 1) / kMatvecWarps),
-                  static_cast<unsigned>(batch));
-  matvec_kernel<A, W, O, M, kPair><<<grid, kMatvecWarps * 32, 0, stream>>>(
-      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<const W*>(w2),
-      static_cast<O*>(out), static_cast<int>(m), n, k, w_batch_stride);
+  switch (matvec_split(n, k, 16 / static_cast<std::int64_t>(sizeof(W)))) {
+    case 1:
+      launch_matvec_split<A, W, O, M, kPair, 1>(a, w, w2, out, batch, m, n, k, w_batch_stride,
+                                                stream);
+      break;
+    case 2:
+      launch_matvec_split<A, W, O, M, kPair, 2>(a, w, w2, out, batch, m, n, k, w_batch_stride,
+                                                stream);
+      break;
+    case 4:
+      launch_matvec_split<A, W, O, M, kPair, 4>(a, w, w2, out, batch, m, n, k, w_batch_stride,
+                                                stream);
+      break;
+    default:
+      launch_matvec_split<A, W, O, M, kPair, 8>(a, w, w2, out, batch, m, n, k, w_batch_stride,
+                                                stream);
+      break;
+  }
 }
 
 // matvec_kernel where it applies (Note [Matvec for few rows]): m rows at most
