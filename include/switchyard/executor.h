@@ -81,12 +81,16 @@ struct ExecutorOptions {
   std::function<void(std::int64_t done, std::int64_t total)> on_upload;
   // Note [Recorded runs]
   // Where every step of a bucket is a kernel of one backend whose memory records
-  // streams (BackendMemory::can_capture), a run that binds the same sizes and the
-  // same caller tensors as the bucket's previous run is recorded, and later runs
-  // with that binding replay the recording: one host call instead of one launch
-  // per step. The first run of a binding runs plainly (a backend does its
-  // once-per-shape work then, which a recording cannot hold); a new binding drops
-  // the recording. A bucket whose recording fails (a kernel that waits or
+  // streams (BackendMemory::can_capture), the third consecutive run that binds
+  // the same sizes and the same caller tensors is recorded, and later runs with
+  // that binding replay the recording: one host call instead of one launch per
+  // step. The first run of a binding does the backend's once-per-shape work
+  // (loading kernels, choosing library algorithms, growing scratch), which a
+  // recording cannot hold; the second runs plainly too, because a binding seen
+  // twice is often a re-run (a prompt after its warm-up) that will not come
+  // again, and recording costs more than one plain run. A binding that holds for
+  // three runs is a decode loop's, which replays it for hundreds. A new binding
+  // drops the recording. A bucket whose recording fails (a kernel that waits or
   // allocates) runs plainly from then on. Profiled runs are never recorded.
   bool record_runs = true;
 };

@@ -34,10 +34,14 @@ struct Instance {
   int record_backend = -1;
   std::vector<std::int64_t> last_sizes;
   std::vector<void*> last_ptrs;
+  int binding_runs = 0;  // consecutive runs with that binding, this one included
   void* recording = nullptr;
 };
 
 }  // namespace
+
+// Note [Recorded runs]: the run of a binding that is recorded.
+constexpr int kRecordOnRun = 3;
 
 struct Executor::State {
   std::shared_ptr<const ExecutionPlan> plan;
@@ -259,18 +263,20 @@ struct Executor::State {
     return finish();
   }
 
-  // Note [Recorded runs]. A run whose binding repeats the previous run's is
-  // recorded (nothing runs while recording) and the recording replayed; a
-  // recording stays while the binding does.
+  // Note [Recorded runs]. The third consecutive run of a binding is recorded
+  // (nothing runs while recording) and the recording replayed; a recording stays
+  // while the binding does.
   Status run_recorded(Instance& inst) {
     const auto b = static_cast<BackendId>(inst.record_backend);
     BackendMemory* m = memory_for(b);
     void* stream = streams[static_cast<std::size_t>(b)];
-    const bool same = inst.last_sizes == sizes && inst.last_ptrs == external_ptrs;
-    if (!same) {
+    if (inst.last_sizes != sizes || inst.last_ptrs != external_ptrs) {
       drop_recording(inst);
       inst.last_sizes = sizes;
       inst.last_ptrs = external_ptrs;
+      inst.binding_runs = 0;
+    }
+    if (inst.recording == nullptr && ++inst.binding_runs < kRecordOnRun) {
       return run_steps<false>(inst);
     }
     if (inst.recording == nullptr) {

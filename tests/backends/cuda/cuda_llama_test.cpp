@@ -141,7 +141,7 @@ TEST(CudaLlamaRecordingTest, ReplayedDecodeStepsHaveThePlainStepsBits) {
     const ExecStats& stats = model->executor_stats();
     if (record) {
       EXPECT_EQ(stats.recording_failures, 0u) << stats.last_recording_failure;
-      // Windows [1, 256] and [257, 512]: each recorded on its second step.
+      // Windows [1, 256] and [257, 512]: each recorded on its third step.
       EXPECT_EQ(stats.recordings, 2u);
       EXPECT_GE(stats.replays, static_cast<std::uint64_t>(kSteps - 4));
     } else {
