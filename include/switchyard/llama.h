@@ -19,14 +19,13 @@
 //
 // KV cache and the planner (Note [KV cache as graph state] in llama.cpp)
 //   The cache is caller memory: per layer, a k and a v buffer of [max_context,
-//   n_kv_heads x head_dim] f32. Each step binds the first `kv` rows of both
-//   (symbol "kv": position + tokens, or more on a device, see below) twice: as
-//   graph inputs, and as the outputs of the set_rows nodes that write the step's
-//   new k and v rows at their positions. set_rows writes in place when its
-//   output is its input's memory, so the attention, which reads set_rows'
-//   output, sees the cache with the new rows. Causality is a mask input [tokens,
-//   kv] (0 or -inf) the model fills per step, so a prefill can continue a cache
-//   at any position.
+//   n_kv_heads x head_dim], f16 by default (LlamaLoadOptions::cache_dtype). Each step binds the
+//   first `kv` rows of both (symbol "kv": position + tokens, or more on a device, see below) twice:
+//   as graph inputs, and as the outputs of the set_rows nodes that write the step's new k and v
+//   rows at their positions. set_rows writes in place when its output is its input's memory, so the
+//   attention, which reads set_rows' output, sees the cache with the new rows. Causality is a mask
+//   input [tokens, kv] (0 or -inf) the model fills per step, so a prefill can continue a cache at
+//   any position.
 //
 // On a device
 //   When the selected backend's memory is not the host's, the cache, the step's
@@ -144,8 +143,12 @@ struct LlamaLoadOptions {
   // Where every probe and seal of the load goes: the weight and node probes, their
   // seal, and the planner's records and second seal. Null: the process-wide registry.
   Registry* registry = nullptr;
-  // Cache capacity in tokens; 0 means min(context_length, 2048).
+  // Cache capacity in tokens; 0 means min(context_length, 2048). More than the
+  // model's context_length is kOutOfRange.
   std::int64_t max_context = 0;
+  // The KV cache's dtype: f16 (half the memory and the bytes an attention reads;
+  // keys and values rounded once, as they are written) or f32.
+  DType cache_dtype = DType::kF16;
   // The largest number of tokens one eval call takes (the prefill bucket's max);
   // 0 means min(max_context, 512).
   std::int64_t max_batch = 0;

@@ -26,17 +26,17 @@ constexpr std::string_view kLogitRows = "logit_rows";
 // The KV cache is sized by a requested token count and the file's dimensions:
 // checked against the machine's memory before anything is allocated, so that a
 // request too large is an error that says how large, not std::bad_alloc.
-Status check_cache_fits(const LlamaConfig& c, std::int64_t tokens) {
+Status check_cache_fits(const LlamaConfig& c, DType dtype, std::int64_t tokens) {
   std::int64_t bytes = 0;
   const bool overflow = __builtin_mul_overflow(tokens, c.kv_dim(), &bytes) ||
                         __builtin_mul_overflow(bytes, c.block_count, &bytes) ||
-                        __builtin_mul_overflow(bytes, std::int64_t{2 * sizeof(float)}, &bytes);
+                        __builtin_mul_overflow(bytes, std::int64_t{2} * dense_bytes(dtype), &bytes);
   const std::int64_t memory = physical_memory_bytes();
   if (overflow || (memory > 0 && bytes > memory)) {
     return resource_exhausted_error(fmt::format(
-        "llama: a KV cache of {} tokens x {} layers x {} values (k and v, f32) needs {}, more "
+        "llama: a KV cache of {} tokens x {} layers x {} values (k and v, {}) needs {}, more "
         "than this machine's {} of memory; ask for fewer tokens",
-        tokens, c.block_count, c.kv_dim(),
+        tokens, c.block_count, c.kv_dim(), name(dtype),
         overflow ? std::string("more than 2^63 bytes") : fmt::format("{:.1f} GiB", bytes / 0x1p30),
         fmt::format("{:.1f} GiB", memory / 0x1p30)));
   }
@@ -63,10 +63,12 @@ Result<std::shared_ptr<const void>> to_f32(const GgufFile& file, const GgufTenso
 // the weight is used as stored or dequantized at load).
 class GraphAssembler {
  public:
-  GraphAssembler(const GgufFile& file, const LlamaConfig& config, const KernelBindingTable& table,
-                 Registry& registry, BackendId backend, LlamaKernelReport& report)
+  GraphAssembler(const GgufFile& file, const LlamaConfig& config, DType cache_dtype,
+                 const KernelBindingTable& table, Registry& registry, BackendId backend,
+                 LlamaKernelReport& report)
       : file_(file),
         c_(config),
+        cache_dtype_(cache_dtype),
         table_(table),
         registry_(registry),
         backend_(backend),
@@ -95,8 +97,10 @@ class GraphAssembler {
     std::vector<ValueId> k_cache(static_cast<std::size_t>(c_.block_count));
     std::vector<ValueId> v_cache(k_cache.size());
     for (std::int64_t i = 0; i < c_.block_count; ++i) {
-      k_cache[static_cast<std::size_t>(i)] = b_.input(k_cache_name(i), DType::kF32, {kv, hkv * dh});
-      v_cache[static_cast<std::size_t>(i)] = b_.input(v_cache_name(i), DType::kF32, {kv, hkv * dh});
+      k_cache[static_cast<std::size_t>(i)] =
+          b_.input(k_cache_name(i), cache_dtype_, {kv, hkv * dh});
+      v_cache[static_cast<std::size_t>(i)] =
+          b_.input(v_cache_name(i), cache_dtype_, {kv, hkv * dh});
     }
 
     SWITCHYARD_ASSIGN_OR_RETURN(ValueId embd, embedding_table());
@@ -234,6 +238,7 @@ class GraphAssembler {
 
   const GgufFile& file_;
   const LlamaConfig& c_;
+  DType cache_dtype_;
   const KernelBindingTable& table_;
   Registry& registry_;
   BackendId backend_;
@@ -278,8 +283,9 @@ struct LlamaModel::State {
   // Per layer: [max_context, kv_heads, head_dim] f32, in one allocation: on the
   // host, or on the selected backend when its memory is not the host's (Note [KV
   // cache on the device]).
-  std::vector<float*> k_cache, v_cache;
-  std::vector<float> host_cache;
+  std::vector<std::byte*> k_cache, v_cache;
+  std::vector<std::byte> host_cache;
+  DType cache_dtype = DType::kF16;
   BackendMemory* cache_memory = nullptr;
   void* device_cache = nullptr;
   BackendId cache_backend = kHostBackend;
@@ -328,20 +334,22 @@ struct LlamaModel::State {
   // rows write them straight into it.
   // `device`: the memory of `backend` when the cache goes there, else null.
   Status allocate_cache(BackendMemory* device, BackendId backend) {
-    const std::size_t per_layer = static_cast<std::size_t>(max_context * config.kv_dim());
+    // Bytes of one layer's k (or v) rows.
+    const auto per_layer =
+        static_cast<std::size_t>(max_context * config.kv_dim() * dense_bytes(cache_dtype));
     const std::size_t total = 2 * per_layer * static_cast<std::size_t>(config.block_count);
-    float* base = nullptr;
+    std::byte* base = nullptr;
     if (device != nullptr) {
-      Result<void*> p = device->allocate(static_cast<std::int64_t>(total * sizeof(float)));
+      Result<void*> p = device->allocate(static_cast<std::int64_t>(total));
       if (!p.is_ok()) {
         return p.status().with_context(
-            fmt::format("llama: allocating the {}-token KV cache ({} MiB) on {}", max_context,
-                        total * sizeof(float) >> 20, name(backend)));
+            fmt::format("llama: allocating the {}-token {} KV cache ({} MiB) on {}", max_context,
+                        name(cache_dtype), total >> 20, name(backend)));
       }
       cache_memory = device;
       device_cache = *p;
       cache_backend = backend;
-      base = static_cast<float*>(device_cache);
+      base = static_cast<std::byte*>(device_cache);
       // Note [Step inputs on the device]
       // A device step reads its tokens, positions, mask and logit rows where its
       // kernels run, and writes its logits there: the plan then has no copy step,
@@ -354,7 +362,7 @@ struct LlamaModel::State {
       if (!step.is_ok()) return step.status().with_context("llama: the step's inputs");
       step_device = *step;
     } else {
-      host_cache.assign(total, 0.0f);
+      host_cache.assign(total, std::byte{0});
       base = host_cache.data();
     }
     for (std::int64_t i = 0; i < config.block_count; ++i) {
@@ -377,7 +385,18 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   State& s = *state;
   SWITCHYARD_ASSIGN_OR_RETURN(s.config, LlamaConfig::from_gguf(s.file));
   const LlamaConfig& c = s.config;
-  s.max_context = options.max_context > 0 ? std::min(options.max_context, c.context_length)
+  if (options.max_context > c.context_length) {
+    return out_of_range_error(
+        fmt::format("llama: a context of {} tokens is past the model's context length, {} "
+                    "(llama.context_length); ask for at most {}",
+                    options.max_context, c.context_length, c.context_length));
+  }
+  if (options.cache_dtype != DType::kF32 && options.cache_dtype != DType::kF16) {
+    return invalid_argument_error(
+        fmt::format("llama: the KV cache is f16 or f32, not {}", name(options.cache_dtype)));
+  }
+  s.cache_dtype = options.cache_dtype;
+  s.max_context = options.max_context > 0 ? options.max_context
                                           : std::min<std::int64_t>(c.context_length, 2048);
   s.max_batch = options.max_batch > 0 ? std::min(options.max_batch, s.max_context)
                                       : std::min<std::int64_t>(s.max_context, 512);
@@ -387,7 +406,9 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
       backend_memory != nullptr && !backend_memory->host_addressable() ? backend_memory : nullptr;
   const bool cache_on_device = cache_device != nullptr;
   // A device cache is checked by its allocation, which names the backend.
-  if (!cache_on_device) SWITCHYARD_RETURN_IF_ERROR(check_cache_fits(c, s.max_context));
+  if (!cache_on_device) {
+    SWITCHYARD_RETURN_IF_ERROR(check_cache_fits(c, s.cache_dtype, s.max_context));
+  }
 
   Registry& registry = options.registry ? *options.registry : global_registry();
   if (options.strict) registry.set_strict_policy(*options.strict);
@@ -395,7 +416,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   registry.set_selected_backends(std::vector<BackendId>{options.backend});
   s.report.backend = options.backend;
 
-  GraphAssembler assembler(s.file, c, *table, registry, options.backend, s.report);
+  GraphAssembler assembler(s.file, c, s.cache_dtype, *table, registry, options.backend, s.report);
   SWITCHYARD_ASSIGN_OR_RETURN(Graph graph, assembler.build());
   assembler.probe_other_nodes(graph);
   const std::vector<CoverageBinding> masked = masked_bindings();
@@ -652,11 +673,11 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
         TensorView::contiguous(logit_rows, DType::kI32, {rows});
   }
   for (std::int64_t i = 0; i < c.block_count; ++i) {
-    float* k = s.k_cache[static_cast<std::size_t>(i)];
-    float* v = s.v_cache[static_cast<std::size_t>(i)];
+    std::byte* k = s.k_cache[static_cast<std::size_t>(i)];
+    std::byte* v = s.v_cache[static_cast<std::size_t>(i)];
     const auto base = static_cast<std::size_t>(4 + 4 * i);
-    slots[base] = TensorView::contiguous(k, DType::kF32, {kv, hkv * dh}, at);
-    slots[base + 1] = TensorView::contiguous(v, DType::kF32, {kv, hkv * dh}, at);
+    slots[base] = TensorView::contiguous(k, s.cache_dtype, {kv, hkv * dh}, at);
+    slots[base + 1] = TensorView::contiguous(v, s.cache_dtype, {kv, hkv * dh}, at);
     slots[base + 2] = slots[base];
     slots[base + 3] = slots[base + 1];
   }

@@ -74,12 +74,15 @@ struct TestRegistry {
   Registry registry{RegistryConfig{.sink = [](std::string_view) {}}};
 };
 
+// An f32 cache, as the float64 reference keeps its keys and values; the f16
+// default has a test of its own (AnF16CacheIsWithinItsRounding).
 LlamaLoadOptions options(Registry& registry, ParallelRunner* runner = nullptr) {
   LlamaLoadOptions o;
   o.registry = &registry;
   o.runner = runner;
   o.max_context = 32;
   o.max_batch = 16;
+  o.cache_dtype = DType::kF32;
   return o;
 }
 
@@ -251,6 +254,40 @@ TEST(LlamaForwardTest, F32ModelMatchesFloat64Reference) {
   const std::vector<float> got = eval(*model, t);
   const std::vector<double> ref = testing::LlamaReference(file).logits(t);
   EXPECT_LT(max_scaled_error(got, ref), 1e-4);
+}
+
+// The default f16 cache rounds each key and value once, to 2^-11 relative: the
+// logits move by a few times that against the float64 reference, and less than
+// 1e-4 would mean the cache was not f16 at all. A prompt then decode steps.
+TEST(LlamaForwardTest, AnF16CacheIsWithinItsRounding) {
+  GgufFile file = f32_file("f16_cache");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.cache_dtype = LlamaLoadOptions{}.cache_dtype;
+  ASSERT_EQ(o.cache_dtype, DType::kF16);
+  Result<LlamaModel> model = LlamaModel::load(file, o);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(12, model->config().vocab_size);
+  std::vector<float> got = eval(*model, std::span(t).first(8));
+  for (std::size_t i = 8; i < t.size(); ++i) {
+    const std::vector<float> step = eval(*model, std::span(t).subspan(i, 1));
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  const double error = max_scaled_error(got, testing::LlamaReference(file).logits(t));
+  EXPECT_LT(error, 3e-3);
+  EXPECT_GT(error, 1e-5);
+  // A cache of another dtype is refused by name, and so is a context past the
+  // model's.
+  o.cache_dtype = DType::kBF16;
+  Result<LlamaModel> bf16 = LlamaModel::load(file, o);
+  EXPECT_EQ(bf16.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bf16.status().message().find("f16 or f32"), std::string::npos);
+  o.cache_dtype = DType::kF16;
+  o.max_context = model->config().context_length + 1;
+  Result<LlamaModel> long_context = LlamaModel::load(file, o);
+  EXPECT_EQ(long_context.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(long_context.status().message().find("context length"), std::string::npos)
+      << long_context.status().to_string();
 }
 
 // Note [Non-finite logits]: a NaN in one weight makes the step fail, naming the

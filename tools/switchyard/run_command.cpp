@@ -67,6 +67,8 @@ struct RunOptions {
   // On a device, record a decode step and replay it (Note [Recorded runs]);
   // --no-record launches every node from the host.
   bool record = true;
+  // The KV cache's dtype: f16 (the default) or f32.
+  std::string cache_type = "f16";
   // How each generated token is chosen: greedy unless --temperature > 0.
   SamplingOptions sampling;
 };
@@ -237,6 +239,7 @@ int run(const RunOptions& o) {
   load.profile = host || o.device_profile;
   load.profile_device_time = o.device_profile;
   load.record_steps = o.record;
+  load.cache_dtype = o.cache_type == "f32" ? DType::kF32 : DType::kF16;
   // The weights' upload to a device: a bar, and its rate from the first constant's
   // end to the last's (the clock starts once a copy has finished).
   struct {
@@ -507,6 +510,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_flag("--device-profile", options->device_profile,
                 "on a GPU, wait for each node so that the time by op family is device time "
                 "(slows the run: the throughput figures then include the waits)");
+  cmd->add_option("--cache-type", options->cache_type,
+                  "the KV cache's dtype: f16 (the default; half the memory) or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
   cmd->add_flag("--record,!--no-record", options->record,
                 "on a device, record a decode step once and replay it (the default); "
                 "--no-record launches every node from the host");
