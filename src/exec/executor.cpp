@@ -138,6 +138,12 @@ struct Executor::State {
 
   BackendMemory* memory_for(BackendId b) const { return memory[static_cast<std::size_t>(b)]; }
 
+  // The backend that drives a copy step: the side that is not host memory
+  // (backend_memory.h), on its own stream.
+  BackendId copy_driver(const TensorView* ops) const {
+    return memory_for(ops[0].backend())->host_addressable() ? ops[1].backend() : ops[0].backend();
+  }
+
   void drop_recording(Instance& inst) {
     if (inst.recording == nullptr) return;
     memory_for(static_cast<BackendId>(inst.record_backend))->destroy_recording(inst.recording);
@@ -330,10 +336,7 @@ struct Executor::State {
           SWITCHYARD_RETURN_IF_ERROR(check_finite(step, ops[step.num_inputs]));
         }
       } else {
-        // The side that is not host memory drives the copy (backend_memory.h), on
-        // its own stream.
-        BackendId driver = ops[0].backend();
-        if (memory_for(driver)->host_addressable()) driver = ops[1].backend();
+        const BackendId driver = copy_driver(ops);
         Status st =
             memory_for(driver)->copy(ops[0], ops[1], streams[static_cast<std::size_t>(driver)]);
         if (!st.is_ok()) [[unlikely]]
@@ -342,11 +345,7 @@ struct Executor::State {
       if constexpr (kProfile) {
         if (profile->wait_for_devices) {
           // Note [Profiling a device]: the driver of a copy, or the kernel's backend.
-          BackendId b = step.backend;
-          if (step.kind != StepKind::kKernel) {
-            b = memory_for(ops[0].backend())->host_addressable() ? ops[1].backend()
-                                                                 : ops[0].backend();
-          }
+          const BackendId b = step.kind == StepKind::kKernel ? step.backend : copy_driver(ops);
           void* stream = streams[static_cast<std::size_t>(b)];
           if (stream != nullptr) {
             Status st = memory_for(b)->synchronize(stream);
