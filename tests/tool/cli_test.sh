@@ -66,6 +66,31 @@ if ! cmp -s "$work/tokens-a" "$work/tokens-b"; then
   echo "FAIL: the same seed gave different tokens"
   failures=$((failures + 1))
 fi
+# --logits-out: an .npy of the rows each token was chosen from; greedy picks each
+# row's largest logit (checked without numpy: the format is a header and f32s).
+expect 0 "run --logits-out" -- "$tool" run --prompt-tokens 4 --tokens 5 --logits-out "$work/l.npy"
+if command -v python3 >/dev/null; then
+  if ! python3 - "$work/l.npy" "$(grep '^tokens' "$work/out")" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x93NUMPY\x01\x00", data[:8]
+n = struct.unpack("<H", data[8:10])[0]
+header = data[10:10 + n].decode()
+assert (10 + n) % 64 == 0 and "'descr': '<f4'" in header, header
+rows, cols = eval(header)["shape"]
+values = struct.unpack("<%df" % (rows * cols), data[10 + n:])
+picked = [max(range(cols), key=lambda j: values[r * cols + j]) for r in range(rows)]
+tokens = [int(t) for t in sys.argv[2].split()[1:]]
+assert picked == tokens, (picked, tokens)
+PY
+  then
+    echo "FAIL: --logits-out rows do not give the greedy tokens"
+    failures=$((failures + 1))
+  fi
+fi
+expect 2 "run --logits-out to a missing directory" -- \
+  "$tool" run --prompt-tokens 4 --tokens 2 --logits-out "$work/missing/l.npy"
+contains err "cannot write" "the refusal names the path"
 expect 2 "run --top-p 2" -- "$tool" run --temperature 1 --top-p 2
 contains err "top-p must be in" "run names the bad sampling option"
 expect 2 "run --temperature -1" -- "$tool" run --temperature -1

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "npy.h"
 #include "progress.h"
 #include "switchyard/backends.h"
 #include "switchyard/bucket_plan.h"
@@ -69,6 +70,8 @@ struct RunOptions {
   bool record = true;
   // The KV cache's dtype: f16 (the default) or f32.
   std::string cache_type = "f16";
+  // Where to write the logits each token was chosen from, as .npy; empty: nowhere.
+  std::string logits_out;
   // How each generated token is chosen: greedy unless --temperature > 0.
   SamplingOptions sampling;
 };
@@ -185,6 +188,15 @@ int run(const RunOptions& o) {
     return report_failure(invalid_argument_error(
         "run: --synthetic, --model-type and --save-model apply to the embedded model, not to a "
         "model file"));
+  }
+  if (!o.logits_out.empty()) {
+    // Refused before the model loads, not after it ran.
+    std::FILE* f = std::fopen(o.logits_out.c_str(), "wb");
+    if (f == nullptr) {
+      return report_failure(invalid_argument_error(
+          fmt::format("run: --logits-out: cannot write '{}'", o.logits_out)));
+    }
+    std::fclose(f);
   }
   Result<BackendId> backend = pick_backend(o.backend);
   if (!backend.is_ok()) return report_failure(backend.status());
@@ -307,8 +319,11 @@ int run(const RunOptions& o) {
   double queue_ns = 0;
   const std::uint64_t replays_before = model.executor_stats().replays;
   const Clock::time_point decode_start = Clock::now();
+  // The rows of --logits-out: the logits each generated token was drawn from.
+  std::vector<float> logit_rows;
   for (std::int64_t i = 0; i < o.tokens && finite; ++i) {
     progress.show("generate", i, o.tokens);
+    if (!o.logits_out.empty()) logit_rows.insert(logit_rows.end(), last.begin(), last.end());
     const Clock::time_point sample_start = Clock::now();
     Result<std::int32_t> drawn = sampler->sample(last, history);
     sampling_s += seconds_since(sample_start);
@@ -341,6 +356,12 @@ int run(const RunOptions& o) {
   }
   const double step_host_us = decode_evals > 0 ? queue_ns * 1e-3 / double(decode_evals) : 0.0;
 
+  if (!o.logits_out.empty()) {
+    const auto rows = static_cast<std::int64_t>(logit_rows.size()) / c.vocab_size;
+    if (Status st = write_npy_f32(o.logits_out, rows, c.vocab_size, logit_rows); !st.is_ok()) {
+      return report_failure(st.with_context("run: --logits-out"));
+    }
+  }
   const LlamaProfile& prof = model.profile();
   double profiled_ns = prof.copy_ns;
   for (double ns : prof.family_ns) profiled_ns += ns;
@@ -510,6 +531,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_flag("--device-profile", options->device_profile,
                 "on a GPU, wait for each node so that the time by op family is device time "
                 "(slows the run: the throughput figures then include the waits)");
+  cmd->add_option("--logits-out", options->logits_out,
+                  "write the logits each generated token was chosen from to this .npy file "
+                  "(f32, one row per token)");
   cmd->add_option("--cache-type", options->cache_type,
                   "the KV cache's dtype: f16 (the default; half the memory) or f32")
       ->check(CLI::IsMember({"f16", "f32"}));
