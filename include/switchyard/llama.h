@@ -82,6 +82,10 @@ struct LlamaConfig {
   float rms_eps = 1e-5f;
   // True when the file has no `output.weight` and the logits reuse token_embd.
   bool tied_embeddings = false;
+  // Tokens that end a sequence: `tokenizer.ggml.eos_token_id` and
+  // `tokenizer.ggml.eot_token_id` where the file has them (from_gguf), each
+  // checked to be in the vocabulary. Generation stops at one (`run`).
+  std::vector<std::int32_t> end_tokens;
 
   [[nodiscard]] std::int64_t head_dim() const { return embedding_length / head_count; }
   [[nodiscard]] std::int64_t kv_dim() const { return head_dim() * head_count_kv; }

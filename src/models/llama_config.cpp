@@ -1,4 +1,5 @@
 // LlamaConfig: the `llama.*` GGUF keys and the tensors they imply, checked.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -150,6 +151,21 @@ Result<LlamaConfig> LlamaConfig::from_gguf(const GgufFile& file) {
                       embd->shape.to_string(), d));
     }
     c.vocab_size = embd->shape[0];
+  }
+  // The tokens that end a sequence (end of text, end of a turn), where the file
+  // names them: each must be a token of the vocabulary.
+  for (std::string_view key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    if (file.metadata().find(key) == nullptr) continue;
+    Result<std::int64_t> id = file.metadata().get_integer(key);
+    if (!id.is_ok() || *id < 0 || *id >= c.vocab_size) {
+      return invalid_argument_error(fmt::format(
+          "llama: metadata key '{}' is {}, not a token of the {}-token vocabulary", key,
+          id.is_ok() ? std::to_string(*id) : std::string(id.status().message()), c.vocab_size));
+    }
+    const auto token = static_cast<std::int32_t>(*id);
+    if (std::find(c.end_tokens.begin(), c.end_tokens.end(), token) == c.end_tokens.end()) {
+      c.end_tokens.push_back(token);
+    }
   }
   SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, "token_embd.weight", {c.vocab_size, d}, true));
   SWITCHYARD_RETURN_IF_ERROR(check_tensor(file, "output_norm.weight", {d}, false));

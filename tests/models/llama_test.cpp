@@ -290,6 +290,37 @@ TEST(LlamaForwardTest, AnF16CacheIsWithinItsRounding) {
       << long_context.status().to_string();
 }
 
+// The end-of-sequence tokens a file names become LlamaConfig::end_tokens (each
+// once); one outside the vocabulary is refused by key.
+TEST(LlamaConfigTest, EndOfSequenceTokensComeFromTheTokenizerKeys) {
+  auto with_keys = [](std::vector<std::pair<std::string, std::int64_t>> keys,
+                      const std::string& tag) {
+    Result<SyntheticModel> m = generate_synthetic_llama(test_config());
+    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+    Result<GgufWriter> w = synthetic_model_writer(*m);
+    EXPECT_TRUE(w.is_ok()) << w.status().to_string();
+    for (const auto& [key, id] : keys) {
+      w->metadata().set(key, GgufValue::i32(static_cast<std::int32_t>(id)));
+    }
+    return write_and_open(*w, tag);
+  };
+  EXPECT_TRUE(LlamaConfig::from_gguf(f32_file("no_eos"))->end_tokens.empty());
+  Result<LlamaConfig> c = LlamaConfig::from_gguf(with_keys(
+      {{"tokenizer.ggml.eos_token_id", 2}, {"tokenizer.ggml.eot_token_id", 7}}, "eos_eot"));
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->end_tokens, (std::vector<std::int32_t>{2, 7}));
+  c = LlamaConfig::from_gguf(
+      with_keys({{"tokenizer.ggml.eos_token_id", 5}, {"tokenizer.ggml.eot_token_id", 5}}, "same"));
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->end_tokens, (std::vector<std::int32_t>{5}));
+  for (std::int64_t bad : {std::int64_t{-1}, test_config().vocab_size}) {
+    c = LlamaConfig::from_gguf(with_keys({{"tokenizer.ggml.eos_token_id", bad}}, "bad_eos"));
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(c.status().message().find("tokenizer.ggml.eos_token_id"), std::string::npos)
+        << c.status().to_string();
+  }
+}
+
 // Note [Non-finite logits]: a NaN in one weight makes the step fail, naming the
 // node that wrote the first NaN, and the position does not move. In a key or
 // value projection the NaN reaches every attention score of its head: a NaN

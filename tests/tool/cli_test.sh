@@ -91,6 +91,18 @@ fi
 expect 2 "run --logits-out to a missing directory" -- \
   "$tool" run --prompt-tokens 4 --tokens 2 --logits-out "$work/missing/l.npy"
 contains err "cannot write" "the refusal names the path"
+# --stop-token: generation ends after the first chosen token it names.
+expect 0 "run greedy" -- "$tool" run --prompt-tokens 4 --tokens 6
+third=$(grep '^tokens' "$work/out" | awk '{print $4}')
+expect 0 "run --stop-token at the third token" -- \
+  "$tool" run --prompt-tokens 4 --tokens 6 --stop-token "$third"
+contains out "stopped  at token $third" "run says where it stopped"
+if [[ $(grep '^tokens' "$work/out" | awk '{print NF - 1}') -gt 3 ]]; then
+  echo "FAIL: --stop-token $third did not stop generation"
+  failures=$((failures + 1))
+fi
+expect 2 "run --stop-token outside the vocabulary" -- "$tool" run --stop-token 999999
+contains err "outside the" "the refusal names the vocabulary"
 expect 2 "run --top-p 2" -- "$tool" run --temperature 1 --top-p 2
 contains err "top-p must be in" "run names the bad sampling option"
 expect 2 "run --temperature -1" -- "$tool" run --temperature -1

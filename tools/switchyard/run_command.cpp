@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,10 @@ struct RunOptions {
   std::string cache_type = "f16";
   // Where to write the logits each token was chosen from, as .npy; empty: nowhere.
   std::string logits_out;
+  // Generation stops at the model's end-of-sequence tokens unless ignore_eos, and
+  // at any of stop_tokens.
+  bool ignore_eos = false;
+  std::vector<std::int32_t> stop_tokens;
   // How each generated token is chosen: greedy unless --temperature > 0.
   SamplingOptions sampling;
 };
@@ -217,6 +222,12 @@ int run(const RunOptions& o) {
         fmt::format("run: {} prompt + {} generated tokens exceed the model's context of {}",
                     o.prompt_tokens, o.tokens, config->context_length)));
   }
+  for (std::int32_t t : o.stop_tokens) {
+    if (t >= config->vocab_size) {
+      return report_failure(invalid_argument_error(fmt::format(
+          "run: --stop-token {} is outside the {}-token vocabulary", t, config->vocab_size)));
+    }
+  }
 
   std::unique_ptr<ThreadPool> own_pool;
   ParallelRunner* runner = &default_thread_pool();
@@ -321,6 +332,12 @@ int run(const RunOptions& o) {
   const Clock::time_point decode_start = Clock::now();
   // The rows of --logits-out: the logits each generated token was drawn from.
   std::vector<float> logit_rows;
+  // Where generation stops early: the model's end tokens (unless --ignore-eos)
+  // and --stop-token's.
+  std::vector<std::int32_t> stops = o.stop_tokens;
+  if (!o.ignore_eos) stops.insert(stops.end(), c.end_tokens.begin(), c.end_tokens.end());
+  std::optional<std::int32_t> stopped_at;
+  std::int64_t decode_evals = 0;
   for (std::int64_t i = 0; i < o.tokens && finite; ++i) {
     progress.show("generate", i, o.tokens);
     if (!o.logits_out.empty()) logit_rows.insert(logit_rows.end(), last.begin(), last.end());
@@ -334,19 +351,22 @@ int run(const RunOptions& o) {
     const std::int32_t next = *drawn;
     generated.push_back(next);
     history.push_back(next);
+    if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
+      stopped_at = next;
+      break;
+    }
     if (i + 1 == o.tokens) break;  // the last choice needs no further eval
     Status st = model.eval(std::span(&next, 1), last);
     if (!st.is_ok()) {
       progress.clear();
       return report_failure(st);
     }
+    ++decode_evals;
     queue_ns += model.executor_stats().last_queue_ns;
     finite = all_finite(last);
   }
   const double decode_s = seconds_since(decode_start);
   progress.clear();
-  // Decode evals: one per generated token but the last.
-  const std::int64_t decode_evals = std::max<std::int64_t>(0, o.tokens - 1);
   const double prompt_tps = static_cast<double>(o.prompt_tokens) / prefill_s;
   const double gen_tps = decode_evals > 0 ? static_cast<double>(decode_evals) / decode_s : 0.0;
   const std::uint64_t replays = model.executor_stats().replays - replays_before;
@@ -381,7 +401,8 @@ int run(const RunOptions& o) {
     if (weight_check) j["weight_check"] = check_json(*file, *weight_check);
     j["prompt"] = {
         {"tokens", o.prompt_tokens}, {"seconds", prefill_s}, {"tokens_per_s", prompt_tps}};
-    j["generation"] = {{"tokens", o.tokens},
+    j["generation"] = {{"tokens", static_cast<std::int64_t>(generated.size())},
+                       {"stopped_at", stopped_at ? nlohmann::json(*stopped_at) : nlohmann::json()},
                        {"evals", decode_evals},
                        {"seconds", decode_s},
                        {"tokens_per_s", gen_tps},
@@ -436,8 +457,15 @@ int run(const RunOptions& o) {
     }
     fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", o.prompt_tokens, prefill_s,
                prompt_tps);
-    fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n", o.tokens,
-               decode_evals, decode_s, gen_tps);
+    fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n",
+               generated.size(), decode_evals, decode_s, gen_tps);
+    if (stopped_at) {
+      fmt::print(
+          "stopped  at token {}, {}\n", *stopped_at,
+          std::find(o.stop_tokens.begin(), o.stop_tokens.end(), *stopped_at) != o.stop_tokens.end()
+              ? "a --stop-token"
+              : "the model's end of sequence (--ignore-eos generates past it)");
+    }
     fmt::print("sampling {}: {:.1f} us per token, {:.2f}% of generation\n", describe(o.sampling),
                generated.empty() ? 0.0 : sampling_s * 1e6 / generated.size(),
                decode_s > 0 ? 100.0 * sampling_s / decode_s : 0.0);
@@ -534,6 +562,11 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("--logits-out", options->logits_out,
                   "write the logits each generated token was chosen from to this .npy file "
                   "(f32, one row per token)");
+  cmd->add_flag("--ignore-eos", options->ignore_eos,
+                "generate past the model's end-of-sequence tokens");
+  cmd->add_option("--stop-token", options->stop_tokens,
+                  "stop generating after this token id (repeatable)")
+      ->check(CLI::Range(0, std::numeric_limits<std::int32_t>::max()));
   cmd->add_option("--cache-type", options->cache_type,
                   "the KV cache's dtype: f16 (the default; half the memory) or f32")
       ->check(CLI::IsMember({"f16", "f32"}));
