@@ -6,6 +6,19 @@
 namespace switchyard::cpu {
 namespace {
 
+// Every index is checked before anything is written: kOutOfRange names the first
+// outside [0, rows).
+Status check_rows(const std::int32_t* idx, std::int64_t n, std::int64_t rows,
+                  std::string_view kernel) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= rows) {
+      return out_of_range_error(
+          fmt::format("{}: index {} at position {} is outside [0, {})", kernel, idx[i], i, rows));
+    }
+  }
+  return Status::ok();
+}
+
 // Rows are copied (same dtype) or converted; the SIMD siblings convert through
 // the elementwise cast rows, which round exactly as the reference does.
 template <typename T, typename O, Variant kVariant>
@@ -31,13 +44,7 @@ Status get_rows_kernel_impl(const KernelCall& call) {
   const std::int64_t cols = table.dim(1);
   const std::int64_t n = idx.dim(0);
   const std::int32_t* pi = idx.first_as<const std::int32_t>();
-  // Every index is checked before anything is written.
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (pi[i] < 0 || pi[i] >= rows) {
-      return out_of_range_error(
-          fmt::format("{}: index {} at position {} is outside [0, {})", kernel, pi[i], i, rows));
-    }
-  }
+  SWITCHYARD_RETURN_IF_ERROR(check_rows(pi, n, rows, kernel));
   const T* pt = table.first_as<const T>();
   O* po = out.first_as<O>();
   call.ctx.parallel_for(n, row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
@@ -118,12 +125,7 @@ Status set_rows_kernel_impl(const KernelCall& call) {
   const std::int64_t cols = dst.dim(1);
   const std::int64_t n = idx.dim(0);
   const std::int32_t* pi = idx.first_as<const std::int32_t>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (pi[i] < 0 || pi[i] >= rows) {
-      return out_of_range_error(
-          fmt::format("{}: index {} at position {} is outside [0, {})", kernel, pi[i], i, rows));
-    }
-  }
+  SWITCHYARD_RETURN_IF_ERROR(check_rows(pi, n, rows, kernel));
   const D* pd = dst.first_as<const D>();
   D* po = out.first_as<D>();
   const auto bytes = static_cast<std::size_t>(rows * cols) * sizeof(D);
