@@ -2,6 +2,7 @@
 // comment of llama.h explains how the KV cache maps onto the planner.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -612,26 +613,26 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   // the device]), else in their own vectors.
   std::int32_t* positions = nullptr;
   std::int32_t* logit_rows = nullptr;
-  float* mask = nullptr;
+  s.mask.resize(static_cast<std::size_t>(n * kv));
   if (on_device) {
     positions = s.step_host.data() + s.positions_at();
     logit_rows = s.step_host.data() + s.logit_rows_at();
-    mask = reinterpret_cast<float*>(s.step_host.data() + s.mask_at());
     std::copy(tokens.begin(), tokens.end(), s.step_host.begin());
   } else {
     s.positions.resize(static_cast<std::size_t>(n));
-    s.mask.resize(static_cast<std::size_t>(n * kv));
     s.logit_rows.resize(static_cast<std::size_t>(rows));
     positions = s.positions.data();
-    mask = s.mask.data();
     logit_rows = s.logit_rows.data();
   }
   for (std::int64_t i = 0; i < n; ++i) positions[i] = static_cast<std::int32_t>(past + i);
   // Row i (absolute position past + i) sees keys 0 .. past + i.
   for (std::int64_t i = 0; i < n; ++i) {
-    float* row = mask + i * kv;
+    float* row = s.mask.data() + i * kv;
     std::fill(row, row + past + i + 1, 0.0f);
     std::fill(row + past + i + 1, row + kv, -std::numeric_limits<float>::infinity());
+  }
+  if (on_device) {
+    std::memcpy(s.step_host.data() + s.mask_at(), s.mask.data(), s.mask.size() * sizeof(float));
   }
   for (std::int64_t r = 0; r < rows; ++r) logit_rows[r] = static_cast<std::int32_t>(n - rows + r);
 
@@ -667,7 +668,7 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   } else {
     slots[0] = TensorView::contiguous(const_cast<std::int32_t*>(tokens.data()), DType::kI32, {n});
     slots[1] = TensorView::contiguous(positions, DType::kI32, {n});
-    slots[2] = TensorView::contiguous(mask, DType::kF32, {n, kv});
+    slots[2] = TensorView::contiguous(s.mask.data(), DType::kF32, {n, kv});
     slots[3] = host_logits;
     slots[static_cast<std::size_t>(4 + 4 * c.block_count)] =
         TensorView::contiguous(logit_rows, DType::kI32, {rows});
