@@ -19,13 +19,14 @@
 //
 // KV cache and the planner (Note [KV cache as graph state] in llama.cpp)
 //   The cache is caller memory: per layer, a k and a v buffer of [max_context,
-//   n_kv_heads x head_dim], f16 by default (LlamaLoadOptions::cache_dtype). Each step binds the
-//   first `kv` rows of both (symbol "kv": position + tokens, or more on a device, see below) twice:
-//   as graph inputs, and as the outputs of the set_rows nodes that write the step's new k and v
-//   rows at their positions. set_rows writes in place when its output is its input's memory, so the
-//   attention, which reads set_rows' output, sees the cache with the new rows. Causality is a mask
-//   input [tokens, kv] (0 or -inf) the model fills per step, so a prefill can continue a cache at
-//   any position.
+//   n_kv_heads x head_dim], f16 by default (LlamaLoadOptions::cache_dtype). Each
+//   step binds the first `kv` rows of both (symbol "kv": position + tokens, or
+//   more on a device, see below) twice: as graph inputs, and as the outputs of
+//   the set_rows nodes that write the step's new k and v rows at their
+//   positions. set_rows writes in place when its output is its input's memory,
+//   so the attention, which reads set_rows' output, sees the cache with the new
+//   rows. Causality is a mask input [tokens, kv] (0 or -inf) the model fills per
+//   step, so a prefill can continue a cache at any position.
 //
 // On a device
 //   When the selected backend's memory is not the host's, the cache, the step's
