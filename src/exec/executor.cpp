@@ -28,13 +28,14 @@ struct Instance {
   std::vector<void*> external_bound;
   std::vector<std::int64_t> bound_sizes;
   bool bound = false;
+  // Whether this run's binding (sizes or caller tensors) differs from the last
+  // run's: set by prepare_run.
+  bool rebound = false;
   // Note [Recorded runs]: the backend whose memory records every step (-1: the
-  // bucket cannot be recorded), the binding of the previous run, and the
-  // recording of that binding, if made.
+  // bucket cannot be recorded), the runs in a row with the current binding (this
+  // one included), and the recording of that binding, if made.
   int record_backend = -1;
-  std::vector<std::int64_t> last_sizes;
-  std::vector<void*> last_ptrs;
-  int binding_runs = 0;  // consecutive runs with that binding, this one included
+  int binding_runs = 0;
   void* recording = nullptr;
 };
 
@@ -276,10 +277,8 @@ struct Executor::State {
     const auto b = static_cast<BackendId>(inst.record_backend);
     BackendMemory* m = memory_for(b);
     void* stream = streams[static_cast<std::size_t>(b)];
-    if (inst.last_sizes != sizes || inst.last_ptrs != external_ptrs) {
+    if (inst.rebound) {
       drop_recording(inst);
-      inst.last_sizes = sizes;
-      inst.last_ptrs = external_ptrs;
       inst.binding_runs = 0;
     }
     if (inst.recording == nullptr && ++inst.binding_runs < kRecordOnRun) {
@@ -377,11 +376,13 @@ struct Executor::State {
     }
     SWITCHYARD_RETURN_IF_ERROR(bind_external(inputs, outputs));
     SWITCHYARD_ASSIGN_OR_RETURN(Instance * inst, select());
-    if (!inst->bound || inst->bound_sizes != sizes) {
+    inst->rebound = !inst->bound || inst->bound_sizes != sizes;
+    if (inst->rebound) {
       SWITCHYARD_RETURN_IF_ERROR(bind_sizes(*inst));
     } else {
       for (std::size_t ext = 0; ext < inst->external.size(); ++ext) {
         if (inst->external_bound[ext] == external_ptrs[ext]) continue;
+        inst->rebound = true;
         for (std::uint32_t operand : inst->external[ext]) {
           const OperandRef& ref = inst->plan->operands[operand];
           inst->views[operand] = make_view(external_ptrs[ext], plan->graph().value(ref.value).dtype,
