@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Sourced by scripts/test.sh: prepares build/pyenv, a Python venv holding the `gguf`
-# package that the GGUF interoperability cross-checks compare against, and exports
+# Sourced by scripts/test.sh: prepares build/pyenv, a Python venv holding the
+# reference implementations the cross-checks compare against (`gguf` for the GGUF
+# format, `sentencepiece` and `tokenizers` for the tokenizers), and exports
 # SWITCHYARD_PYTHON for them. Safe to run twice (does nothing when the venv already
-# imports gguf). Without network access to PyPI the venv stays without the package,
+# imports all three). Without network access to PyPI the venv stays without them,
 # a warning says so, and those cross-checks skip.
 switchyard_pyenv="build/pyenv"
-if ! "$switchyard_pyenv/bin/python" -c 'import gguf' >/dev/null 2>&1; then
-  echo "switchyard setup: preparing $switchyard_pyenv with the gguf Python package"
+switchyard_pypackages=(gguf sentencepiece tokenizers)
+if ! "$switchyard_pyenv/bin/python" -c 'import gguf, sentencepiece, tokenizers' >/dev/null 2>&1; then
+  echo "switchyard setup: preparing $switchyard_pyenv with ${switchyard_pypackages[*]}"
   if python3 -m venv "$switchyard_pyenv" >/dev/null &&
-    "$switchyard_pyenv/bin/pip" install -q --disable-pip-version-check gguf >/dev/null 2>&1; then
+    "$switchyard_pyenv/bin/pip" install -q --disable-pip-version-check \
+      "${switchyard_pypackages[@]}" >/dev/null 2>&1; then
     :
   else
-    echo "warning: could not install the gguf Python package; the GGUF cross-checks will skip" >&2
+    echo "warning: could not install ${switchyard_pypackages[*]}; the cross-checks that" \
+      "need them will skip" >&2
   fi
 fi
 if [[ -x "$switchyard_pyenv/bin/python" ]]; then

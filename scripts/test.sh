@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# A venv with the gguf Python package, for the GGUF interoperability cross-checks.
+# A venv with the reference implementations (gguf, sentencepiece, tokenizers) for the
+# cross-checks.
 source scripts/python_env.sh
 
 echo "== build and test (dev)"
