@@ -72,6 +72,10 @@ struct SyntheticLlamaConfig {
   DType weight_type = DType::kF32;
   // Per-role types; the first rule naming a role wins. Norm weights are always f32.
   std::vector<TensorTypeRule> type_rules;
+  // Give the model a tokenizer: add_trained_tokenizer (switchyard/tokenizer.h) on a
+  // built-in English sample text, so that text goes in and out of a model whose
+  // weights know no language. Needs a vocab_size of at least 258.
+  bool tokenizer = false;
 };
 
 struct SyntheticTensor {

@@ -23,6 +23,7 @@ SyntheticLlamaConfig default_synthetic_llama_config() {
   c.context_length = 2048;
   c.seed = 0x5eed;
   c.weight_type = DType::kF32;
+  c.tokenizer = true;
   return c;
 }
 
@@ -44,6 +45,7 @@ SyntheticLlamaConfig llama3_shape(std::int64_t dim, std::int64_t blocks, std::in
   c.rope_freq_base = 500000.0f;
   c.rms_epsilon = 1e-5f;
   c.seed = 0x5eed;
+  c.tokenizer = true;
   return c;
 }
 

@@ -9,9 +9,35 @@
 
 #include "switchyard/environment.h"
 #include "switchyard/quant.h"
+#include "switchyard/tokenizer.h"
 
 namespace switchyard {
 namespace {
+
+// What the synthetic models' tokenizer learns its merges from: plain English
+// about the library itself, so that common words become single tokens.
+constexpr std::string_view kTokenizerSample =
+    "The kernel binding table holds every kernel that an engine registers, keyed by the "
+    "operation, the data type of each operand and the backend that runs it. Each entry has "
+    "siblings: alternatives with their own capabilities, precision guarantees, cost functions "
+    "and the place in the source where they were registered. When a model is planned, the "
+    "sealed registry records every lookup that the planner makes. A lookup that finds no "
+    "kernel on the selected backend is a violation, named at load time with the tensor and "
+    "its type, and the strict mode refuses to run the model at all. The planner chooses a "
+    "backend for each node, inserts the casts that the chosen kernels need, fuses what can "
+    "be fused, and ranks the routes by their cost, so that the report can explain why one "
+    "route won and the others lost. The executor then runs the plan on the CPU or on the "
+    "GPU, one node after another, and a decode step that repeats the same shapes is recorded "
+    "once and replayed. The conformance harness checks that every kernel keeps the precision "
+    "it claims against a reference in double precision. A model file in the GGUF format "
+    "carries the weights, the configuration and the tokenizer; the tokenizer turns the text "
+    "into tokens, and the tokens that the model generates back into text. The numbers 1, 2, "
+    "3, 10, 42, 100, 512 and 2048 appear here too, as do commas, periods, colons: and "
+    "semicolons; because real text has them.\n"
+    "In the morning the weights are loaded, the kernels are probed, and the first tokens of "
+    "the prompt go through the model in one batch. Then the model writes one token at a time, "
+    "each one chosen from the logits of the last, until it reaches the end of the text or the "
+    "number of tokens that the user asked for.\n";
 
 constexpr std::array<std::string_view, 9> kWeightRoles = {"token_embd", "attn_q",      "attn_k",
                                                           "attn_v",     "attn_output", "ffn_gate",
@@ -196,6 +222,11 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
   m.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_epsilon));
   m.set("llama.vocab_size", u32(c.vocab_size));
   m.set("switchyard.synthetic.seed", GgufValue::u64(c.seed));
+  if (c.tokenizer) {
+    if (Status st = add_trained_tokenizer(kTokenizerSample, c.vocab_size, m); !st.is_ok()) {
+      return st.with_context("synthetic llama");
+    }
+  }
 
   auto add = [&](std::string name, std::string_view role, Shape shape, bool norm) -> Status {
     const DType dtype = norm ? DType::kF32 : type_for(role);

@@ -33,9 +33,11 @@ GgufFile write_and_open(const GgufWriter& writer, const std::string& tag) {
 }
 
 // The embedded default's shape with two blocks, which keeps the float64 reference
-// quick; f32 weights unless `types` re-stores some.
+// quick; f32 weights unless `types` re-stores some; no tokenizer (so no end of
+// sequence token either, unless a test adds one).
 SyntheticLlamaConfig test_config(bool tied = false) {
   SyntheticLlamaConfig c = default_synthetic_llama_config();
+  c.tokenizer = false;
   c.block_count = 2;
   c.context_length = 64;
   c.tied_embeddings = tied;

@@ -17,6 +17,7 @@
 #include "switchyard/gguf.h"
 #include "switchyard/half.h"
 #include "switchyard/quant.h"
+#include "switchyard/tokenizer.h"
 
 namespace switchyard {
 namespace {
@@ -384,6 +385,42 @@ TEST(SyntheticModelTest, QuantizedModelRoundTripsThroughTheFile) {
     EXPECT_EQ(view->shape(), t.shape);
     EXPECT_EQ(std::memcmp(view->first(), t.data.data(), t.data.size()), 0);
   }
+}
+
+// The presets carry a trained byte-level tokenizer: text in and out works on them,
+// and its end of sequence token ends generation.
+TEST(SyntheticModelTest, PresetsCarryATrainedTokenizer) {
+  Result<SyntheticLlamaConfig> config = synthetic_llama_preset("tiny");
+  ASSERT_TRUE(config.is_ok());
+  config->block_count = 1;
+  Result<SyntheticModel> m = generate_synthetic_llama(*config);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  Result<Tokenizer> t = Tokenizer::from_metadata(m->metadata);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->vocab_size(), config->vocab_size);
+  EXPECT_EQ(t->describe(), "gpt2 (llama-bpe)");
+  const std::string text = "The kernel binding table holds every kernel, 42 times.\n";
+  const std::vector<std::int32_t> ids = t->encode(text);
+  EXPECT_EQ(ids.front(), t->bos());
+  // Merges learned from the sample make common words single tokens.
+  EXPECT_LT(ids.size(), text.size() / 2);
+  Result<std::string> back = t->decode(ids);
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(*back, text);
+  EXPECT_EQ(t->token(t->eos()), "<|end_of_text|>");
+
+  GgufMetadata md;
+  EXPECT_EQ(add_trained_tokenizer("abc", 257, md).code(), StatusCode::kInvalidArgument);
+  // A text with no pair twice: bytes, BOS, EOS, then reserved tokens.
+  ASSERT_TRUE(add_trained_tokenizer("abc", 300, md).is_ok());
+  Result<Tokenizer> small = Tokenizer::from_metadata(md);
+  ASSERT_TRUE(small.is_ok()) << small.status().to_string();
+  EXPECT_EQ(small->vocab_size(), 300);
+  EXPECT_EQ(small->bos(), 256);
+  EXPECT_EQ(small->token_type(299), TokenType::kControl);
+  config->tokenizer = true;
+  config->vocab_size = 100;
+  EXPECT_EQ(generate_synthetic_llama(*config).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(SyntheticModelTest, RefusesModelsTooLargeToBeSynthetic) {

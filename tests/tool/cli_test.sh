@@ -101,6 +101,28 @@ if [[ $(grep '^tokens' "$work/out" | awk '{print NF - 1}') -gt 3 ]]; then
   echo "FAIL: --stop-token $third did not stop generation"
   failures=$((failures + 1))
 fi
+# Text in and out: the embedded model has a tokenizer; --prompt streams the prompt
+# and what follows it, --prompt-file reads the same text from a file.
+expect 0 "run --prompt" -- "$tool" run --prompt "The model writes" --tokens 8
+if [[ $(head -c 16 "$work/out") != "The model writes" ]]; then
+  echo "FAIL: run --prompt does not print the prompt before the generated text"
+  failures=$((failures + 1))
+fi
+contains out "text in  gpt2 (llama-bpe): 16 bytes encoded" "run reports the text path's cost"
+head -1 "$work/out" >"$work/streamed"
+printf 'The model writes' >"$work/prompt.txt"
+expect 0 "run --prompt-file" -- "$tool" run --prompt-file "$work/prompt.txt" --tokens 8
+if ! head -1 "$work/out" | cmp -s - "$work/streamed"; then
+  echo "FAIL: --prompt-file and --prompt with the same text generate different text"
+  failures=$((failures + 1))
+fi
+expect 0 "run --prompt --json" -- "$tool" run --prompt "The model writes" --tokens 8 --json
+contains out '"text":' "run --json has the generated text"
+expect 0 "run without a prompt decodes its continuation" -- "$tool" run --tokens 4
+contains out "^text     \"" "run prints the generated text"
+expect 2 "run --prompt with --prompt-tokens" -- "$tool" run --prompt hi --prompt-tokens 4
+expect 2 "run --prompt-file that does not exist" -- "$tool" run --prompt-file "$work/none.txt"
+contains err "cannot read" "the refusal names the file"
 expect 2 "run --stop-token outside the vocabulary" -- "$tool" run --stop-token 999999
 contains err "outside the" "the refusal names the vocabulary"
 expect 2 "run --top-p 2" -- "$tool" run --temperature 1 --top-p 2

@@ -16,6 +16,18 @@
 //   read once either way: the scan brings the pages in that the first evaluation
 //   would. --no-check-weights skips the scan (a model already checked with
 //   `inspect --check`, a benchmark of the load itself).
+//
+// Note [Streaming text]
+//   With --prompt (or --prompt-file) the prompt is text: the model's tokenizer
+//   encodes it, control tokens written in it included (a chat template's
+//   markers), and run prints the prompt, then each generated token's text as soon
+//   as it is chosen, through a TextStream that holds back a UTF-8 character a
+//   later token finishes. Without a text prompt, a model that has a tokenizer is
+//   prompted with kDefaultPromptText's tokens repeated to --prompt-tokens, so the
+//   prompt length (and the throughput figure) stays what was asked for, and the
+//   continuation is decoded once at the end. Either way run reports what the text
+//   path cost: the prompt's encoding, and decoding per generated token against the
+//   generation's time.
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +35,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -42,6 +56,7 @@
 #include "switchyard/llama.h"
 #include "switchyard/sampling.h"
 #include "switchyard/thread_pool.h"
+#include "switchyard/tokenizer.h"
 #include "weight_check_text.h"
 
 namespace switchyard::tool {
@@ -57,6 +72,11 @@ struct RunOptions {
   std::string save_model;
   std::string backend = "auto";
   std::int64_t prompt_tokens = 64;
+  // The prompt as text (--prompt, or --prompt-file's contents); empty: token ids,
+  // --prompt-tokens of them.
+  std::string prompt;
+  std::string prompt_file;
+  bool text_prompt = false;  // --prompt or --prompt-file given
   std::int64_t tokens = 32;
   int threads = 0;
   bool strict = false;
@@ -165,6 +185,11 @@ Result<GgufFile> synthetic_file(std::string_view preset, std::string_view model_
   return file;
 }
 
+// The text a model with a tokenizer is prompted with when no prompt is given:
+// its tokens, repeated, make the --prompt-tokens prompt.
+constexpr std::string_view kDefaultPromptText =
+    "The tokenizer turns the text into tokens, and the model writes the next one. ";
+
 // A deterministic prompt: token ids spread over the vocabulary.
 std::vector<std::int32_t> make_prompt(std::int64_t n, std::int64_t vocab) {
   std::vector<std::int32_t> p(static_cast<std::size_t>(n));
@@ -176,6 +201,52 @@ std::vector<std::int32_t> make_prompt(std::int64_t n, std::int64_t vocab) {
     t = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(vocab));
   }
   return p;
+}
+
+// The default prompt of a model with a tokenizer: BOS where the tokenizer adds
+// one, then kDefaultPromptText's tokens over and over, n tokens in all.
+std::vector<std::int32_t> default_text_prompt(const Tokenizer& tokenizer, std::int64_t n) {
+  std::vector<std::int32_t> prompt = tokenizer.encode(kDefaultPromptText);
+  const std::vector<std::int32_t> body =
+      tokenizer.encode(kDefaultPromptText, {.add_special = false});
+  while (static_cast<std::int64_t>(prompt.size()) < n && !body.empty()) {
+    prompt.insert(prompt.end(), body.begin(), body.end());
+  }
+  prompt.resize(static_cast<std::size_t>(n), body.empty() ? 0 : body.front());
+  return prompt;
+}
+
+// --prompt-file's contents, as bytes.
+Result<std::string> read_prompt_file(const std::string& path) {
+  std::error_code ec;
+  std::ifstream in;
+  if (std::filesystem::is_regular_file(path, ec)) in.open(path, std::ios::binary);
+  std::string text;
+  if (in.is_open())
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!in.is_open() || in.bad()) {
+    return invalid_argument_error(
+        fmt::format("run: --prompt-file: cannot read '{}' (not a readable file)", path));
+  }
+  return text;
+}
+
+// Text for a one-line report: quoted, with control characters escaped.
+std::string escaped_text(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '"' || c == '\\')
+      out += fmt::format("\\{}", c);
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out += c;
+  }
+  return out + "\"";
 }
 
 bool all_finite(std::span<const float> v) {
@@ -203,6 +274,12 @@ int run(const RunOptions& o) {
     }
     std::fclose(f);
   }
+  std::string prompt_text = o.prompt;
+  if (!o.prompt_file.empty()) {
+    Result<std::string> text = read_prompt_file(o.prompt_file);
+    if (!text.is_ok()) return report_failure(text.status());
+    prompt_text = std::move(*text);
+  }
   Result<BackendId> backend = pick_backend(o.backend);
   if (!backend.is_ok()) return report_failure(backend.status());
   Result<Sampler> sampler = Sampler::create(o.sampling);
@@ -217,10 +294,41 @@ int run(const RunOptions& o) {
   progress.show("loading", 1, 3);
   Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);
   if (!config.is_ok()) return report_failure(config.status());
-  if (o.prompt_tokens + o.tokens > config->context_length) {
+  // The tokenizer, where the file has one: text in (--prompt) and out.
+  std::optional<Tokenizer> tokenizer;
+  if (Result<Tokenizer> t = Tokenizer::from_metadata(file->metadata()); t.is_ok()) {
+    if (t->vocab_size() != config->vocab_size) {
+      return report_failure(invalid_argument_error(
+          fmt::format("run: the tokenizer has {} tokens but the model's vocabulary {}",
+                      t->vocab_size(), config->vocab_size)));
+    }
+    tokenizer = std::move(*t);
+  } else if (t.status().code() != StatusCode::kNotFound) {
+    return report_failure(t.status().with_context("run"));
+  }
+  std::vector<std::int32_t> prompt;
+  double encode_s = 0;
+  if (o.text_prompt) {
+    if (!tokenizer) {
+      return report_failure(invalid_argument_error(
+          "run: --prompt and --prompt-file need a tokenizer, and the model file has none (no "
+          "tokenizer.ggml.* keys); --prompt-tokens gives a prompt of token ids"));
+    }
+    const Clock::time_point encode_start = Clock::now();
+    // Control tokens written in the prompt (a chat template's markers) are tokens.
+    prompt = tokenizer->encode(prompt_text, {.parse_special = true});
+    encode_s = seconds_since(encode_start);
+    if (prompt.empty()) return report_failure(invalid_argument_error("run: the prompt is empty"));
+  } else if (tokenizer) {
+    prompt = default_text_prompt(*tokenizer, o.prompt_tokens);
+  } else {
+    prompt = make_prompt(o.prompt_tokens, config->vocab_size);
+  }
+  const auto prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  if (prompt_tokens + o.tokens > config->context_length) {
     return report_failure(invalid_argument_error(
         fmt::format("run: {} prompt + {} generated tokens exceed the model's context of {}",
-                    o.prompt_tokens, o.tokens, config->context_length)));
+                    prompt_tokens, o.tokens, config->context_length)));
   }
   for (std::int32_t t : o.stop_tokens) {
     if (t >= config->vocab_size) {
@@ -251,8 +359,8 @@ int run(const RunOptions& o) {
   LlamaLoadOptions load;
   load.backend = *backend;
   if (o.strict) load.strict = StrictPolicy::all();
-  load.max_context = o.prompt_tokens + std::max<std::int64_t>(o.tokens, 1);
-  load.max_batch = std::min<std::int64_t>(o.prompt_tokens, 512);
+  load.max_context = prompt_tokens + std::max<std::int64_t>(o.tokens, 1);
+  load.max_batch = std::min<std::int64_t>(prompt_tokens, 512);
   load.runner = runner;
   // On the host the profile costs two clock reads per node; on a device a
   // profiled run is never recorded, and its per-node times would be the host's
@@ -302,13 +410,12 @@ int run(const RunOptions& o) {
 
   // Prefill in chunks of the prefill bucket's size, each asking for its last
   // token's logits only (Note [Logits of chosen rows]).
-  const std::vector<std::int32_t> prompt = make_prompt(o.prompt_tokens, c.vocab_size);
   std::vector<float> logits(static_cast<std::size_t>(c.vocab_size));
   std::vector<float> last(static_cast<std::size_t>(c.vocab_size));
   const Clock::time_point prefill_start = Clock::now();
-  for (std::int64_t at = 0; at < o.prompt_tokens; at += model.max_batch()) {
-    progress.show("prompt", at, o.prompt_tokens);
-    const std::int64_t n = std::min(model.max_batch(), o.prompt_tokens - at);
+  for (std::int64_t at = 0; at < prompt_tokens; at += model.max_batch()) {
+    progress.show("prompt", at, prompt_tokens);
+    const std::int64_t n = std::min(model.max_batch(), prompt_tokens - at);
     Status st = model.eval(
         std::span(prompt).subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n)),
         logits);
@@ -338,8 +445,20 @@ int run(const RunOptions& o) {
   if (!o.ignore_eos) stops.insert(stops.end(), c.end_tokens.begin(), c.end_tokens.end());
   std::optional<std::int32_t> stopped_at;
   std::int64_t decode_evals = 0;
+  // With a text prompt the text is printed as it is generated (Note [Streaming
+  // text]); otherwise it is decoded once at the end.
+  const bool streaming = o.text_prompt && !o.json;
+  std::optional<TextStream> stream;
+  std::string continuation;
+  double decode_text_s = 0;
+  if (streaming) {
+    progress.clear();
+    std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
+    std::fflush(stdout);
+    stream.emplace(*tokenizer, DecodeOptions{.at_start = false});
+  }
   for (std::int64_t i = 0; i < o.tokens && finite; ++i) {
-    progress.show("generate", i, o.tokens);
+    if (!streaming) progress.show("generate", i, o.tokens);
     if (!o.logits_out.empty()) logit_rows.insert(logit_rows.end(), last.begin(), last.end());
     const Clock::time_point sample_start = Clock::now();
     Result<std::int32_t> drawn = sampler->sample(last, history);
@@ -351,6 +470,15 @@ int run(const RunOptions& o) {
     const std::int32_t next = *drawn;
     generated.push_back(next);
     history.push_back(next);
+    if (stream) {
+      const Clock::time_point text_start = Clock::now();
+      Result<std::string> piece = stream->push(next);
+      if (!piece.is_ok()) return report_failure(piece.status().with_context("run"));
+      decode_text_s += seconds_since(text_start);
+      std::fwrite(piece->data(), 1, piece->size(), stdout);
+      std::fflush(stdout);
+      continuation += *piece;
+    }
     if (std::find(stops.begin(), stops.end(), next) != stops.end()) {
       stopped_at = next;
       break;
@@ -367,7 +495,19 @@ int run(const RunOptions& o) {
   }
   const double decode_s = seconds_since(decode_start);
   progress.clear();
-  const double prompt_tps = static_cast<double>(o.prompt_tokens) / prefill_s;
+  if (stream) {
+    const std::string rest = stream->finish();
+    continuation += rest;
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputs("\n", stdout);
+  } else if (tokenizer) {
+    const Clock::time_point text_start = Clock::now();
+    Result<std::string> text = tokenizer->decode(generated, {.at_start = false});
+    if (!text.is_ok()) return report_failure(text.status().with_context("run"));
+    decode_text_s = seconds_since(text_start);
+    continuation = std::move(*text);
+  }
+  const double prompt_tps = static_cast<double>(prompt_tokens) / prefill_s;
   const double gen_tps = decode_evals > 0 ? static_cast<double>(decode_evals) / decode_s : 0.0;
   const std::uint64_t replays = model.executor_stats().replays - replays_before;
   std::size_t decode_nodes = 0;
@@ -399,8 +539,15 @@ int run(const RunOptions& o) {
     j["warm_up_s"] = warm_s;
     if (upload.total > 0) j["upload"] = {{"bytes", upload.total}, {"gb_per_s", upload_gbps}};
     if (weight_check) j["weight_check"] = check_json(*file, *weight_check);
-    j["prompt"] = {
-        {"tokens", o.prompt_tokens}, {"seconds", prefill_s}, {"tokens_per_s", prompt_tps}};
+    j["prompt"] = {{"tokens", prompt_tokens}, {"seconds", prefill_s}, {"tokens_per_s", prompt_tps}};
+    if (o.text_prompt) j["prompt"]["text"] = prompt_text;
+    if (tokenizer) {
+      j["text"] = continuation;
+      j["tokenizer"] = {{"kind", tokenizer->describe()},
+                        {"encode_s", encode_s},
+                        {"decode_us_per_token",
+                         generated.empty() ? 0.0 : decode_text_s * 1e6 / double(generated.size())}};
+    }
     j["generation"] = {{"tokens", static_cast<std::int64_t>(generated.size())},
                        {"stopped_at", stopped_at ? nlohmann::json(*stopped_at) : nlohmann::json()},
                        {"evals", decode_evals},
@@ -440,7 +587,9 @@ int run(const RunOptions& o) {
     }
     j["kernels"] = {{"probes", report.probes}, {"nodes", buckets}, {"violations", violations}};
     j["ok"] = finite;
-    fmt::print("{}\n", j.dump(2));
+    // Generated text need not be valid UTF-8 (a token may end inside a
+    // character): such bytes are written as U+FFFD rather than failing the dump.
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print(
         "model    {} ({} blocks, dim {}, {} heads / {} kv, ff {}, vocab {})\n",
@@ -455,7 +604,7 @@ int run(const RunOptions& o) {
       fmt::print("upload   {:.3f} GB to {} at {:.1f} GB/s\n",
                  static_cast<double>(upload.total) * 1e-9, name(*backend), upload_gbps);
     }
-    fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", o.prompt_tokens, prefill_s,
+    fmt::print("prompt   {} tokens in {:.3f} s: {:.1f} tokens/s\n", prompt_tokens, prefill_s,
                prompt_tps);
     fmt::print("generate {} tokens ({} decode steps) in {:.3f} s: {:.1f} tokens/s\n",
                generated.size(), decode_evals, decode_s, gen_tps);
@@ -481,6 +630,16 @@ int run(const RunOptions& o) {
     for (std::size_t i = 0; i < generated.size() && i < 16; ++i)
       ids += fmt::format(" {}", generated[i]);
     fmt::print("tokens  {}{}\n", ids, generated.size() > 16 ? " ..." : "");
+    if (tokenizer) {
+      if (!streaming) fmt::print("text     {}\n", escaped_text(continuation));
+      fmt::print("text in  {}{}; text out {:.2f} us per token, {:.2f}% of generation\n",
+                 tokenizer->describe(),
+                 o.text_prompt ? fmt::format(": {} bytes encoded in {:.3f} ms", prompt_text.size(),
+                                             encode_s * 1e3)
+                               : std::string(),
+                 generated.empty() ? 0.0 : decode_text_s * 1e6 / double(generated.size()),
+                 decode_s > 0 ? 100.0 * decode_text_s / decode_s : 0.0);
+    }
     if (profiled_ns > 0) {
       fmt::print("time by op family ({}, prompt + generation):\n",
                  host ? "kernel time" : "device time, each node waited for");
@@ -531,8 +690,18 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   std::string help = "auto (the first compiled accelerator, else the host) or one of:";
   for (BackendId b : compiled_backends()) help += fmt::format(" {}", name(b));
   cmd->add_option("--backend", options->backend, help);
-  cmd->add_option("--prompt-tokens", options->prompt_tokens, "prompt length in tokens (64)")
-      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+  CLI::Option* prompt_tokens =
+      cmd->add_option("--prompt-tokens", options->prompt_tokens,
+                      "prompt length in tokens (64): the default text's tokens repeated, or "
+                      "token ids spread over the vocabulary for a model without a tokenizer")
+          ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+  CLI::Option* prompt = cmd->add_option("--prompt", options->prompt,
+                                        "the prompt as text (needs the model's tokenizer); the "
+                                        "generated text is printed as it comes")
+                            ->excludes(prompt_tokens);
+  cmd->add_option("--prompt-file", options->prompt_file, "read the prompt text from this file")
+      ->excludes(prompt_tokens)
+      ->excludes(prompt);
   cmd->add_option("--tokens", options->tokens, "tokens to generate (32)")->check(kTokenRange);
   cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
       ->check(kThreadRange);
@@ -576,7 +745,10 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_flag("--check-weights,!--no-check-weights", options->check_weights,
                 "scan every weight for NaN and infinity before loading and refuse (exit 1) a "
                 "model that holds any (the default; --no-check-weights skips the scan)");
-  cmd->callback([options, &selected] { selected = [options] { return run(*options); }; });
+  cmd->callback([options, cmd, &selected] {
+    options->text_prompt = cmd->count("--prompt") + cmd->count("--prompt-file") > 0;
+    selected = [options] { return run(*options); };
+  });
 }
 
 }  // namespace switchyard::tool
