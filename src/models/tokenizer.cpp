@@ -140,6 +140,17 @@ void merge_symbols(std::vector<Symbol>& symbols, std::vector<Candidate>& heap, F
   }
 }
 
+// Note [Where SentencePiece merges cannot reach]
+// SentencePiece-style encoding does not split the text into words first: any
+// two adjacent symbols may merge, so in principle a whole text is one sequence.
+// But a merge only makes a piece of the vocabulary, so where no piece could span
+// a point of the text, the two sides are independent. Vocabularies trained to
+// split at whitespace have no piece with a space mark after another character
+// (marks start pieces, or make runs of marks), so the point before each mark
+// that follows another character is such a point; the tokenizer checks this of
+// its vocabulary at load and, when it holds, encodes those segments one by one:
+// the same tokens, but small heaps instead of one as long as the text.
+
 // Reused buffers of one encode call.
 struct Scratch {
   explicit Scratch(text::SplitPattern pattern) : splitter(pattern) {}
@@ -186,11 +197,18 @@ struct Tokenizer::State {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = true;
+  // "llama": no piece holds a space mark right after another character, so
+  // encoding may cut the text before each such mark (Note [Where SentencePiece
+  // merges cannot reach]).
+  bool space_marks_split = false;
 
   void encode_piece(std::string_view text, bool prefix_space, Scratch& s,
                     std::vector<std::int32_t>& out) const;
   void encode_sentencepiece(std::string_view text, bool prefix_space, Scratch& s,
                             std::vector<std::int32_t>& out) const;
+  // Merges and emits word[begin, end).
+  void encode_segment(std::string_view word, std::size_t begin, std::size_t end, Scratch& s,
+                      std::vector<std::int32_t>& out) const;
   void encode_byte_level(std::string_view text, Scratch& s, std::vector<std::int32_t>& out) const;
   void encode_word_bytes(std::string_view word, Scratch& s, std::vector<std::int32_t>& out) const;
   // The longest special token spelled at text[at], or -1.
@@ -373,6 +391,20 @@ Result<Tokenizer> Tokenizer::from_metadata(const GgufMetadata& md) {
                                : type != TokenType::kControl;
     if (mergeable) s->piece_ids.emplace(piece, id);
   }
+  if (spm) {
+    s->space_marks_split =
+        std::none_of(s->piece_ids.begin(), s->piece_ids.end(), [](const auto& p) {
+          const std::string_view piece = p.first;
+          for (std::size_t at = piece.find(kSpaceMark, 1); at != std::string_view::npos;
+               at = piece.find(kSpaceMark, at + 1)) {
+            if (at < kSpaceMark.size() ||
+                piece.substr(at - kSpaceMark.size(), kSpaceMark.size()) != kSpaceMark) {
+              return true;
+            }
+          }
+          return false;
+        });
+  }
   if (!spm) {
     for (int b = 0; b < 256; ++b) {
       auto it = s->piece_ids.find(s->byte_chars[b]);
@@ -452,36 +484,54 @@ void Tokenizer::State::encode_sentencepiece(std::string_view text, bool prefix_s
     else
       word += c;
   }
+  // Note [Where SentencePiece merges cannot reach]: a space mark that follows
+  // another character starts a segment of its own when no piece spans one.
+  std::size_t begin = 0;
+  if (space_marks_split) {
+    for (std::size_t at = word.find(kSpaceMark, 1); at != std::string::npos;
+         at = word.find(kSpaceMark, at + kSpaceMark.size())) {
+      if (at >= kSpaceMark.size() &&
+          std::string_view(word).substr(at - kSpaceMark.size(), kSpaceMark.size()) == kSpaceMark) {
+        continue;  // a run of spaces stays together
+      }
+      encode_segment(word, begin, at, s, out);
+      begin = at;
+    }
+  }
+  encode_segment(word, begin, word.size(), s, out);
+}
+
+void Tokenizer::State::encode_segment(std::string_view word, std::size_t begin, std::size_t end,
+                                      Scratch& s, std::vector<std::int32_t>& out) const {
   std::vector<Symbol>& symbols = s.symbols;
   symbols.clear();
-  for (std::size_t at = 0; at < word.size();) {
-    const std::uint32_t size = text::next_utf8(word, at).size;
+  for (std::size_t at = begin; at < end;) {
+    const std::uint32_t size = text::next_utf8(word.substr(0, end), at).size;
     const auto i = static_cast<std::int32_t>(symbols.size());
     symbols.push_back(
         {static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + size), i - 1, i + 1, -1});
     at += size;
   }
+  if (symbols.empty()) return;
   symbols.back().next = -1;
-  const std::string_view w = word;
   merge_symbols(symbols, s.heap, [&](const Symbol& left, const Symbol& right) {
-    auto it = piece_ids.find(w.substr(left.begin, right.end - left.begin));
+    auto it = piece_ids.find(word.substr(left.begin, right.end - left.begin));
     if (it == piece_ids.end()) return Merge{};
     return Merge{scores[it->second], it->second};
   });
   for (std::int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& sym = symbols[i];
+    const std::string_view bytes = word.substr(sym.begin, sym.size());
     std::int32_t id = sym.id;
     if (id < 0) {  // a single character: a token, or its bytes
-      auto it = piece_ids.find(w.substr(sym.begin, sym.size()));
+      auto it = piece_ids.find(bytes);
       if (it != piece_ids.end()) id = it->second;
     }
-    const auto bytes = std::string_view(word).substr(sym.begin, sym.size());
-    const bool has_bytes = std::all_of(bytes.begin(), bytes.end(), [&](char c) {
-      return byte_tokens[static_cast<unsigned char>(c)] >= 0;
-    });
     if (id >= 0) {
       out.push_back(id);
-    } else if (has_bytes) {
+    } else if (std::all_of(bytes.begin(), bytes.end(), [&](char c) {
+                 return byte_tokens[static_cast<unsigned char>(c)] >= 0;
+               })) {
       for (char c : bytes) out.push_back(byte_tokens[static_cast<unsigned char>(c)]);
     } else if (unk >= 0) {
       out.push_back(unk);  // the whole character, as one unknown

@@ -34,7 +34,8 @@ using ::testing::HasSubstr;
 constexpr std::int32_t kFirstByte = 3;  // <0x00> is token 3
 
 // <unk>, <s>, </s>, the 256 byte tokens, then scored pieces.
-GgufMetadata spm_metadata(bool with_bytes = true) {
+GgufMetadata spm_metadata(bool with_bytes = true,
+                          const std::vector<std::pair<std::string, float>>& extra = {}) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<std::int32_t> types = {2, 3, 3};
   std::vector<float> scores = {0, 0, 0};
@@ -67,6 +68,11 @@ GgufMetadata spm_metadata(bool with_bytes = true) {
       {"\u2581world", -5.5f},
       {"aa", -1},
   };
+  for (const auto& [piece, score] : extra) {
+    tokens.push_back(piece);
+    types.push_back(1);
+    scores.push_back(score);
+  }
   for (const auto& [piece, score] : pieces) {
     tokens.push_back(piece);
     types.push_back(1);
@@ -113,6 +119,16 @@ TEST(SentencePieceTokenizerTest, MergesTheBestScoredPairFirst) {
               ElementsAre(id_of(t, "\u2581"), id_of(t, "aa"), id_of(t, "a")));
   EXPECT_THAT(t.encode(""), ElementsAre(1));
   EXPECT_THAT(t.encode("", {.add_special = false}), ElementsAre());
+}
+
+// A vocabulary with a piece across a space: merges reach across it (the encoder
+// cuts the text at spaces only for vocabularies where no piece does).
+TEST(SentencePieceTokenizerTest, APieceAcrossASpaceStillMerges) {
+  const GgufMetadata md = spm_metadata(true, {{"o\u2581", 10.0f}, {"o\u2581w", 10.0f}});
+  Tokenizer t = load(md);
+  const std::vector<std::int32_t> ids = t.encode("hello world", {.add_special = false});
+  EXPECT_THAT(ids, ::testing::Contains(id_of(t, "o\u2581w")));
+  EXPECT_EQ(decoded(t, ids), "hello world");
 }
 
 TEST(SentencePieceTokenizerTest, CharactersOutsideTheVocabularyBecomeTheirBytes) {
