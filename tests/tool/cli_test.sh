@@ -123,6 +123,27 @@ contains out "^text     \"" "run prints the generated text"
 expect 2 "run --prompt with --prompt-tokens" -- "$tool" run --prompt hi --prompt-tokens 4
 expect 2 "run --prompt-file that does not exist" -- "$tool" run --prompt-file "$work/none.txt"
 contains err "cannot read" "the refusal names the file"
+# perplexity: chunked scoring of a text file, its logits as .npy.
+head -c 20000 "$(dirname "$0")/../data/text/heldout.txt" >"$work/text.txt"
+expect 0 "perplexity" -- "$tool" perplexity --file "$work/text.txt" --ctx 64 --chunks 3 \
+  --logits-out "$work/ppl.npy"
+contains out "^perplexity [0-9.]* +/- [0-9.]* over 3 chunks of 64 tokens (93 scored)" \
+  "perplexity reports its value, error and chunks"
+# 3 chunks x 31 scored rows x 512 logits x 4 bytes, after the 128-byte header.
+if [[ $(stat -c %s "$work/ppl.npy") -ne $((128 + 93 * 512 * 4)) ]]; then
+  echo "FAIL: perplexity --logits-out wrote $(stat -c %s "$work/ppl.npy") bytes"
+  failures=$((failures + 1))
+fi
+expect 0 "perplexity --json" -- "$tool" perplexity --file "$work/text.txt" --ctx 64 --chunks 2 --json
+contains out '"perplexity":' "perplexity --json"
+expect 2 "perplexity without --file" -- "$tool" perplexity
+expect 2 "perplexity --file that does not exist" -- "$tool" perplexity --file "$work/none.txt"
+expect 2 "perplexity --ctx 3" -- "$tool" perplexity --file "$work/text.txt" --ctx 3
+expect 2 "perplexity --batch above --ctx" -- "$tool" perplexity --file "$work/text.txt" --ctx 64 --batch 65
+expect 2 "perplexity --ctx above the model's context" -- "$tool" perplexity --file "$work/text.txt" --ctx 4096
+printf 'too short' >"$work/short.txt"
+expect 2 "perplexity on less than one chunk" -- "$tool" perplexity --file "$work/short.txt" --ctx 64
+contains err "fewer than one chunk of 64" "the refusal names the counts"
 expect 2 "run --stop-token outside the vocabulary" -- "$tool" run --stop-token 999999
 contains err "outside the" "the refusal names the vocabulary"
 expect 2 "run --top-p 2" -- "$tool" run --temperature 1 --top-p 2

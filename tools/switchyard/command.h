@@ -33,5 +33,6 @@ void add_explain_command(CLI::App& app, CommandMain& selected);
 void add_verify_command(CLI::App& app, CommandMain& selected);
 void add_inspect_command(CLI::App& app, CommandMain& selected);
 void add_quantize_command(CLI::App& app, CommandMain& selected);
+void add_perplexity_command(CLI::App& app, CommandMain& selected);
 
 }  // namespace switchyard::tool

@@ -1,8 +1,8 @@
 #include "npy.h"
 
 #include <bit>
-#include <cstdio>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -11,12 +11,11 @@ namespace switchyard::tool {
 // The format (NumPy's NEP 1): the magic "\x93NUMPY", version 1.0, a two-byte
 // little-endian header length, then a Python dict literal padded with spaces and
 // ended by a newline so that the data starts at a multiple of 64 bytes.
-Status write_npy_f32(const std::filesystem::path& path, std::int64_t rows, std::int64_t cols,
-                     std::span<const float> values) {
+Result<NpyWriter> NpyWriter::create(const std::filesystem::path& path, std::int64_t rows,
+                                    std::int64_t cols) {
   static_assert(std::endian::native == std::endian::little, "the data is written as stored");
-  if (rows < 0 || cols < 0 || static_cast<std::int64_t>(values.size()) != rows * cols) {
-    return invalid_argument_error(
-        fmt::format("npy: {} values are not {} rows of {}", values.size(), rows, cols));
+  if (rows < 0 || cols < 0) {
+    return invalid_argument_error(fmt::format("npy: a shape of ({}, {})", rows, cols));
   }
   std::string header =
       fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
@@ -39,16 +38,74 @@ Status write_npy_f32(const std::filesystem::path& path, std::int64_t rows, std::
   if (f == nullptr) {
     return unavailable_error(fmt::format("npy: cannot open '{}' for writing", path.string()));
   }
-  bool ok = std::fwrite(preamble, 1, kPreamble, f) == kPreamble &&
-            std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
-            std::fwrite(values.data(), sizeof(float), values.size(), f) == values.size();
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
+  NpyWriter writer(f, path, rows, cols);
+  if (std::fwrite(preamble, 1, kPreamble, f) != kPreamble ||
+      std::fwrite(header.data(), 1, header.size(), f) != header.size()) {
+    writer.abandon();
     return unavailable_error(fmt::format("npy: writing '{}' failed", path.string()));
   }
+  return writer;
+}
+
+NpyWriter::NpyWriter(NpyWriter&& other) noexcept
+    : file_(std::exchange(other.file_, nullptr)),
+      path_(std::move(other.path_)),
+      rows_(other.rows_),
+      cols_(other.cols_),
+      written_(other.written_) {}
+
+NpyWriter::~NpyWriter() { abandon(); }
+
+void NpyWriter::abandon() {
+  if (file_ == nullptr) return;
+  std::fclose(file_);
+  file_ = nullptr;
+  std::error_code ignored;
+  std::filesystem::remove(path_, ignored);
+}
+
+Status NpyWriter::append(std::span<const float> row) {
+  if (file_ == nullptr) return failed_precondition_error("npy: the writer is closed");
+  if (static_cast<std::int64_t>(row.size()) != cols_ || written_ == rows_) {
+    return invalid_argument_error(fmt::format("npy: a row of {} values as row {} of {} rows of {}",
+                                              row.size(), written_, rows_, cols_));
+  }
+  if (std::fwrite(row.data(), sizeof(float), row.size(), file_) != row.size()) {
+    abandon();
+    return unavailable_error(fmt::format("npy: writing '{}' failed", path_.string()));
+  }
+  ++written_;
   return Status::ok();
+}
+
+Status NpyWriter::finish() {
+  if (file_ == nullptr) return failed_precondition_error("npy: the writer is closed");
+  if (written_ != rows_) {
+    abandon();
+    return failed_precondition_error(
+        fmt::format("npy: '{}' got {} of its {} rows", path_.string(), written_, rows_));
+  }
+  const bool closed = std::fclose(std::exchange(file_, nullptr)) == 0;
+  if (!closed) {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+    return unavailable_error(fmt::format("npy: writing '{}' failed", path_.string()));
+  }
+  return Status::ok();
+}
+
+Status write_npy_f32(const std::filesystem::path& path, std::int64_t rows, std::int64_t cols,
+                     std::span<const float> values) {
+  if (rows < 0 || cols < 0 || static_cast<std::int64_t>(values.size()) != rows * cols) {
+    return invalid_argument_error(
+        fmt::format("npy: {} values are not {} rows of {}", values.size(), rows, cols));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(NpyWriter writer, NpyWriter::create(path, rows, cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    SWITCHYARD_RETURN_IF_ERROR(writer.append(
+        values.subspan(static_cast<std::size_t>(r * cols), static_cast<std::size_t>(cols))));
+  }
+  return writer.finish();
 }
 
 }  // namespace switchyard::tool

@@ -28,15 +28,10 @@
 //   continuation is decoded once at the end. Either way run reports what the text
 //   path cost: the prompt's encoding, and decoding per generated token against the
 //   generation's time.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -47,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "model_source.h"
 #include "npy.h"
 #include "progress.h"
 #include "switchyard/backends.h"
@@ -106,85 +102,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// `--backend`: a compiled backend's name, or `auto` for the default one (the
-// first accelerator with a device present, else the CPU). A compiled backend
-// without its device is a usage error: exit 2 with the backend's own reason.
-Result<BackendId> pick_backend(std::string_view text) {
-  const TableSnapshot table = current_table();
-  if (text == "auto") return default_backend(*table);
-  Result<BackendId> backend = parse_compiled_backend(text);
-  if (!backend.is_ok()) {
-    return invalid_argument_error(
-        fmt::format("run: --backend: {}; or give auto", backend.status().message()));
-  }
-  const BackendMemory* memory = table->backend_memory(*backend);
-  if (memory != nullptr) {
-    if (Status ready = memory->ready(); !ready.is_ok()) {
-      return invalid_argument_error(fmt::format("run: --backend {}: {}", text, ready.message()));
-    }
-  }
-  return backend;
-}
-
-// What `--backend auto` chose and why, for the report: the accelerator whose
-// device is present, or the host and the reason each compiled accelerator gave.
-std::string auto_note(BackendId chosen) {
-  if (is_accelerator(chosen)) return " (auto: its device is present)";
-  const TableSnapshot table = current_table();
-  for (BackendId b : compiled_backends()) {
-    const BackendMemory* memory = table->backend_memory(b);
-    if (!is_accelerator(b) || memory == nullptr) continue;
-    if (Status ready = memory->ready(); !ready.is_ok()) {
-      return fmt::format(" (auto: {} not usable: {})", name(b), ready.message());
-    }
-  }
-  return " (auto)";
-}
-
-// The storage rules of the embedded model: the default mix, or one dtype for every
-// matrix weight (norms stay f32).
-Result<std::vector<TensorTypeRule>> synthetic_types(std::string_view model_type) {
-  if (model_type == "mix") return default_synthetic_llama_types();
-  Result<DType> dtype = parse_dtype(model_type);
-  if (!dtype.is_ok()) {
-    return invalid_argument_error(
-        fmt::format("run: --model-type '{}': expected mix or a weight dtype (f32, f16, q4_k, ...)",
-                    model_type));
-  }
-  std::vector<TensorTypeRule> rules;
-  for (std::string_view role : synthetic_llama_weight_roles()) {
-    rules.push_back({std::string(role), *dtype});
-  }
-  return rules;
-}
-
-// The embedded default: the synthetic model written through the GGUF writer and
-// mapped back through the reader. Without `save_as` the file is temporary and
-// unlinked once mapped (the mapping keeps the data).
-Result<GgufFile> synthetic_file(std::string_view preset, std::string_view model_type,
-                                const std::string& save_as) {
-  SWITCHYARD_ASSIGN_OR_RETURN(std::vector<TensorTypeRule> types, synthetic_types(model_type));
-  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticLlamaConfig config, synthetic_llama_preset(preset));
-  if (config.tied_embeddings)
-    std::erase_if(types, [](const auto& r) { return r.role == "output"; });
-  // Generated straight in the weights' storage types: a model of billions of
-  // parameters is never held in f32 as well.
-  config.type_rules = std::move(types);
-  SWITCHYARD_ASSIGN_OR_RETURN(SyntheticModel model, generate_synthetic_llama(config));
-  const std::filesystem::path path =
-      !save_as.empty()
-          ? std::filesystem::path(save_as)
-          : std::filesystem::temp_directory_path() /
-                fmt::format("switchyard-synthetic-llama-{}.gguf", static_cast<long>(getpid()));
-  SWITCHYARD_RETURN_IF_ERROR(write_synthetic_model(model, path));
-  Result<GgufFile> file = GgufFile::open(path);
-  if (save_as.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-  }
-  return file;
-}
-
 // The text a model with a tokenizer is prompted with when no prompt is given:
 // its tokens, repeated, make the --prompt-tokens prompt.
 constexpr std::string_view kDefaultPromptText =
@@ -214,21 +131,6 @@ std::vector<std::int32_t> default_text_prompt(const Tokenizer& tokenizer, std::i
   }
   prompt.resize(static_cast<std::size_t>(n), body.empty() ? 0 : body.front());
   return prompt;
-}
-
-// --prompt-file's contents, as bytes.
-Result<std::string> read_prompt_file(const std::string& path) {
-  std::error_code ec;
-  std::ifstream in;
-  if (std::filesystem::is_regular_file(path, ec)) in.open(path, std::ios::binary);
-  std::string text;
-  if (in.is_open())
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in.is_open() || in.bad()) {
-    return invalid_argument_error(
-        fmt::format("run: --prompt-file: cannot read '{}' (not a readable file)", path));
-  }
-  return text;
 }
 
 // Text for a one-line report: quoted, with control characters escaped.
@@ -276,11 +178,11 @@ int run(const RunOptions& o) {
   }
   std::string prompt_text = o.prompt;
   if (!o.prompt_file.empty()) {
-    Result<std::string> text = read_prompt_file(o.prompt_file);
+    Result<std::string> text = read_text_file("run: --prompt-file", o.prompt_file);
     if (!text.is_ok()) return report_failure(text.status());
     prompt_text = std::move(*text);
   }
-  Result<BackendId> backend = pick_backend(o.backend);
+  Result<BackendId> backend = pick_backend("run", o.backend);
   if (!backend.is_ok()) return report_failure(backend.status());
   Result<Sampler> sampler = Sampler::create(o.sampling);
   if (!sampler.is_ok()) return report_failure(sampler.status().with_context("run"));
