@@ -67,8 +67,11 @@
 
 namespace switchyard {
 
-// The hyperparameters of a llama-family model, as the `llama.*` GGUF keys state.
+// The hyperparameters of a llama-family model, as the `<architecture>.*` GGUF keys
+// state ("llama", or "qwen2": the same blocks with q/k/v biases and rope over
+// half-split pairs).
 struct LlamaConfig {
+  std::string architecture = "llama";
   std::int64_t context_length = 0;
   std::int64_t embedding_length = 0;
   std::int64_t block_count = 0;
@@ -81,6 +84,24 @@ struct LlamaConfig {
   // default the whole head); the rest pass through.
   std::int64_t rope_dims = 0;
   float rms_eps = 1e-5f;
+  // Which dimensions rope pairs: adjacent ones (llama files, whose converters
+  // permute q and k) or each half with the other (qwen2).
+  RopeMode rope_mode = RopeMode::kNormal;
+  // Linear rope scaling (`rope.scaling.type` linear, or the older
+  // `rope.scale_linear`): every angle divided by this.
+  float rope_linear_scale = 1.0f;
+  // The file has `rope_freqs.weight`, per-pair frequency divisors (Llama 3's
+  // long-context scaling; from_gguf).
+  bool rope_freq_factors = false;
+  // The head size: `attention.key_length` where given (value_length must
+  // equal it), else embedding_length / head_count. 0 in a hand-built config
+  // means the latter.
+  std::int64_t head_dimension = 0;
+  // q, k and v have bias vectors `blk.N.attn_{q,k,v}.bias` (qwen2; from_gguf).
+  bool attention_bias = false;
+  // `general.file_type` where the file states it (the "mostly" storage type,
+  // as quantizers number it), else -1.
+  std::int64_t file_type = -1;
   // True when the file has no `output.weight` and the logits reuse token_embd.
   bool tied_embeddings = false;
   // Tokens that end a sequence: `tokenizer.ggml.eos_token_id` and
@@ -88,28 +109,39 @@ struct LlamaConfig {
   // checked to be in the vocabulary. Generation stops at one (`run`).
   std::vector<std::int32_t> end_tokens;
 
-  [[nodiscard]] std::int64_t head_dim() const { return embedding_length / head_count; }
+  [[nodiscard]] std::int64_t head_dim() const {
+    return head_dimension > 0 ? head_dimension : embedding_length / head_count;
+  }
+  [[nodiscard]] std::int64_t q_dim() const { return head_dim() * head_count; }
   [[nodiscard]] std::int64_t kv_dim() const { return head_dim() * head_count_kv; }
 
-  // Reads and checks the metadata: `general.architecture` must be "llama"; the
-  // required keys (context_length, embedding_length, block_count,
-  // feed_forward_length, attention.head_count, attention.layer_norm_rms_epsilon)
-  // must be present and positive; head_count_kv defaults to head_count, the rope
-  // base to 10000, the rotated dimensions to head_dim (even, at most head_dim), the vocabulary size
-  // to the length of `tokenizer.ggml.tokens` or else token_embd's rows. Heads must divide the
-  // embedding (into an even head_dim, which rope rotates in pairs) and kv heads must divide heads.
-  // kInvalidArgument naming the key or the inconsistency.
+  // Reads and checks the metadata: `general.architecture` must be "llama" or
+  // "qwen2", the prefix of every key below; the required keys (context_length,
+  // embedding_length, block_count, feed_forward_length, attention.head_count,
+  // attention.layer_norm_rms_epsilon) must be present and positive;
+  // head_count_kv defaults to head_count, the rope base to 10000, the head size
+  // to embedding / heads (attention.key_length overrides it; even, as rope
+  // rotates pairs), the rotated dimensions to the head size (even, at most it),
+  // the vocabulary size to the length of `tokenizer.ggml.tokens` or else
+  // token_embd's rows; rope.scaling.type may be none or linear (with
+  // rope.scaling.factor). kv heads must divide heads. kInvalidArgument naming
+  // the key or the inconsistency.
   [[nodiscard]] static Result<LlamaConfig> from_metadata(const GgufMetadata& metadata);
 
   // from_metadata, then every tensor the config implies is checked: present
   // (kNotFound naming it), with its exact shape and a dtype the model can use
-  // (kInvalidArgument naming the tensor, its shape and the expected one).
+  // (kInvalidArgument naming the tensor, its shape and the expected one). The
+  // optional tensors set attention_bias (blk.0.attn_q.bias; always for qwen2)
+  // and rope_freq_factors (rope_freqs.weight, [rope_dims / 2]).
   [[nodiscard]] static Result<LlamaConfig> from_gguf(const GgufFile& file);
 };
 
 // The standard tensor name of a block's weight: block_tensor_name(3, "attn_q") is
-// "blk.3.attn_q.weight".
+// "blk.3.attn_q.weight"; block_bias_name(3, "attn_q") is "blk.3.attn_q.bias".
 [[nodiscard]] std::string block_tensor_name(std::int64_t block, std::string_view role);
+[[nodiscard]] std::string block_bias_name(std::int64_t block, std::string_view role);
+// Llama 3's per-pair rope frequency divisors, [rope_dims / 2] f32.
+inline constexpr std::string_view kRopeFreqsTensor = "rope_freqs.weight";
 
 // What the load found about kernels.
 struct LlamaKernelReport {

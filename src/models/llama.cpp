@@ -78,7 +78,6 @@ class GraphAssembler {
   Result<Graph> build() {
     const std::int64_t t = b_.symbol(kTokens);
     const std::int64_t kv = b_.symbol("kv");
-    const std::int64_t d = c_.embedding_length;
     const std::int64_t h = c_.head_count;
     const std::int64_t hkv = c_.head_count_kv;
     const std::int64_t dh = c_.head_dim();
@@ -109,9 +108,27 @@ class GraphAssembler {
         b_.op(OpKind::kGetRows, {embd, tokens}, "token_embd", {}, "token_embd", DType::kF32);
     std::vector<ValueId> k_all, v_all;
     OpParams rope;
-    rope.rope_mode = RopeMode::kNormal;
+    rope.rope_mode = c_.rope_mode;
     rope.rope_base = c_.rope_freq_base;
     rope.rope_dims = static_cast<int>(c_.rope_dims);
+    // Rope scaling, as per-pair frequency divisors: the file's rope_freqs.weight
+    // (Llama 3's long context), times the linear factor where there is one.
+    std::vector<ValueId> rope_extra;
+    if (c_.rope_freq_factors || c_.rope_linear_scale != 1.0f) {
+      std::vector<float> factors(static_cast<std::size_t>(c_.rope_dims / 2), 1.0f);
+      if (c_.rope_freq_factors) {
+        const GgufTensorInfo* info = file_.find_tensor(kRopeFreqsTensor);  // checked by from_gguf
+        std::memcpy(factors.data(), file_.view(*info).data(), factors.size() * sizeof(float));
+      }
+      for (float& f : factors) f *= c_.rope_linear_scale;
+      rope_extra.push_back(
+          b_.constant_f32("rope_freqs", {static_cast<std::int64_t>(factors.size())}, factors));
+    }
+    const auto rope_inputs = [&](ValueId heads) {
+      std::vector<ValueId> in = {heads, pos};
+      in.insert(in.end(), rope_extra.begin(), rope_extra.end());
+      return in;
+    };
     OpParams attn;
     attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
     OpParams norm;
@@ -123,10 +140,15 @@ class GraphAssembler {
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId q, project(hn, i, "attn_q"));
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId k, project(hn, i, "attn_k"));
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId v, project(hn, i, "attn_v"));
-      ValueId qr =
-          b_.op(OpKind::kRope, {b_.reshape(q, {t, h, dh}), pos}, p + "q_rope", rope, "rope_q");
-      ValueId kr =
-          b_.op(OpKind::kRope, {b_.reshape(k, {t, hkv, dh}), pos}, p + "k_rope", rope, "rope_k");
+      if (c_.attention_bias) {
+        q = biased(q, i, "attn_q", h * dh);
+        k = biased(k, i, "attn_k", hkv * dh);
+        v = biased(v, i, "attn_v", hkv * dh);
+      }
+      ValueId qr = b_.op(OpKind::kRope, rope_inputs(b_.reshape(q, {t, h, dh})), p + "q_rope", rope,
+                         "rope_q");
+      ValueId kr = b_.op(OpKind::kRope, rope_inputs(b_.reshape(k, {t, hkv, dh})), p + "k_rope",
+                         rope, "rope_k");
       // The step's rows go into the cache at their positions, and the attention
       // reads the cache with them (Note [KV cache as graph state]).
       ValueId ks = b_.op(OpKind::kSetRows,
@@ -139,7 +161,7 @@ class GraphAssembler {
       ValueId a = b_.op(OpKind::kAttention,
                         {qr, b_.reshape(ks, {kv, hkv, dh}), b_.reshape(vs, {kv, hkv, dh}), mask},
                         attention_name(i), attn, "attention");
-      SWITCHYARD_ASSIGN_OR_RETURN(ValueId o, project(b_.reshape(a, {t, d}), i, "attn_output"));
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId o, project(b_.reshape(a, {t, h * dh}), i, "attn_output"));
       x = b_.add(x, o, p + "attn_residual", "residual");
       ValueId fn = b_.op(OpKind::kRmsNorm, {x, norm_weight(block_tensor_name(i, "ffn_norm"))},
                          p + "ffn_norm", norm, "ffn_norm");
@@ -195,6 +217,15 @@ class GraphAssembler {
  private:
   static constexpr std::string_view kDequantFallback =
       "weight converted to f32 at load, f32 kernel";
+
+  // x [tokens, n] plus the block's bias for `role` (f32 [n], checked by from_gguf).
+  ValueId biased(ValueId x, std::int64_t block, std::string_view role, std::int64_t n) {
+    const std::string name = block_bias_name(block, role);
+    const GgufTensorInfo* info = file_.find_tensor(name);
+    ValueId bias = b_.constant_borrowed(name, DType::kF32, info->shape, file_.view(*info).data());
+    return b_.add(x, b_.broadcast(bias, {b_.symbol(kTokens), n}),
+                  fmt::format("blk.{}.{}_bias", block, role), std::string(role) + "_bias");
+  }
 
   ValueId norm_weight(const std::string& name) {
     const GgufTensorInfo* info = file_.find_tensor(name);  // checked by from_gguf

@@ -174,10 +174,16 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in, con
       return in[0];
     }
     case OpFamily::kRope: {
-      SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 2));
+      SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 3));
       SWITCHYARD_RETURN_IF_ERROR(min_rank(op, in[0], 3, "x [.., T, H, D]"));
       SWITCHYARD_RETURN_IF_ERROR(float_dtype(op, in[0], "x"));
       const Shape& x = in[0].shape;
+      const std::int64_t rotated = params.rope_dims == 0 ? x.inner() : params.rope_dims;
+      if (in.size() == 3 && (in[2].dtype != DType::kF32 || !(in[2].shape == Shape{rotated / 2}))) {
+        return mismatch(op, fmt::format("frequency factors must be f32 [{}] (one per rotated "
+                                        "pair), are {}{}",
+                                        rotated / 2, name(in[2].dtype), shape_text(in[2].shape)));
+      }
       if (in[1].dtype != DType::kI32 || in[1].shape.rank() != 1 ||
           in[1].shape[0] != x[x.rank() - 3]) {
         return mismatch(op, fmt::format("positions must be i32 [T] with T = {}, are {}{}",

@@ -354,8 +354,12 @@ Result<std::vector<Case>> softmax_cases(const DTypeList& d, const KernelCaps& ca
 
 Result<std::vector<Case>> rope_cases(const DTypeList& d, const KernelCaps& caps, Gen& g) {
   constexpr OpKind kOp = OpKind::kRope;
-  if (d.size() != 3 || !is_float(d[0]) || !is_int(d[1]) || !is_float(d[2])) {
-    return unsupported(kOp, d, "takes x (float), pos (integer), out (float)");
+  const bool factored = d.size() == 4;
+  if ((d.size() != 3 && !factored) || !is_float(d[0]) || !is_int(d[1]) ||
+      !is_float(d[d.size() - 1]) || (factored && d[2] != DType::kF32)) {
+    return unsupported(kOp, d,
+                       "takes x (float), pos (integer), optionally f32 frequency factors, out "
+                       "(float)");
   }
   struct Config {
     std::vector<std::int64_t> dims;
@@ -373,6 +377,12 @@ Result<std::vector<Case>> rope_cases(const DTypeList& d, const KernelCaps& caps,
     Case c;
     c.inputs = {spec("x", d[0], s, g.uniform(s.numel(), -2.0, 2.0)),
                 spec("pos", d[1], Shape{t}, g.integers(t, 0, 40))};
+    if (factored) {
+      // Factors as long-context scalings have them: 1 for fast pairs, up to 8
+      // for slow ones.
+      const std::int64_t half = (cfg.rope_dims == 0 ? s.inner() : cfg.rope_dims) / 2;
+      c.inputs.push_back(spec("factors", DType::kF32, Shape{half}, g.uniform(half, 1.0, 8.0)));
+    }
     c.params.rope_mode = cfg.mode;
     c.params.rope_dims = cfg.rope_dims;
     c.note = fmt::format("{} rope_dims={}", cfg.mode == RopeMode::kNormal ? "normal" : "neox",

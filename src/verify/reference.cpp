@@ -275,7 +275,7 @@ Result<RefOutput> softmax(std::span<const RefTensor> in, const OpParams& p) {
 
 Result<RefOutput> rope(std::span<const RefTensor> in, const OpParams& p) {
   constexpr OpKind kOp = OpKind::kRope;
-  SWITCHYARD_RETURN_IF_ERROR(expect_arity(kOp, in, 2, 2));
+  SWITCHYARD_RETURN_IF_ERROR(expect_arity(kOp, in, 2, 3));
   const Shape& x = in[0].shape;
   if (x.rank() < 3) return contract_error(kOp, "x must be [..., T, H, D]");
   const std::int64_t d = x.inner();
@@ -289,6 +289,9 @@ Result<RefOutput> rope(std::span<const RefTensor> in, const OpParams& p) {
   RefOutput out = make_output(x);
   const std::int64_t count = d > 0 ? x.numel() / d : 0;  // (batch, t, h) rows
   const std::int64_t half = rd / 2;
+  if (in.size() == 3 && !(in[2].shape == Shape{half})) {
+    return contract_error(kOp, "frequency factors must be [rope_dims / 2]");
+  }
   for (std::int64_t row = 0; row < count; ++row) {
     const std::int64_t ti = (row / h) % t;
     const double pos = in[1].values[ti];
@@ -300,8 +303,11 @@ Result<RefOutput> rope(std::span<const RefTensor> in, const OpParams& p) {
       sc[i] = std::abs(src[i]);
     }
     for (std::int64_t i = 0; i < half; ++i) {
-      const double theta = pos * std::pow(static_cast<double>(p.rope_base),
-                                          -2.0 * static_cast<double>(i) / static_cast<double>(rd));
+      const double factor = in.size() == 3 ? in[2].values[i] : 1.0;
+      const double theta = pos *
+                           std::pow(static_cast<double>(p.rope_base),
+                                    -2.0 * static_cast<double>(i) / static_cast<double>(rd)) /
+                           factor;
       const std::int64_t iu = p.rope_mode == RopeMode::kNormal ? 2 * i : i;
       const std::int64_t iv = p.rope_mode == RopeMode::kNormal ? 2 * i + 1 : i + half;
       const double u = src[iu];

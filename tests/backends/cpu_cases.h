@@ -45,7 +45,9 @@ inline std::vector<Shape> case_shapes(OpKind op, std::size_t operands, bool big)
     case OpFamily::kSoftmax:
       return operands == 3 ? std::vector<Shape>{{rows, 3, 33}, {3, 33}, {rows, 3, 33}}
                            : std::vector<Shape>{{rows, 3, 33}, {rows, 3, 33}};
-    case OpFamily::kRope: return {{rows, 3, 2, 8}, {3}, {rows, 3, 2, 8}};
+    case OpFamily::kRope:
+      if (operands == 4) return {{rows, 3, 2, 8}, {3}, {4}, {rows, 3, 2, 8}};  // with factors
+      return {{rows, 3, 2, 8}, {3}, {rows, 3, 2, 8}};
     case OpFamily::kGetRows:
       if (op == OpKind::kSetRows) return {{rows + 3, k}, {rows, k}, {rows}, {rows + 3, k}};
       return {{4, k}, {rows}, {rows, k}};

@@ -279,13 +279,16 @@ void append_tensor_rows(std::vector<Row>& rows) {
     // nearly zero keeps a double-rounding error far below an f32 ulp of its
     // inputs. SIMD: cos and sin rounded to f32, one rounded product and one FMA:
     // within 3 * 2^-25 of |u c| + |v s| (the verify scale).
-    for (Variant v : variants()) {
-      rows.push_back(
-          row(OpKind::kRope, {t, kI32, t}, rope_kernel(t, v), variant_name(v),
-              options(v,
-                      v == kRef ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12)
-                                : f32_bound(2e-7, std::nullopt, t),
-                      &stream_cost<6>)));
+    // With or without per-pair frequency factors (a third input): one kernel.
+    for (const DTypeList& key : {DTypeList{t, kI32, t}, DTypeList{t, kI32, DType::kF32, t}}) {
+      for (Variant v : variants()) {
+        rows.push_back(row(
+            OpKind::kRope, key, rope_kernel(t, v), variant_name(v),
+            options(v,
+                    v == kRef ? PrecisionGuarantee::bounded(true, true, 1.0, std::nullopt, 1e-12)
+                              : f32_bound(2e-7, std::nullopt, t),
+                    &stream_cost<6>)));
+      }
     }
     for (DType out : kFloatDTypes) {
       for (Variant v : variants()) {

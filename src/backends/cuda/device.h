@@ -85,10 +85,11 @@ cudaError_t reduce(ReduceOp op, Type type, const void* x, void* out, std::int64_
                    std::int64_t d, cudaStream_t stream);
 
 // --- tensor.cu ------------------------------------------------------------------
-// x [batch, t, h, d], pos [t]; mode 0 normal (adjacent pairs), 1 neox (halves).
-cudaError_t rope(Type type, const void* x, const std::int32_t* pos, void* out, std::int64_t batch,
-                 std::int64_t t, std::int64_t h, std::int64_t d, int mode, float base,
-                 std::int64_t rope_dims, cudaStream_t stream);
+// x [batch, t, h, d], pos [t], factors [rope_dims / 2] or null; mode 0 normal
+// (adjacent pairs), 1 neox (halves).
+cudaError_t rope(Type type, const void* x, const std::int32_t* pos, const float* factors, void* out,
+                 std::int64_t batch, std::int64_t t, std::int64_t h, std::int64_t d, int mode,
+                 float base, std::int64_t rope_dims, cudaStream_t stream);
 // out [n, cols] = table [rows, cols] at idx; an index outside [0, rows) writes
 // kIndexOutOfRange into *error and leaves its row unwritten.
 cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std::int64_t cols,

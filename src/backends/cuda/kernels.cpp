@@ -368,7 +368,9 @@ Status softmax_kernel(const KernelCall& call) {
 }
 
 Status rope_kernel(const KernelCall& call) {
-  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
+  // x, positions, and optionally per-pair frequency factors.
+  const bool factored = call.inputs.size() == 3;
+  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, factored ? 3 : 2));
   const TensorView &x = call.inputs[0], &pos = call.inputs[1], &out = call.outputs[0];
   SWITCHYARD_ASSIGN_OR_RETURN(device::Type type,
                               float_type(call, std::span<const TensorView>(&x, 1)));
@@ -395,11 +397,22 @@ Status rope_kernel(const KernelCall& call) {
     return invalid_argument_error(fmt::format(
         "{}: rope_dims {} must be even and within the head size {}", label(call), dims, d));
   }
+  const float* factors = nullptr;
+  if (factored) {
+    const TensorView& f = call.inputs[2];
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(call, f));
+    if (f.dtype() != DType::kF32 || f.rank() != 1 || f.dim(0) != dims / 2) {
+      return invalid_argument_error(fmt::format("{}: frequency factors must be f32 [{}], got {} {}",
+                                                label(call), dims / 2, name(f.dtype()),
+                                                f.shape().to_string()));
+    }
+    factors = f.first_as<const float>();
+  }
   const std::int64_t per_batch = tokens * heads * d;
   const std::int64_t batch = per_batch > 0 ? x.numel() / per_batch : 0;
   return launched(
-      device::rope(type, x.first(), pos.first_as<const std::int32_t>(), out.first(), batch, tokens,
-                   heads, d, call.params.rope_mode == RopeMode::kNeox ? 1 : 0,
+      device::rope(type, x.first(), pos.first_as<const std::int32_t>(), factors, out.first(), batch,
+                   tokens, heads, d, call.params.rope_mode == RopeMode::kNeox ? 1 : 0,
                    call.params.rope_base, dims, stream),
       call);
 }

@@ -164,8 +164,11 @@ void append_rowwise_rows(std::vector<Row>& rows) {
 void append_tensor_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kStridedBroadcast{.strided_input = true, .broadcast_input = true};
   for (DType t : kFloatDTypes) {
-    rows.push_back(row(OpKind::kRope, {t, kI32, t}, &rope_kernel, "simt",
-                       f32_bound(2e-7, std::nullopt, t), kOwn));
+    // With or without per-pair frequency factors (a third input): one kernel.
+    for (const DTypeList& key : {DTypeList{t, kI32, t}, DTypeList{t, kI32, DType::kF32, t}}) {
+      rows.push_back(
+          row(OpKind::kRope, key, &rope_kernel, "simt", f32_bound(2e-7, std::nullopt, t), kOwn));
+    }
     for (DType out : kFloatDTypes) {
       rows.push_back(
           row(OpKind::kGetRows, {t, kI32, out}, &get_rows_kernel, "simt", exact(), kOwn));

@@ -13,7 +13,9 @@ namespace {
 template <typename S, Variant kVariant>
 Status rope_kernel_impl(const KernelCall& call) {
   const std::string_view kernel = kernel_label(call);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 2, 1, kernel));
+  // x, positions, and optionally frequency factors.
+  const bool factored = call.inputs.size() == 3;
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, factored ? 3 : 2, 1, kernel));
   const TensorView& x = call.inputs[0];
   const TensorView& pos = call.inputs[1];
   const TensorView& out = call.outputs[0];
@@ -48,10 +50,24 @@ Status rope_kernel_impl(const KernelCall& call) {
   S* po = out.first_as<S>();
   // One row is one (batch, token): its angles are shared by every head.
   const std::int64_t rows = tokens > 0 && heads > 0 && d > 0 ? x.numel() / (heads * d) : 0;
-  // The frequencies depend only on the pair index: base^(-2i / dims), once a call.
+  // The frequencies depend only on the pair index: base^(-2i / dims), divided by
+  // the pair's factor when there are factors, once a call.
+  const float* factors = nullptr;
+  if (factored) {
+    const TensorView& f = call.inputs[2];
+    SWITCHYARD_RETURN_IF_ERROR(check_dtype(f, DType::kF32, kernel));
+    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(f, kernel));
+    if (f.rank() != 1 || f.dim(0) != half) {
+      return invalid_argument_error(
+          fmt::format("{}: frequency factors must have shape [{}], got {}", kernel, half,
+                      f.shape().to_string()));
+    }
+    factors = f.first_as<const float>();
+  }
   std::vector<double> inv_freq(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i) {
     inv_freq[i] = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(dims));
+    if (factors != nullptr) inv_freq[i] /= static_cast<double>(factors[i]);
   }
   call.ctx.parallel_for(rows, row_grain(heads * d), [&](std::int64_t begin, std::int64_t end) {
     std::vector<double> cos_t(static_cast<std::size_t>(half)), sin_t(cos_t.size());

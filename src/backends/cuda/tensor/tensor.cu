@@ -6,12 +6,13 @@
 namespace switchyard::cuda::device {
 namespace {
 
-// One thread per output element. The angle is computed in double and its cosine
-// and sine rounded to f32, then one rounded product and one FMA per output, as
-// the CPU's SIMD rows do (Note [CUDA precision claims] in registration.cpp).
+// One thread per output element. The angle is computed in double (divided by
+// the pair's frequency factor where there are factors) and its cosine and sine
+// rounded to f32, then one rounded product and one FMA per output, as the CPU's
+// SIMD rows do (Note [CUDA precision claims] in registration.cpp).
 template <typename S>
-__global__ void rope_kernel(const S* x, const std::int32_t* pos, S* out, std::int64_t t,
-                            std::int64_t h, std::int64_t d, int mode, double base,
+__global__ void rope_kernel(const S* x, const std::int32_t* pos, const float* factors, S* out,
+                            std::int64_t t, std::int64_t h, std::int64_t d, int mode, double base,
                             std::int64_t rope_dims, std::int64_t n) {
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
@@ -33,8 +34,9 @@ __global__ void rope_kernel(const S* x, const std::int32_t* pos, S* out, std::in
       first = i;
       second = i + half;
     }
-    const double theta = static_cast<double>(pos[token]) *
-                         pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+    double theta = static_cast<double>(pos[token]) *
+                   pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+    if (factors != nullptr) theta /= static_cast<double>(factors[i]);
     double sd, cd;
     sincos(theta, &sd, &cd);
     const float c = __double2float_rn(cd), s = __double2float_rn(sd);
@@ -124,25 +126,25 @@ cudaError_t get_rows_to(const T* table, std::int64_t rows, std::int64_t cols,
 
 }  // namespace
 
-cudaError_t rope(Type type, const void* x, const std::int32_t* pos, void* out, std::int64_t batch,
-                 std::int64_t t, std::int64_t h, std::int64_t d, int mode, float base,
-                 std::int64_t rope_dims, cudaStream_t stream) {
+cudaError_t rope(Type type, const void* x, const std::int32_t* pos, const float* factors, void* out,
+                 std::int64_t batch, std::int64_t t, std::int64_t h, std::int64_t d, int mode,
+                 float base, std::int64_t rope_dims, cudaStream_t stream) {
   const std::int64_t n = batch * t * h * d;
   if (n == 0) return cudaSuccess;
   const unsigned blocks = blocks_for(n);
   switch (type) {
     case Type::kF32:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x), pos,
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x), pos, factors,
                                                    static_cast<float*>(out), t, h, d, mode, base,
                                                    rope_dims, n);
       break;
     case Type::kF16:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(x), pos,
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(x), pos, factors,
                                                    static_cast<__half*>(out), t, h, d, mode, base,
                                                    rope_dims, n);
       break;
     case Type::kBF16:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), pos,
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), pos, factors,
                                                    static_cast<__nv_bfloat16*>(out), t, h, d, mode,
                                                    base, rope_dims, n);
       break;
