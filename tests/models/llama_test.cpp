@@ -1,13 +1,18 @@
 #include "switchyard/llama.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "models/llama_reference.h"
@@ -723,6 +728,133 @@ TEST(LlamaSyntheticTest, UnknownRoleOrUnstorableTypeIsRefused) {
   Status st = quantize_synthetic_llama(*s, q4k);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("blk.0.attn_q.weight"), std::string::npos) << st.to_string();
+}
+
+}  // namespace
+}  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+// --- files as the converters lay them out ----------------------------------------
+
+std::string python() {
+  const char* env = std::getenv("SWITCHYARD_PYTHON");
+  return env != nullptr && *env != '\0' ? "'" + std::string(env) + "'" : "python3";
+}
+
+struct LayoutCase {
+  std::string kind;
+  // The largest logit difference allowed, relative to the largest logit: f32
+  // rounding for f32 and f16 weights (the f16 values are the reference's too);
+  // q8_0 also rounds the activations to 8 bits per product (Note [Activation
+  // quantization] in the CPU's quantized matmul), as the mixed model's test.
+  double tolerance;
+};
+
+class ConverterLayoutTest : public ::testing::TestWithParam<LayoutCase> {};
+
+// tests/models/converter_layout.py writes a file in the layout real converters
+// use (qwen2 keys and biases, Llama 3's rope_freqs.weight and key_length, linear
+// rope scaling), random weights, through the `gguf` package; a prompt and then
+// decode steps must give the float64 reference's logits.
+TEST_P(ConverterLayoutTest, LoadsAndMatchesTheFloat64Reference) {
+  const LayoutCase& c = GetParam();
+  if (std::system((python() + " -c 'import gguf' >/dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "python3 with the gguf package is not installed";
+  }
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) /
+      ("switchyard_layout_" + c.kind + "_" + std::to_string(::getpid()) + ".gguf");
+  const std::string command =
+      python() + " '" +
+      (std::filesystem::path(SWITCHYARD_TEST_SOURCE_DIR) / "models" / "converter_layout.py")
+          .string() +
+      "' " + c.kind + " '" + path.string() + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  Result<GgufFile> file = GgufFile::open(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+
+  Result<LlamaConfig> config = LlamaConfig::from_gguf(*file);
+  ASSERT_TRUE(config.is_ok()) << config.status().to_string();
+  if (c.kind == "llama3") {
+    EXPECT_TRUE(config->rope_freq_factors);
+    EXPECT_TRUE(config->tied_embeddings);
+    EXPECT_EQ(config->head_dim(), 32);  // wider than 64 / 4
+    EXPECT_EQ(config->file_type, 1);
+  } else if (c.kind == "qwen2") {
+    EXPECT_EQ(config->architecture, "qwen2");
+    EXPECT_TRUE(config->attention_bias);
+    EXPECT_EQ(config->rope_mode, RopeMode::kNeox);
+    EXPECT_EQ(config->file_type, 7);
+  } else {
+    EXPECT_EQ(config->rope_linear_scale, 4.0f);
+    EXPECT_EQ(config->rope_dims, 8);
+  }
+
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(*file, options(r.registry));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_TRUE(model->kernel_report().violations.empty()) << model->kernel_report().render();
+  const auto t = tokens(12, model->config().vocab_size);
+  std::vector<float> got = eval(*model, std::span(t).first(8));
+  for (std::size_t i = 8; i < t.size(); ++i) {
+    const std::vector<float> step = eval(*model, std::span(t).subspan(i, 1));
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  EXPECT_LT(max_scaled_error(got, testing::LlamaReference(*file).logits(t)), c.tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, ConverterLayoutTest,
+                         ::testing::Values(LayoutCase{"llama3", 1e-4}, LayoutCase{"qwen2", 5e-2},
+                                           LayoutCase{"linear", 1e-4}),
+                         [](const ::testing::TestParamInfo<LayoutCase>& param) {
+                           return param.param.kind;
+                         });
+
+// What a file must not get past: an architecture this build does not read, a
+// scaling it does not apply, key_length and value_length that disagree, and a
+// qwen2 file without its biases.
+TEST(LlamaConfigTest, RefusesLayoutsItCannotRunNamingTheKey) {
+  Result<SyntheticModel> m = generate_synthetic_llama(test_config());
+  ASSERT_TRUE(m.is_ok());
+  auto error = [&](const std::function<void(GgufMetadata&)>& edit) {
+    GgufMetadata md = m->metadata;
+    edit(md);
+    return LlamaConfig::from_metadata(md).status();
+  };
+  EXPECT_THAT(error([](GgufMetadata& md) {
+                md.set("general.architecture", GgufValue::string("gemma"));
+              }).message(),
+              ::testing::HasSubstr("'gemma'"));
+  EXPECT_THAT(error([](GgufMetadata& md) {
+                md.set("llama.rope.scaling.type", GgufValue::string("yarn"));
+              }).message(),
+              ::testing::HasSubstr("llama.rope.scaling.type is 'yarn'"));
+  EXPECT_THAT(error([](GgufMetadata& md) {
+                md.set("llama.rope.scaling.type", GgufValue::string("linear"));
+              }).message(),
+              ::testing::HasSubstr("llama.rope.scaling.factor"));
+  EXPECT_THAT(error([](GgufMetadata& md) {
+                md.set("llama.attention.key_length", GgufValue::u32(32));
+                md.set("llama.attention.value_length", GgufValue::u32(16));
+              }).message(),
+              ::testing::HasSubstr("value_length"));
+  // The same tensors under the qwen2 architecture: its biases are missing.
+  Result<GgufWriter> w = synthetic_model_writer(*m);
+  ASSERT_TRUE(w.is_ok());
+  GgufMetadata renamed;
+  for (const GgufMetadata::Entry& e : m->metadata.entries()) {
+    std::string key = e.key;
+    if (key.starts_with("llama.")) key = "qwen2." + key.substr(6);
+    renamed.set(key, e.value);
+  }
+  renamed.set("general.architecture", GgufValue::string("qwen2"));
+  w->metadata() = renamed;
+  Result<LlamaConfig> qwen = LlamaConfig::from_gguf(write_and_open(*w, "qwen_no_bias"));
+  EXPECT_EQ(qwen.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(qwen.status().message(), ::testing::HasSubstr("blk.0.attn_q.bias"));
 }
 
 }  // namespace
