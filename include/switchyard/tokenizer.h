@@ -11,7 +11,8 @@
 //            missing.
 //   "gpt2"   byte-level BPE over ranked merges. The text is split into words by
 //            the pattern that `tokenizer.ggml.pre` names ("default", "llama-bpe",
-//            "qwen2" and their aliases; see Tokenizer::from_metadata), each
+//            "qwen2", "smollm" and their aliases; see pattern_for in
+//            tokenizer.cpp), each
 //            word's bytes become characters of the byte-level alphabet, and
 //            adjacent symbols merge, lowest rank first (the leftmost among
 //            equals). For Llama 3's pattern a word that is a token whole is that

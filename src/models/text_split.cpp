@@ -120,6 +120,9 @@ CharClass char_class(char32_t cp) { return cp < 128 ? kAsciiClasses[cp] : classi
 //   Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
 //            | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //   Qwen2:   Llama 3's with \p{N} in place of \p{N}{1,3}.
+//   SmolLM:  two splits in turn: every number character apart (\p{N}), then
+//            GPT-2's pattern on each stretch between them, each stretch's end
+//            acting as the end of the text.
 // Every character is a letter, a number, whitespace or other, and each class has
 // an alternative that matches it, so the words cover the text. Two alternatives
 // need backtracking spelled out:
@@ -128,7 +131,7 @@ CharClass char_class(char32_t cp) { return cp < 128 ? kAsciiClasses[cp] : classi
 //               next word, " word"), unless it is a single character;
 //   \s*[\r\n]+  matches up to and including the run's last line break.
 std::size_t WordSplitter::contraction_end(std::size_t i, bool any_case) const {
-  const std::size_t n = codepoints_.size();
+  const std::size_t n = limit_;
   if (codepoints_[i] != '\'' || i + 1 >= n) return i;
   const auto at = [&](std::size_t k) {
     return any_case ? ascii_lower(codepoints_[k]) : codepoints_[k];
@@ -145,16 +148,16 @@ std::size_t WordSplitter::contraction_end(std::size_t i, bool any_case) const {
 }
 
 std::size_t WordSplitter::run_end(std::size_t i, CharClass c) const {
-  const std::size_t n = classes_.size();
+  const std::size_t n = limit_;
   while (i < n && classes_[i] == c) ++i;
   return i;
 }
 
 std::size_t WordSplitter::word_end(std::size_t i) const {
-  const std::size_t n = codepoints_.size();
+  const std::size_t n = limit_;
   const auto is = [&](std::size_t k, CharClass c) { return k < n && classes_[k] == c; };
   const CharClass here = classes_[i];
-  const bool gpt2 = pattern_ == SplitPattern::kGpt2;
+  const bool gpt2 = pattern_ == SplitPattern::kGpt2 || pattern_ == SplitPattern::kSmolLM;
 
   if (std::size_t end = contraction_end(i, /*any_case=*/!gpt2); end != i) return end;
   // One optional space before a run (GPT-2's letters, numbers and other; the
@@ -205,8 +208,24 @@ void WordSplitter::split(std::string_view text, std::vector<std::size_t>& ends) 
     at += c.size;
   }
   const std::size_t n = codepoints_.size();
+  limit_ = n;
+  std::size_t next_number = 0;
   for (std::size_t i = 0; i < n;) {
-    const std::size_t end = word_end(i);
+    std::size_t end = 0;
+    if (pattern_ != SplitPattern::kSmolLM) {
+      end = word_end(i);
+    } else if (classes_[i] == CharClass::kNumber) {
+      end = i + 1;  // every number character a word of its own
+    } else {
+      // GPT-2's pattern within the stretch up to the next number character, as
+      // if the text ended there.
+      if (next_number <= i) {
+        next_number = i;
+        while (next_number < n && classes_[next_number] != CharClass::kNumber) ++next_number;
+      }
+      limit_ = next_number;
+      end = word_end(i);
+    }
     ends.push_back(end == n ? text.size() : offsets_[end]);
     i = end;
   }

@@ -57,6 +57,9 @@ enum class SplitPattern : std::uint8_t {
   kLlama3,
   // Qwen2's: Llama 3's with numbers one digit at a time.
   kQwen2,
+  // SmolLM's (and several code models'): each number character a word, GPT-2's
+  // pattern between them.
+  kSmolLM,
 };
 
 // Splits text into the words that `pattern` matches, back to back: appends each
@@ -74,6 +77,9 @@ class WordSplitter {
   [[nodiscard]] std::size_t run_end(std::size_t i, CharClass c) const;
 
   SplitPattern pattern_;
+  // Where the scan of the current word stops: the text's end, or (kSmolLM) the
+  // next number character.
+  std::size_t limit_ = 0;
   std::vector<char32_t> codepoints_;
   std::vector<CharClass> classes_;
   std::vector<std::uint32_t> offsets_;  // byte offset of each character

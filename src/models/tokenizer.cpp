@@ -242,9 +242,14 @@ Result<text::SplitPattern> pattern_for(std::string_view pre) {
   if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3")
     return text::SplitPattern::kLlama3;
   if (pre == "qwen2") return text::SplitPattern::kQwen2;
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" ||
+      pre == "codeshell" || pre == "exaone") {
+    return text::SplitPattern::kSmolLM;
+  }
   return key_error("tokenizer.ggml.pre",
                    fmt::format("is \"{}\", a pre-tokenizer this build does not know (known: "
-                               "default, gpt-2, llama-bpe, llama3, llama-v3, qwen2)",
+                               "default, gpt-2, llama-bpe, llama3, llama-v3, qwen2, smollm, "
+                               "starcoder, refact, command-r, codeshell, exaone)",
                                pre));
 }
 

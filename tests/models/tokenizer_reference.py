@@ -8,6 +8,7 @@ KIND is one of
   bpe-default  byte-level BPE, GPT-2 pre-tokenizer regex     (model "gpt2", pre "default")
   bpe-llama    byte-level BPE, Llama-3 pre-tokenizer regex   (model "gpt2", pre "llama-bpe")
   bpe-qwen2    byte-level BPE, Qwen2 pre-tokenizer regex     (model "gpt2", pre "qwen2")
+  bpe-smollm   byte-level BPE, digits apart then GPT-2's     (model "gpt2", pre "smollm")
 
 Writes into OUT_DIR:
   tokenizer.gguf  a GGUF file with only tokenizer metadata (no tensors), laid
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import gguf
 
-KINDS = ("spm", "bpe-default", "bpe-llama", "bpe-qwen2")
+KINDS = ("spm", "bpe-default", "bpe-llama", "bpe-qwen2", "bpe-smollm")
 
 # GGUF token types (the numbering of tokenizer.ggml.token_type).
 TYPE_NORMAL, TYPE_UNKNOWN, TYPE_CONTROL, TYPE_USER_DEFINED, TYPE_UNUSED, TYPE_BYTE = 1, 2, 3, 4, 5, 6
@@ -159,6 +160,13 @@ def train_bpe(kind, train_lines, out_dir):
         # use_regex=True applies the GPT-2 split pattern inside ByteLevel.
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         pre = "default"
+    elif kind == "bpe-smollm":
+        # Every digit apart first, then the GPT-2 pattern on what lies between.
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ])
+        pre = "smollm"
     else:
         pattern = LLAMA3_PATTERN if kind == "bpe-llama" else QWEN2_PATTERN
         tok.pre_tokenizer = pre_tokenizers.Sequence([

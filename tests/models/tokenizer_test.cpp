@@ -295,6 +295,9 @@ TEST(WordSplitterTest, SplitsAsTheReferencePatterns) {
   EXPECT_THAT(words(SplitPattern::kLlama3, "you'REady"), ElementsAre("you", "'RE", "ady"));
   EXPECT_THAT(words(SplitPattern::kGpt2, "you'REady"), ElementsAre("you", "'", "REady"));
   EXPECT_THAT(words(SplitPattern::kQwen2, "12345 x"), ElementsAre("1", "2", "3", "4", "5", " x"));
+  // SmolLM's: digits apart first, so the spaces before them stay one word.
+  EXPECT_THAT(words(SplitPattern::kSmolLM, "a   12 b"), ElementsAre("a", "   ", "1", "2", " b"));
+  EXPECT_THAT(words(SplitPattern::kGpt2, "a   12 b"), ElementsAre("a", "  ", " 12", " b"));
   EXPECT_THAT(words(SplitPattern::kLlama3, "a  \n\n  b"), ElementsAre("a", "  \n\n", " ", " b"));
   // Devanagari vowel signs are marks, neither letters nor numbers.
   EXPECT_THAT(
@@ -483,7 +486,8 @@ TEST_P(TokenizerReferenceTest, EncodesTheHeldApartTextAsTheReferenceDoes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, TokenizerReferenceTest,
-                         ::testing::Values("spm", "bpe-default", "bpe-llama", "bpe-qwen2"),
+                         ::testing::Values("spm", "bpe-default", "bpe-llama", "bpe-qwen2",
+                                           "bpe-smollm"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            std::erase(name, '-');

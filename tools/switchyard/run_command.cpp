@@ -434,9 +434,10 @@ int run(const RunOptions& o) {
     j["model"] = o.model.empty() ? "synthetic " + o.synthetic : o.model;
     j["backend"] = std::string(name(*backend));
     j["threads"] = runner->num_threads();
-    j["config"] = {{"vocab", c.vocab_size},       {"dim", c.embedding_length},
-                   {"blocks", c.block_count},     {"heads", c.head_count},
-                   {"kv_heads", c.head_count_kv}, {"ff", c.feed_forward_length}};
+    j["config"] = {{"architecture", c.architecture}, {"file_type", c.file_type},
+                   {"vocab", c.vocab_size},          {"dim", c.embedding_length},
+                   {"blocks", c.block_count},        {"heads", c.head_count},
+                   {"kv_heads", c.head_count_kv},    {"ff", c.feed_forward_length}};
     j["load_s"] = load_s;
     j["warm_up_s"] = warm_s;
     if (upload.total > 0) j["upload"] = {{"bytes", upload.total}, {"gb_per_s", upload_gbps}};
@@ -494,10 +495,11 @@ int run(const RunOptions& o) {
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print(
-        "model    {} ({} blocks, dim {}, {} heads / {} kv, ff {}, vocab {})\n",
+        "model    {} ({} {} blocks, dim {}, {} heads / {} kv of {}, ff {}, vocab {}{})\n",
         o.model.empty() ? fmt::format("synthetic llama '{}' (embedded)", o.synthetic) : o.model,
-        c.block_count, c.embedding_length, c.head_count, c.head_count_kv, c.feed_forward_length,
-        c.vocab_size);
+        c.architecture, c.block_count, c.embedding_length, c.head_count, c.head_count_kv,
+        c.head_dim(), c.feed_forward_length, c.vocab_size,
+        c.file_type >= 0 ? fmt::format(", general.file_type {}", c.file_type) : std::string());
     fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s, warmed up in {:.2f} s\n",
                name(*backend), o.backend == "auto" ? auto_note(*backend) : std::string(),
                runner->num_threads(), runner->num_threads() == 1 ? "" : "s", load_s, warm_s);
