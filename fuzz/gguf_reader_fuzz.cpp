@@ -1,7 +1,8 @@
 // Fuzz target: the GGUF reader on arbitrary bytes, and everything a caller then
 // does with a file that parsed: metadata rendering, tensor views, the data walk
 // that converts every row to f32, and the weight check of `inspect --check`, which
-// reads every tensor's bytes in full.
+// reads every tensor's bytes in full; then the tokenizer and the llama config
+// that a model load reads from the same metadata.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "switchyard/gguf.h"
+#include "switchyard/llama.h"
 #include "switchyard/quant.h"
+#include "switchyard/tokenizer.h"
 #include "switchyard/weight_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -59,5 +62,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // finding (the check reports kInternal for a range outside the file).
   Result<WeightCheckReport> check = check_weights(*file);
   if (!check.is_ok() || check->tensors.size() != file->tensors().size()) __builtin_trap();
+  // A tokenizer the metadata describes encodes and decodes without leaving its
+  // vocabulary; one it cannot describe is an error, never a crash.
+  Result<Tokenizer> tokenizer = Tokenizer::from_metadata(metadata);
+  if (tokenizer.is_ok()) {
+    for (std::int32_t id :
+         tokenizer->encode("Hello <s> w\xC3\xB6rld 42\n", {.parse_special = true})) {
+      if (id < 0 || id >= tokenizer->vocab_size()) __builtin_trap();
+    }
+  }
+  (void)LlamaConfig::from_gguf(*file);
   return 0;
 }
