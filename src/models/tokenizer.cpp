@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -151,6 +152,33 @@ void merge_symbols(std::vector<Symbol>& symbols, std::vector<Candidate>& heap, F
 // its vocabulary at load and, when it holds, encodes those segments one by one:
 // the same tokens, but small heaps instead of one as long as the text.
 
+// Tokens that encoding finds in the text by their spelling. At a position, the
+// longest one spelled there: one hash lookup per distinct length of the
+// spellings that start with the byte there (a vocabulary of many thousand
+// reserved tokens has a few dozen lengths), none at all for other bytes.
+struct SpecialTokens {
+  std::unordered_map<std::string_view, std::int32_t> ids;
+  std::array<std::vector<std::uint32_t>, 256> lengths;  // per first byte, longest first
+
+  void add(std::string_view spelling, std::int32_t id) {
+    if (spelling.empty() || !ids.emplace(spelling, id).second) return;
+    std::vector<std::uint32_t>& l = lengths[static_cast<unsigned char>(spelling[0])];
+    const auto n = static_cast<std::uint32_t>(spelling.size());
+    const auto at = std::lower_bound(l.begin(), l.end(), n, std::greater<>());
+    if (at == l.end() || *at != n) l.insert(at, n);
+  }
+  [[nodiscard]] bool empty() const { return ids.empty(); }
+  // The longest token spelled at the start of `rest` (not empty), or -1.
+  [[nodiscard]] std::int32_t longest_at(std::string_view rest) const {
+    for (std::uint32_t n : lengths[static_cast<unsigned char>(rest[0])]) {
+      if (n > rest.size()) continue;
+      auto it = ids.find(rest.substr(0, n));
+      if (it != ids.end()) return it->second;
+    }
+    return -1;
+  }
+};
+
 // Reused buffers of one encode call.
 struct Scratch {
   explicit Scratch(text::SplitPattern pattern) : splitter(pattern) {}
@@ -184,12 +212,10 @@ struct Tokenizer::State {
   std::array<std::string, 256> byte_chars;
   // "gpt2": (left id << 32 | right id) -> rank and merged id.
   std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges;
-  // Tokens found in text by their spelling, per first byte, longest first:
-  // user-defined (always) and control (with parse_special).
-  std::array<std::vector<std::int32_t>, 256> user_defined_by_byte;
-  std::array<std::vector<std::int32_t>, 256> control_by_byte;
-  bool has_user_defined = false;
-  bool has_control = false;
+  // Tokens found in text by their spelling: user-defined (always) and control
+  // (with parse_special).
+  SpecialTokens user_defined;
+  SpecialTokens control;
 
   std::int32_t bos = -1;
   std::int32_t eos = -1;
@@ -350,17 +376,9 @@ Result<Tokenizer> Tokenizer::from_metadata(const GgufMetadata& md) {
     const std::string& piece = s->tokens[i];
     const TokenType type = s->types[i];
     switch (type) {
-      case TokenType::kControl:
-        if (!piece.empty()) {
-          s->control_by_byte[static_cast<unsigned char>(piece[0])].push_back(id);
-          s->has_control = true;
-        }
-        break;
+      case TokenType::kControl: s->control.add(piece, id); break;
       case TokenType::kUserDefined:
-        if (!piece.empty()) {
-          s->user_defined_by_byte[static_cast<unsigned char>(piece[0])].push_back(id);
-          s->has_user_defined = true;
-        }
+        s->user_defined.add(piece, id);
         s->texts[i] = piece;
         break;
       case TokenType::kUnknown: s->texts[i] = std::string(kReplacement); break;
@@ -443,13 +461,6 @@ Result<Tokenizer> Tokenizer::from_metadata(const GgufMetadata& md) {
       s->merges.emplace(key, std::make_pair(static_cast<std::int32_t>(r), m->second));
     }
   }
-  for (auto* lists : {&s->control_by_byte, &s->user_defined_by_byte}) {
-    for (std::vector<std::int32_t>& ids : *lists) {
-      std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
-        return s->tokens[a].size() > s->tokens[b].size();
-      });
-    }
-  }
   return Tokenizer(std::move(s));
 }
 
@@ -460,21 +471,11 @@ Tokenizer::~Tokenizer() = default;
 
 std::int32_t Tokenizer::State::special_at(std::string_view text, std::size_t at,
                                           bool parse_control) const {
-  const auto b = static_cast<unsigned char>(text[at]);
   const std::string_view rest = text.substr(at);
-  std::int32_t best = -1;
-  const auto longest = [&](const std::vector<std::int32_t>& ids) {
-    for (std::int32_t id : ids) {  // longest first
-      if (best >= 0 && tokens[id].size() <= tokens[best].size()) return;
-      if (rest.starts_with(tokens[id])) {
-        best = id;
-        return;
-      }
-    }
-  };
-  longest(user_defined_by_byte[b]);
-  if (parse_control) longest(control_by_byte[b]);
-  return best;
+  const std::int32_t a = user_defined.longest_at(rest);
+  const std::int32_t b = parse_control ? control.longest_at(rest) : -1;
+  if (a < 0 || b < 0) return a < 0 ? b : a;
+  return tokens[b].size() > tokens[a].size() ? b : a;
 }
 
 void Tokenizer::State::encode_sentencepiece(std::string_view text, bool prefix_space, Scratch& s,
@@ -608,7 +609,8 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view text,
   // or follows a special token gets the SentencePiece leading space.
   bool after_special = true;
   std::size_t piece = 0;
-  const bool find_specials = st.has_user_defined || (options.parse_special && st.has_control);
+  const bool find_specials =
+      !st.user_defined.empty() || (options.parse_special && !st.control.empty());
   for (std::size_t at = 0; find_specials && at < text.size();) {
     const std::int32_t special = st.special_at(text, at, options.parse_special);
     if (special < 0) {

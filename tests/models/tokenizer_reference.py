@@ -13,7 +13,8 @@ KIND is one of
 Writes into OUT_DIR:
   tokenizer.gguf  a GGUF file with only tokenizer metadata (no tensors), laid
                   out as the common GGUF converters write such vocabularies;
-  reference.json  {"texts": [...], "ids": [[...], ...]}: ids[i] is what the
+  reference.json  {"texts": [...], "ids": [[...], ...], "special_texts": [...],
+                  "special_ids": [...]}: ids[i] is what the
                   reference library produces for texts[i], no special tokens.
 
 The texts are every held-out line, then multi-line "documents" built from
@@ -256,8 +257,21 @@ def main(argv):
     if bad:
         fail(f"{len(bad)} texts do not round-trip, first {texts[bad[0]]!r} -> {decode(ids[bad[0]])!r}")
 
+    # Texts with the control tokens written in them. tokenizers finds its special
+    # tokens in any text (so these compare with Switchyard's parse_special);
+    # sentencepiece never does (they compare with plain encoding).
+    bos, eos = ("<s>", "</s>") if kind == "spm" else (BOS_TEXT, EOS_TEXT)
+    rng = random.Random(7)
+    special_texts = [f"{bos}{heldout[0]}", f"{heldout[1]}{eos}", f"a{bos}{bos} b {eos}\n{bos}",
+                     f"{bos[:-1]} {eos}{eos[1:]}"]
+    for _ in range(40):
+        a, b = rng.sample(heldout, 2)
+        special_texts.append(f"{a}{rng.choice([bos, eos, ' ' + bos + ' '])}{b}")
+    special_ids = [encode(t) for t in special_texts]
+
     with open(out_dir / "reference.json", "w", encoding="utf-8") as f:
-        json.dump({"texts": texts, "ids": ids}, f, ensure_ascii=False)
+        json.dump({"texts": texts, "ids": ids, "special_texts": special_texts,
+                   "special_ids": special_ids}, f, ensure_ascii=False)
     print(f"{kind}: vocab {vocab_size}, {len(texts)} texts, {sum(map(len, ids))} tokens")
 
 

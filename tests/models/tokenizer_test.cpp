@@ -483,6 +483,19 @@ TEST_P(TokenizerReferenceTest, EncodesTheHeldApartTextAsTheReferenceDoes) {
   }
   EXPECT_EQ(mismatches, 0) << "of " << texts.size() << " texts";
   EXPECT_EQ(round_trip_failures, 0) << "of " << texts.size() << " texts";
+
+  // Control tokens written in the text: tokenizers finds its special tokens in
+  // any text, as Switchyard does with parse_special; sentencepiece never does.
+  const bool parse_special = GetParam() != "spm";
+  const auto& special_texts = reference.at("special_texts");
+  const auto& special_ids = reference.at("special_ids");
+  ASSERT_EQ(special_texts.size(), special_ids.size());
+  for (std::size_t i = 0; i < special_texts.size(); ++i) {
+    const std::string text = special_texts[i].get<std::string>();
+    EXPECT_EQ(tokenizer->encode(text, {.add_special = false, .parse_special = parse_special}),
+              special_ids[i].get<std::vector<std::int32_t>>())
+        << "\"" << text << "\"";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, TokenizerReferenceTest,
