@@ -204,7 +204,7 @@ void WordSplitter::split(std::string_view text, std::vector<std::size_t>& ends) 
     const Utf8Char c = next_utf8(text, at);
     codepoints_.push_back(c.codepoint);
     classes_.push_back(char_class(c.codepoint));
-    offsets_.push_back(static_cast<std::uint32_t>(at));
+    offsets_.push_back(at);
     at += c.size;
   }
   const std::size_t n = codepoints_.size();

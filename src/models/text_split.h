@@ -82,7 +82,7 @@ class WordSplitter {
   std::size_t limit_ = 0;
   std::vector<char32_t> codepoints_;
   std::vector<CharClass> classes_;
-  std::vector<std::uint32_t> offsets_;  // byte offset of each character
+  std::vector<std::size_t> offsets_;  // byte offset of each character
 };
 
 }  // namespace switchyard::text

@@ -77,20 +77,20 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
 // symbols, where rescanning every pair after each merge would be n^2, which a
 // long whitespace run would make visible.
 struct Symbol {
-  std::uint32_t begin = 0;  // bytes of the word
-  std::uint32_t end = 0;
-  std::int32_t prev = -1;
-  std::int32_t next = -1;
+  std::size_t begin = 0;  // bytes of the word
+  std::size_t end = 0;
+  std::ptrdiff_t prev = -1;
+  std::ptrdiff_t next = -1;
   std::int32_t id = -1;  // -1: not (yet) a token
-  [[nodiscard]] std::uint32_t size() const { return end - begin; }
+  [[nodiscard]] std::size_t size() const { return end - begin; }
 };
 
 struct Candidate {
   double priority = 0;  // higher merges first
-  std::uint32_t begin = 0;
-  std::int32_t left = 0;
-  std::int32_t right = 0;
-  std::uint32_t size = 0;
+  std::size_t begin = 0;
+  std::ptrdiff_t left = 0;
+  std::ptrdiff_t right = 0;
+  std::size_t size = 0;
   std::int32_t merged = 0;
 };
 
@@ -110,7 +110,7 @@ struct Merge {
 template <typename FindMerge>
 void merge_symbols(std::vector<Symbol>& symbols, std::vector<Candidate>& heap, FindMerge find) {
   heap.clear();
-  const auto consider = [&](std::int32_t left, std::int32_t right) {
+  const auto consider = [&](std::ptrdiff_t left, std::ptrdiff_t right) {
     if (left < 0 || right < 0) return;
     const Merge m = find(symbols[left], symbols[right]);
     if (m.merged < 0) return;
@@ -119,7 +119,7 @@ void merge_symbols(std::vector<Symbol>& symbols, std::vector<Candidate>& heap, F
     std::push_heap(heap.begin(), heap.end(), LaterCandidate{});
   };
   for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-    consider(static_cast<std::int32_t>(i), static_cast<std::int32_t>(i + 1));
+    consider(static_cast<std::ptrdiff_t>(i), static_cast<std::ptrdiff_t>(i + 1));
   }
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), LaterCandidate{});
@@ -512,10 +512,9 @@ void Tokenizer::State::encode_segment(std::string_view word, std::size_t begin, 
   std::vector<Symbol>& symbols = s.symbols;
   symbols.clear();
   for (std::size_t at = begin; at < end;) {
-    const std::uint32_t size = text::next_utf8(word.substr(0, end), at).size;
-    const auto i = static_cast<std::int32_t>(symbols.size());
-    symbols.push_back(
-        {static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(at + size), i - 1, i + 1, -1});
+    const std::size_t size = text::next_utf8(word.substr(0, end), at).size;
+    const auto i = static_cast<std::ptrdiff_t>(symbols.size());
+    symbols.push_back({at, at + size, i - 1, i + 1, -1});
     at += size;
   }
   if (symbols.empty()) return;
@@ -525,7 +524,7 @@ void Tokenizer::State::encode_segment(std::string_view word, std::size_t begin, 
     if (it == piece_ids.end()) return Merge{};
     return Merge{scores[it->second], it->second};
   });
-  for (std::int32_t i = 0; i >= 0; i = symbols[i].next) {
+  for (std::ptrdiff_t i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
     const Symbol& sym = symbols[i];
     const std::string_view bytes = word.substr(sym.begin, sym.size());
     std::int32_t id = sym.id;
@@ -559,9 +558,8 @@ void Tokenizer::State::encode_word_bytes(std::string_view word, Scratch& s,
   std::vector<Symbol>& symbols = s.symbols;
   symbols.clear();
   for (std::size_t k = 0; k < word.size(); ++k) {
-    const auto i = static_cast<std::int32_t>(k);
-    symbols.push_back({static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(k + 1), i - 1,
-                       i + 1, byte_tokens[static_cast<unsigned char>(word[k])]});
+    const auto i = static_cast<std::ptrdiff_t>(k);
+    symbols.push_back({k, k + 1, i - 1, i + 1, byte_tokens[static_cast<unsigned char>(word[k])]});
   }
   symbols.back().next = -1;
   merge_symbols(symbols, s.heap, [&](const Symbol& left, const Symbol& right) {
@@ -571,7 +569,7 @@ void Tokenizer::State::encode_word_bytes(std::string_view word, Scratch& s,
     if (it == merges.end()) return Merge{};
     return Merge{-static_cast<double>(it->second.first), it->second.second};
   });
-  for (std::int32_t i = 0; i >= 0; i = symbols[i].next) {
+  for (std::ptrdiff_t i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
     if (symbols[i].id >= 0)
       out.push_back(symbols[i].id);
     else if (unk >= 0)
