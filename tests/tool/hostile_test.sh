@@ -137,6 +137,19 @@ hostile 2 "q9_9" "quantize to an unknown type" -- \
 hostile 2 "--threads" "verify --threads 0" -- "$tool" verify --threads 0 --no-record
 hostile 2 "" "verify an unknown backend" -- "$tool" verify --backend no_such --no-record
 hostile 2 "--max-tokens" "explain --max-tokens 2^62" -- "$tool" explain --max-tokens 4611686018427387904
+# Text that is not text: bytes that are no UTF-8, a binary as the prompt (far
+# more tokens than the context), special files, an empty file.
+hostile 0 "" "run a prompt that is not UTF-8" -- "$tool" run --prompt $'\xff\xfe\x80 \xc3' --tokens 2
+hostile 2 "exceed the model's context" "run a binary as the prompt" -- \
+  "$tool" run --prompt-file "$tool" --tokens 1
+hostile 2 "not a readable file" "run --prompt-file a directory" -- "$tool" run --prompt-file "$work"
+hostile 2 "longer than 256 MiB" "run --prompt-file /dev/zero" -- "$tool" run --prompt-file /dev/zero
+hostile 0 "" "run --prompt-file an empty file" -- "$tool" run --prompt-file /dev/null --tokens 1
+head -c 200000 "$tool" >"$work/binary.bin"
+hostile 0 "" "perplexity over a binary" -- \
+  "$tool" perplexity --file "$work/binary.bin" --ctx 64 --chunks 2
+hostile 2 "fewer than one chunk" "perplexity over an empty file" -- \
+  "$tool" perplexity --file /dev/null
 hostile 2 "" "an unknown command" -- "$tool" no-such-command
 hostile 2 "--no-such-flag" "an unknown flag" -- "$tool" run --no-such-flag
 hostile 2 "--synthetic" "run --synthetic with no such shape" -- "$tool" run --synthetic llama9

@@ -86,13 +86,24 @@ Result<GgufFile> synthetic_file(std::string_view preset, std::string_view model_
 Result<std::string> read_text_file(std::string_view what, const std::string& path) {
   std::error_code ec;
   std::ifstream in;
-  if (std::filesystem::is_regular_file(path, ec)) in.open(path, std::ios::binary);
-  std::string text;
-  if (in.is_open())
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (!in.is_open() || in.bad()) {
+  if (!std::filesystem::is_directory(path, ec)) in.open(path, std::ios::binary);
+  if (!in.is_open()) {
     return invalid_argument_error(
         fmt::format("{}: cannot read '{}' (not a readable file)", what, path));
+  }
+  // Pipes and devices too (a prompt from /dev/stdin or a process substitution),
+  // up to a size no prompt needs, so that an endless one (/dev/zero) is refused.
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxTextFileBytes) {
+      return invalid_argument_error(
+          fmt::format("{}: '{}' is longer than {} MiB", what, path, kMaxTextFileBytes >> 20));
+    }
+  }
+  if (in.bad()) {
+    return invalid_argument_error(fmt::format("{}: reading '{}' failed", what, path));
   }
   return text;
 }

@@ -2,6 +2,7 @@
 // the embedded synthetic model, and reading a text file.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,8 +34,12 @@ namespace switchyard::tool {
 [[nodiscard]] Result<GgufFile> synthetic_file(std::string_view preset, std::string_view model_type,
                                               const std::string& save_as);
 
-// A file's bytes; kInvalidArgument "<what>: cannot read '<path>'" for anything
-// that is not a readable regular file.
+// The most read_text_file reads: far more text than any model's context holds.
+inline constexpr std::size_t kMaxTextFileBytes = std::size_t{256} << 20;
+
+// A file's bytes: a regular file, a pipe or a device, up to kMaxTextFileBytes.
+// kInvalidArgument "<what>: cannot read '<path>'" for a directory or a file that
+// does not open, or naming the limit for a longer one.
 [[nodiscard]] Result<std::string> read_text_file(std::string_view what, const std::string& path);
 
 }  // namespace switchyard::tool
