@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Sourced by scripts/test.sh: prepares build/pyenv, a Python venv holding the
 # reference implementations the cross-checks compare against (`gguf` for the GGUF
-# format, `sentencepiece` and `tokenizers` for the tokenizers), and exports
-# SWITCHYARD_PYTHON for them. Safe to run twice (does nothing when the venv already
-# imports all three). Without network access to PyPI the venv stays without them,
-# a warning says so, and those cross-checks skip.
+# format, `sentencepiece` and `tokenizers` for the tokenizers) and what the
+# switchyard Python package builds and tests with, and exports SWITCHYARD_PYTHON.
+# Safe to run twice (does nothing when the venv already imports them all). Without
+# network access to PyPI the venv stays without them, a warning says so, and the
+# cross-checks and the package's tests skip.
 switchyard_pyenv="build/pyenv"
-switchyard_pypackages=(gguf sentencepiece tokenizers)
-if ! "$switchyard_pyenv/bin/python" -c 'import gguf, sentencepiece, tokenizers' >/dev/null 2>&1; then
+# The references, and what building and testing the switchyard package needs.
+switchyard_pypackages=(gguf sentencepiece tokenizers numpy pytest scikit-build-core nanobind)
+if ! "$switchyard_pyenv/bin/python" -c 'import gguf, sentencepiece, tokenizers, numpy, pytest, scikit_build_core, nanobind' >/dev/null 2>&1; then
   echo "switchyard setup: preparing $switchyard_pyenv with ${switchyard_pypackages[*]}"
   if python3 -m venv "$switchyard_pyenv" >/dev/null &&
     "$switchyard_pyenv/bin/pip" install -q --disable-pip-version-check \

@@ -6,7 +6,8 @@
 #   3. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #      (asan preset), the fuzz targets' corpora and regressions included;
 #   4. the concurrency tests again under ThreadSanitizer (tsan preset);
-#   5. the tool's own checks on the built-in table (coverage, conformance).
+#   5. the Python package, installed into a venv and tested with pytest;
+#   6. the tool's own checks on the built-in table (coverage, conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -32,6 +33,18 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan --target switchyard_tests
 # Concurrency tests are named *Concurrent*; ThreadSanitizer fails them on any race.
 TSAN_OPTIONS="halt_on_error=1" ./build/tsan/tests/switchyard_tests --gtest_filter='*Concurrent*'
+
+echo "== the Python package: pip install into build/pyenv, then its pytest suite"
+if "${SWITCHYARD_PYTHON:-false}" -c 'import scikit_build_core, nanobind, pytest, numpy' 2>/dev/null; then
+  # The build tools come from the venv (no isolated download). CUDA is left out
+  # here, where no GPU is: the dev build above compiles that backend already.
+  "$SWITCHYARD_PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation \
+    -C cmake.define.SWITCHYARD_CUDA=OFF .
+  "$SWITCHYARD_PYTHON" -m pytest -q python/tests
+else
+  echo "warning: the venv lacks scikit-build-core, nanobind, pytest or numpy; the Python" \
+    "package is not tested" >&2
+fi
 
 echo "== tool checks"
 ./build/dev/tools/switchyard/switchyard coverage >/dev/null
