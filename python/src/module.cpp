@@ -18,6 +18,7 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -190,6 +191,8 @@ nb::ndarray<nb::numpy, float> dequantize(ByteArray data, std::string_view type,
 }
 
 // A loaded model with its tokenizer (when the file has one) and its own pool.
+// Its cache is state: calls that run the model take its lock (after letting go of
+// the GIL), so two Python threads sharing one Model take turns instead of racing.
 class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& path, std::string_view backend,
@@ -241,8 +244,15 @@ class Model {
   }
 
   std::string kernel_report() const { return model_->kernel_report().render(); }
-  std::int64_t position() const { return model_->position(); }
-  void reset() { model_->reset(); }
+  std::int64_t position() {
+    std::lock_guard lock(mutex_);
+    return model_->position();
+  }
+  void reset() {
+    nb::gil_scoped_release released;
+    std::lock_guard lock(mutex_);
+    model_->reset();
+  }
 
   const Tokenizer& tokenizer() const {
     if (!tokenizer_) raise(failed_precondition_error("the model file has no tokenizer"));
@@ -266,6 +276,7 @@ class Model {
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(vocab));
     {
       nb::gil_scoped_release released;
+      std::lock_guard lock(mutex_);
       for (std::size_t at = 0; at < tokens.size();) {
         const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(model_->max_batch()),
                                                     tokens.size() - at);
@@ -281,6 +292,7 @@ class Model {
  private:
   Model() = default;
   std::unique_ptr<ThreadPool> pool_;
+  std::mutex mutex_;
   std::optional<LlamaModel> model_;
   std::optional<Tokenizer> tokenizer_;
 
@@ -304,6 +316,7 @@ class Generation {
     const std::int64_t vocab = model.model_->config().vocab_size;
     last_.resize(static_cast<std::size_t>(vocab));
     nb::gil_scoped_release released;
+    std::lock_guard lock(model.mutex_);
     model.model_->reset();
     for (std::size_t at = 0; at < history_.size();) {
       const std::size_t n = std::min<std::size_t>(
@@ -318,6 +331,14 @@ class Generation {
     std::string text;
     {
       nb::gil_scoped_release released;
+      std::lock_guard lock(model_->mutex_);
+      // Another generation or eval on the same model may have run in between:
+      // this one's cache state is gone, and it says so.
+      if (left_ > 0 && model_->model_->position() != static_cast<std::int64_t>(history_.size())) {
+        raise(failed_precondition_error(
+            "generate: the model ran something else since this generation's last step; "
+            "give each generation its own Model"));
+      }
       while (text.empty() && left_ > 0) {
         const std::int32_t token = value(sampler_.sample(last_, history_));
         history_.push_back(token);

@@ -140,3 +140,32 @@ def test_models_run_in_parallel_threads(model_path):
     assert not errors
     for r in results:
         assert np.array_equal(r, expected)
+
+
+def test_one_model_shared_by_threads_takes_turns(model_path):
+    model = switchyard.Model.load(model_path, threads=1)
+    ids = list(range(5, 30))
+    expected = model.logits(ids)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(5):
+                results.append(model.logits(ids))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(np.array_equal(r, expected) for r in results)
+    # A generation whose cache another call has since replaced says so.
+    run = model.generate("the", max_tokens=4, stop_at_eos=False)
+    next(run)
+    model.logits(ids)
+    with pytest.raises(switchyard.Error) as interrupted:
+        list(run)
+    assert interrupted.value.code == "failed_precondition"
