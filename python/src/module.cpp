@@ -269,14 +269,15 @@ class Model {
     return nb::bytes(text.data(), text.size());
   }
 
-  // Appends `tokens` to the cache (in chunks of the largest batch) and returns
-  // their logits, [n, vocab].
-  nb::ndarray<nb::numpy, float> eval(const std::vector<std::int32_t>& tokens) {
+  // Appends `tokens` to the cache (emptied first when `from_start`), in chunks of
+  // the largest batch, and returns their logits, [n, vocab]. One turn on the lock.
+  nb::ndarray<nb::numpy, float> eval(const std::vector<std::int32_t>& tokens, bool from_start) {
     const std::int64_t vocab = model_->config().vocab_size;
     std::vector<float> logits(tokens.size() * static_cast<std::size_t>(vocab));
     {
       nb::gil_scoped_release released;
       std::lock_guard lock(mutex_);
+      if (from_start) model_->reset();
       for (std::size_t at = 0; at < tokens.size();) {
         const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(model_->max_batch()),
                                                     tokens.size() - at);
@@ -435,8 +436,9 @@ NB_MODULE(_switchyard, m) {
            nb::arg("parse_special") = false)
       .def("detokenize", &Model::detokenize, nb::arg("ids"), nb::arg("render_special") = false,
            "The bytes the ids decode to (UTF-8 unless a token ends inside a character).")
-      .def("eval", &Model::eval, nb::arg("tokens"),
-           "Appends tokens to the cache; returns their logits, float32 [n, vocab].");
+      .def("eval", &Model::eval, nb::arg("tokens"), nb::arg("from_start") = false,
+           "Appends tokens to the cache (emptied first when from_start); returns their "
+           "logits, float32 [n, vocab].");
 
   nb::class_<Generation>(m, "Generation")
       .def(

@@ -87,8 +87,7 @@ class Model:
 
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
         """float32 [len(tokens), vocab]: the tokens run from an empty cache."""
-        self._native.reset()
-        return self._native.eval(list(tokens))
+        return self._native.eval(list(tokens), True)
 
     def generate(self, prompt: str | Sequence[int], max_tokens: int = 32,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,
