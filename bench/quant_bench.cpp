@@ -19,7 +19,11 @@
 //                      ceiling per core (GB/s of weights consumed, activation
 //                      quantization included).
 // QuantMatmul/<fmt>    [512 x 4096] x [14336 x 4096]^T (~60 GFLOP): one iteration
-//                      per format; counter GFLOP/s.
+//                      per format and sibling (amx too); counter GFLOP/s.
+// QuantMatmulRows/<fmt>/<sibling>/<rows>  [rows x 4096] x [14336 x 4096]^T for 1
+//                      to 128 activation rows: where the AMX sibling, which
+//                      unpacks the weights once per call, overtakes the AVX-512
+//                      one (the crossover the cost functions must agree with).
 // Weights are 256 distinct quantized rows repeated to 14336 (quantizing 58M values
 // with the reference k-quant searches would dominate the run); the bytes streamed
 // are the full matrix either way.
@@ -93,7 +97,7 @@ const BindingEntry* sibling(DType t, std::string_view source) {
 }
 
 void run_quant_matmul(benchmark::State& state, DType t, std::string_view source, std::int64_t rows,
-                      std::int64_t n = kN, bool threaded = true) {
+                      std::int64_t n = kN, bool threaded = true, bool roofline = true) {
   const BindingEntry* const entry = sibling(t, source);
   if (entry == nullptr) {
     state.SkipWithError("no kernel registered");
@@ -127,7 +131,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   state.SetLabel(entry->name);
   const double iters = static_cast<double>(state.iterations());
   const double weight_bytes = static_cast<double>(n * w.row_bytes);
-  if (rows == 1 && threaded) {
+  if (rows == 1 && threaded && roofline) {
     // The roofline in the same run, alternating with the kernel (see the top).
     auto kernel = [&] {
       (void)entry->fn({std::span(views, 2), std::span(views + 2, 1), params, ctx, entry->name});
@@ -143,7 +147,7 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
       state.counters[std::string("read_GB/s") + suffix] = peer;
       state.counters[std::string("bw_ratio") + suffix] = gbps / peer;
     }
-  } else if (rows == 1) {
+  } else if (rows == 1 && roofline) {
     state.counters["GB/s"] = weight_bytes * iters / seconds / 1e9;
   } else {
     state.counters["GFLOP/s"] = 2.0 * static_cast<double>(rows * n * kK) * iters / seconds / 1e9;
@@ -155,6 +159,9 @@ void BM_QuantMatvec(benchmark::State& state, DType t, std::string_view source) {
 }
 void BM_QuantMatmul(benchmark::State& state, DType t, std::string_view source) {
   run_quant_matmul(state, t, source, kPrefillRows);
+}
+void BM_QuantMatmulRows(benchmark::State& state, DType t, std::string_view source) {
+  run_quant_matmul(state, t, source, state.range(0), kN, true, false);
 }
 // One thread, 256 weight rows (at most 1.1 MB for q8_0: in L2): the kernel's
 // compute ceiling in weight bytes per second per core, with memory out of the
@@ -169,8 +176,9 @@ constexpr auto kFormats = kQuantizedWeightDTypes;
 
 // One benchmark per format and SIMD sibling the CPU runs (`<name>/<fmt>/<source>`),
 // so siblings are compared in the same run.
-std::vector<std::string_view> simd_sources(DType t) {
+std::vector<std::string_view> simd_sources(DType t, bool amx = false) {
   std::vector<std::string_view> out;
+  if (amx && sibling(t, "amx") != nullptr) out.push_back("amx");
   for (std::string_view source : {"avx512", "avx2"}) {
     if (sibling(t, source) != nullptr) out.push_back(source);
   }
@@ -204,8 +212,17 @@ const bool kRegistered = [] {
     }
   }
   for (DType t : kFormats) {
-    for (std::string_view s : simd_sources(t)) {
+    for (std::string_view s : simd_sources(t, true)) {
       add("BM_QuantMatmul", t, s, BM_QuantMatmul)->Unit(benchmark::kMillisecond)->Iterations(1);
+    }
+  }
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    for (std::string_view s : simd_sources(t, true)) {
+      add("BM_QuantMatmulRows", t, s, BM_QuantMatmulRows)
+          ->RangeMultiplier(2)
+          ->Range(1, 128)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.2);
     }
   }
   return true;

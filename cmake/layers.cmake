@@ -34,6 +34,7 @@ set(SWITCHYARD_LAYER_INCLUDE_ROOT ${PROJECT_BINARY_DIR}/layer_include)
 #   *_avx512.cpp      those and AVX-512 F/BW/VL/DQ
 #   *_avx512vnni.cpp  those and AVX512_VNNI
 #   *_avx512bf16.cpp  those and AVX512_BF16
+#   *_amx.cpp         AVX-512 F/BW/VL/DQ, AMX-TILE and AMX-INT8
 # A file is never compiled for an extension its callers do not check, because the
 # compiler may use any enabled instruction anywhere in it (scripts/check_isa.sh
 # checks the objects).
@@ -49,6 +50,9 @@ function(switchyard_set_isa_flags)
         list(APPEND flags -mavx512${CMAKE_MATCH_1})
       endif()
       set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${flags}")
+    elseif(source MATCHES "_amx\\.cpp$")
+      set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS
+                                  "${SWITCHYARD_AVX512_FLAGS};-mamx-tile;-mamx-int8")
     endif()
   endforeach()
 endfunction()

@@ -8,13 +8,14 @@
 #      baseline: the linker keeps one copy of each weak symbol for the whole
 #      program, and it may keep this one for portable callers.
 #   2. Instructions of an extension a file's suffix does not allow: AVX-512 in an
-#      *_avx2 object, VNNI or BF16 in an *_avx512 object, BF16 in an *_avx512vnni one.
+#      *_avx2 object, VNNI, BF16 or AMX in an *_avx512 object, BF16 or AMX in an
+#      *_avx512vnni one, VNNI or BF16 in an *_amx one.
 #
 # Usage: scripts/check_isa.sh [build dir, default build/dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/dev}
-objects=$(find "$build" -path "*/CMakeFiles/*" -name '*_avx*.cpp.o' | sort)
+objects=$(find "$build" -path "*/CMakeFiles/*" \( -name '*_avx*.cpp.o' -o -name '*_amx.cpp.o' \) | sort)
 if [[ -z "$objects" ]]; then
   echo "check_isa: no SIMD objects under $build (build it first)" >&2
   exit 1
@@ -26,6 +27,7 @@ beyond_baseline='^(v[a-z0-9]+|popcnt|lzcnt|tzcnt|andn|bextr|blsi|blsmsk|blsr|bzh
 avx512_only='%zmm|%k[1-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])'
 vnni='^(vpdpbusds?|vpdpwssds?)$'
 bf16='^(vdpbf16ps|vcvtne2ps2bf16|vcvtneps2bf16)$'
+amx='^(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd|tileloaddt1|tilestored|tdpb[su][su]d|tdpbf16ps)$'
 
 failed=0
 report() {
@@ -50,12 +52,16 @@ for object in $objects; do
   case "$file" in
     *_avx2.cpp)
       if grep -qE "$avx512_only" <<<"$listing"; then report "$file: AVX-512 registers in an AVX2 file"; fi
+      if grep -qE "$amx" <<<"$mnemonics"; then report "$file: AMX in an AVX2 file"; fi
       ;;
     *_avx512.cpp)
-      if grep -qE "$vnni|$bf16" <<<"$mnemonics"; then report "$file: VNNI or BF16 in an AVX-512 base file"; fi
+      if grep -qE "$vnni|$bf16|$amx" <<<"$mnemonics"; then report "$file: VNNI, BF16 or AMX in an AVX-512 base file"; fi
       ;;
     *_avx512vnni.cpp)
-      if grep -qE "$bf16" <<<"$mnemonics"; then report "$file: BF16 in an AVX512_VNNI file"; fi
+      if grep -qE "$bf16|$amx" <<<"$mnemonics"; then report "$file: BF16 or AMX in an AVX512_VNNI file"; fi
+      ;;
+    *_amx.cpp)
+      if grep -qE "$vnni|$bf16" <<<"$mnemonics"; then report "$file: VNNI or BF16 in an AMX-INT8 file"; fi
       ;;
   esac
 done

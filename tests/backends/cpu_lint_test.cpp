@@ -76,7 +76,10 @@ TEST(CpuLintTest, SimdSiblingsMatchTheCpuAndComeBeforeTheReference) {
       if (e.source == "avx2") {
         EXPECT_TRUE(f.avx2 && f.f16c) << e.name;
       }
-      if (e.source == "avx512" || e.source == "avx2") {
+      if (e.source == "amx") {
+        EXPECT_TRUE(f.amx_int8) << e.name;
+      }
+      if (e.source == "avx512" || e.source == "amx" || e.source == "avx2") {
         EXPECT_FALSE(seen_portable) << e.name << " is listed after the portable reference";
       }
       seen_portable = seen_portable || e.source == "portable";

@@ -9,6 +9,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -18,8 +22,8 @@ namespace switchyard::cpu {
 namespace {
 
 // What SWITCHYARD_CPU_DISABLE may name.
-constexpr std::array<std::string_view, 7> kDisableable = {
-    "avx2", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "avx512_vbmi", "gfni"};
+constexpr std::array<std::string_view, 8> kDisableable = {
+    "avx2", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "avx512_vbmi", "gfni", "amx"};
 
 bool disabled(std::string_view list, std::string_view feature) {
   while (!list.empty()) {
@@ -52,6 +56,18 @@ void note_unknown_features(std::string_view list) {
   }
 }
 
+// Asks Linux for the AMX tile data state (XTILEDATA, state component 18) for this
+// process; true when granted (or already granted). Elsewhere: false.
+bool request_amx_tile_state() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
@@ -68,7 +84,13 @@ CpuFeatures detect() {
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
   f.gfni = f.avx512 && __builtin_cpu_supports("gfni");
   f.avx512_vbmi = f.avx512 && __builtin_cpu_supports("avx512vbmi");
+  // CPUID leaf 7: AMX-TILE is EDX bit 24, AMX-INT8 EDX bit 25.
+  const bool amx_cpuid = f.avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
+                         (edx & (1u << 24)) != 0 && (edx & (1u << 25)) != 0;
+#else
+  const bool amx_cpuid = false;
 #endif
+  bool amx_off = false;
   if (const char* env = read_environment(EnvVar::kCpuDisable)) {
     const std::string_view list(env);
     note_unknown_features(list);
@@ -77,11 +99,15 @@ CpuFeatures detect() {
     if (disabled(list, "avx512")) {
       f.avx512 = f.avx512_vnni = f.avx512_bf16 = f.avx512_vbmi = f.gfni = false;
     }
+    amx_off = disabled(list, "amx");
     if (disabled(list, "avx512_vnni")) f.avx512_vnni = false;
     if (disabled(list, "avx512_bf16")) f.avx512_bf16 = false;
     if (disabled(list, "avx512_vbmi")) f.avx512_vbmi = false;
     if (disabled(list, "gfni")) f.gfni = false;
   }
+  // Asked only when the AMX siblings could be used at all, so a disabled or
+  // missing AVX-512 never costs the process its tile state.
+  f.amx_int8 = amx_cpuid && f.avx512 && !amx_off && request_amx_tile_state();
   return f;
 }
 
@@ -101,6 +127,7 @@ std::string CpuFeatures::to_string() const {
   add(avx512_bf16, "avx512_bf16");
   add(avx512_vbmi, "avx512_vbmi");
   add(gfni, "gfni");
+  add(amx_int8, "amx_int8");
   return text.empty() ? "baseline" : text;
 }
 

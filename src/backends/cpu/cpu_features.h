@@ -4,8 +4,13 @@
 //
 // SWITCHYARD_CPU_DISABLE (read once) turns features off for testing the narrower
 // siblings on a wide machine: a comma list of `avx512`, `avx512_vnni`,
-// `avx512_bf16`, `avx512_vbmi`, `gfni`, `avx2`, `f16c` ("avx2" also disables
-// everything wider).
+// `avx512_bf16`, `avx512_vbmi`, `gfni`, `amx`, `avx2`, `f16c` ("avx2" and
+// "avx512" also disable everything wider).
+//
+// AMX needs more than CPUID: Linux hands a process the 8 KiB tile register state
+// only on request (arch_prctl ARCH_REQ_XCOMP_PERM). detect() asks once; a refusal
+// (an older kernel, a seccomp filter, a hypervisor that hides XTILEDATA) leaves
+// amx_int8 false, so the AMX siblings are not registered and the AVX-512 ones run.
 #pragma once
 
 #include <string>
@@ -19,9 +24,10 @@ struct CpuFeatures {
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool avx512_vbmi = false;
-  bool gfni = false;  // with AVX-512: the 512-bit Galois-field instructions
+  bool gfni = false;      // with AVX-512: the 512-bit Galois-field instructions
+  bool amx_int8 = false;  // with AVX-512: AMX-TILE and AMX-INT8, tile state granted
 
-  // "avx2 f16c avx512 avx512_vnni avx512_vbmi gfni".
+  // "avx2 f16c avx512 avx512_vnni avx512_vbmi gfni amx_int8".
   [[nodiscard]] std::string to_string() const;
 };
 

@@ -497,6 +497,22 @@ CostEstimate quant_matmul_cost(const CostInputs& in) {
   return e;
 }
 
+// The AMX sibling unpacks every weight element to a byte once per call, then
+// its tile products take about 0.45 of the AVX-512 sibling's time per activation
+// row (kAmxRowShare); the unpacking costs about what eight AVX-512 rows do
+// (kAmxUnpackRows), so the two cross near 15 rows: decode and small batches stay
+// with the AVX-512 sibling. Both from BM_QuantMatmulRows (docs/benchmarks.md).
+constexpr double kAmxRowShare = 0.45;
+constexpr double kAmxUnpackRows = 8.0;
+CostEstimate quant_matmul_amx_cost(const CostInputs& in) {
+  CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
+  if (e.known && in.shapes.size() > 1) {
+    const double weight_elems = static_cast<double>(in.shapes[1].numel());
+    e.flops = e.flops * kAmxRowShare + 2.0 * weight_elems * kAmxUnpackRows;
+  }
+  return e;
+}
+
 // The reference dequantizes the weights exactly (the float64 reference is
 // computed on the same dequantized values), so only the f32 dot remains.
 PrecisionGuarantee quant_reference_dot() { return sequential_dot(); }
@@ -516,13 +532,20 @@ PrecisionGuarantee quant_integer_dot() {
 PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 
 template <DType W>
-void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
+void add_quant_rows(std::vector<Row>& out, bool amx, bool avx512, bool avx2) {
   constexpr OpKind kMatmul = OpKind::kMatmul;
   const DTypeList matmul_key{kF32, W, kF32};
   if (avx512 && is_quantized_weight_format(W)) {
     out.push_back(
         row(kMatmul, matmul_key, &matmul_quant_avx512_for<W>, "avx512",
             {.precision = quant_integer_dot(), .cost = &quant_matmul_cost<1>, .source = "avx512"}));
+  }
+  // After the AVX-512 sibling: the planner ranks by cost and picks AMX for
+  // prefill, while `lookup`'s first sibling stays the one that is never slow.
+  if (amx && is_quantized_weight_format(W)) {
+    out.push_back(
+        row(kMatmul, matmul_key, &matmul_quant_amx_for<W>, "amx",
+            {.precision = quant_integer_dot(), .cost = &quant_matmul_amx_cost, .source = "amx"}));
   }
   if (avx2 && is_quantized_weight_format(W)) {
     out.push_back(
@@ -547,8 +570,9 @@ void add_quant_rows(std::vector<Row>& out, bool avx512, bool avx2) {
 }
 
 template <std::size_t... I>
-void add_all_quant_rows(std::vector<Row>& out, bool avx512, bool avx2, std::index_sequence<I...>) {
-  (add_quant_rows<kQuantizedDTypes[I]>(out, avx512, avx2), ...);
+void add_all_quant_rows(std::vector<Row>& out, bool amx, bool avx512, bool avx2,
+                        std::index_sequence<I...>) {
+  (add_quant_rows<kQuantizedDTypes[I]>(out, amx, avx512, avx2), ...);
 }
 
 // Built per process: which SIMD siblings exist depends on the running CPU.
@@ -557,8 +581,8 @@ const std::vector<Row>& quant_rows() {
     std::vector<Row> out;
     const CpuFeatures& cpu = cpu_features();
     // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd).
-    add_all_quant_rows(out, cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
-                       std::make_index_sequence<kQuantizedDTypes.size()>{});
+    add_all_quant_rows(out, cpu.amx_int8 && cpu.f16c, cpu.avx512 && cpu.avx512_vnni && cpu.f16c,
+                       cpu.avx2 && cpu.f16c, std::make_index_sequence<kQuantizedDTypes.size()>{});
     return out;
   }();
   return kRows;

@@ -36,6 +36,7 @@ bool has_avx2() { return cpu_features().avx2 && cpu_features().f16c; }
 bool has_avx512_vnni() {
   return cpu_features().avx512 && cpu_features().avx512_vnni && cpu_features().f16c;
 }
+bool has_amx() { return cpu_features().amx_int8 && cpu_features().f16c; }
 
 struct Problem {
   std::int64_t batch, m, n, k;
@@ -152,6 +153,30 @@ KernelFn avx512_fn(DType t) {
   }
 }
 
+KernelFn amx_fn(DType t) {
+  switch (t) {
+    // clang-format off
+#define CASE(T) \
+  case DType::T: return &matmul_quant_amx_for<DType::T>;
+    CASE(kQ4_0)
+    CASE(kQ4_1)
+    CASE(kQ5_0)
+    CASE(kQ5_1)
+    CASE(kQ8_0)
+    CASE(kQ2_K)
+    CASE(kQ3_K)
+    CASE(kQ4_K)
+    CASE(kQ5_K)
+    CASE(kQ6_K)
+    CASE(kIQ4_NL)
+    CASE(kIQ4_XS)
+    CASE(kMXFP4)
+#undef CASE
+    // clang-format on
+    default: return nullptr;
+  }
+}
+
 // The SIMD siblings this CPU runs, each with its kernel per format.
 struct Simd {
   const char* name;
@@ -160,6 +185,7 @@ struct Simd {
 std::vector<Simd> runnable_simd() {
   std::vector<Simd> v;
   if (has_avx512_vnni()) v.push_back({"avx512", &avx512_fn});
+  if (has_amx()) v.push_back({"amx", &amx_fn});
   if (has_avx2()) v.push_back({"avx2", &avx2_fn});
   return v;
 }
@@ -642,6 +668,7 @@ TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
         std::find(std::begin(kAvx2Quant), std::end(kAvx2Quant), t) != std::end(kAvx2Quant);
     std::vector<std::string> expect;
     if (simd && has_avx512_vnni()) expect.push_back("avx512");
+    if (simd && has_amx()) expect.push_back("amx");
     if (simd && has_avx2()) expect.push_back("avx2");
     expect.push_back("portable");
     std::vector<std::string> got;
@@ -707,15 +734,47 @@ TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
     const DType dtypes[] = {DType::kF32, t, DType::kF32};
     const auto alts =
         table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
+    // The AMX sibling is ranked by its own crossover (below).
+    std::vector<const BindingEntry*> chain;
+    for (const BindingEntry& e : alts) {
+      if (e.source != "amx") chain.push_back(&e);
+    }
     for (std::int64_t m : {1, 512}) {
       const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
       const CostInputs in{.op = OpKind::kMatmul, .shapes = shapes, .dtypes = dtypes};
-      for (std::size_t i = 1; i < alts.size(); ++i) {
-        const double faster = alts[i - 1].cost(in).time_ns(caps);
-        const double slower = alts[i].cost(in).time_ns(caps);
-        EXPECT_LT(faster, slower) << name(t) << " m=" << m << ": " << alts[i - 1].name << " vs "
-                                  << alts[i].name;
+      for (std::size_t i = 1; i < chain.size(); ++i) {
+        const double faster = chain[i - 1]->cost(in).time_ns(caps);
+        const double slower = chain[i]->cost(in).time_ns(caps);
+        EXPECT_LT(faster, slower) << name(t) << " m=" << m << ": " << chain[i - 1]->name << " vs "
+                                  << chain[i]->name;
       }
+    }
+  }
+}
+
+// The AMX sibling unpacks the weights once per call: the cost functions send up
+// to 8 activation rows to the AVX-512 sibling and 32 or more to AMX, as
+// BM_QuantMatmulRows measures (the crossover lies between 8 and 32 rows).
+TEST(QuantRegistration, AmxTakesPrefillAndLeavesDecode) {
+  if (!has_amx() || !has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AMX-INT8 or AVX-512 VNNI";
+  Result<KernelBindingTable> table = make_builtin_table();
+  ASSERT_TRUE(table.is_ok()) << table.status().to_string();
+  const BackendCaps caps;
+  for (DType t : kAvx2Quant) {
+    const DType dtypes[] = {DType::kF32, t, DType::kF32};
+    const BindingEntry* amx = nullptr;
+    const BindingEntry* avx512 = nullptr;
+    for (const BindingEntry& e : table->lookup_alternatives(
+             OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
+      if (e.source == "amx") amx = &e;
+      if (e.source == "avx512") avx512 = &e;
+    }
+    ASSERT_TRUE(amx != nullptr && avx512 != nullptr) << name(t);
+    for (std::int64_t m : {1, 2, 4, 8, 32, 64, 512}) {
+      const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
+      const CostInputs in{.op = OpKind::kMatmul, .shapes = shapes, .dtypes = dtypes};
+      const bool amx_cheaper = amx->cost(in).time_ns(caps) < avx512->cost(in).time_ns(caps);
+      EXPECT_EQ(amx_cheaper, m >= 32) << name(t) << " m=" << m;
     }
   }
 }

@@ -17,6 +17,8 @@
 //                      and precision, 64 levels per vpdpbusd / vpdpwssd, and
 //                      register tiles (4 weight rows for decode, 4, 3 or 2 weight
 //                      rows x 4 activation rows for prefill).
+//   matmul_quant_amx   AMX-INT8: the AVX-512 sibling's activation quantization,
+//                      tile products per weight group (quant_matmul_amx.h).
 // The two integer-dot siblings share their skeleton (quant_matmul_simd.h): the
 // checks, the activation rows' preparation, the walk of the tiles over the
 // outputs; each ISA file provides, per weight format, only its tiles and its
@@ -65,6 +67,11 @@ struct Avx512QuantExtras {
 };
 Status matmul_quant_avx512(const KernelCall& call, DType w);
 Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras extras);
+// Requires AVX-512 F/BW/VL/DQ, F16C and AMX-INT8 with the tile state granted
+// (cpu_features().amx_int8): the same activation quantization and precision as
+// matmul_quant_avx512, on the tile units (quant_matmul_amx.h). For prefill: it
+// unpacks the weights once per call.
+Status matmul_quant_amx(const KernelCall& call, DType w);
 
 // The activation format the integer dot product of `w` pairs with: q8_k for the
 // 256-element formats, q8_0 for the 32-element ones. (q4_1 and q5_1 pair with q8_0
@@ -83,6 +90,10 @@ Status matmul_quant_avx2_for(const KernelCall& call) {
 template <DType W>
 Status matmul_quant_avx512_for(const KernelCall& call) {
   return matmul_quant_avx512(call, W);
+}
+template <DType W>
+Status matmul_quant_amx_for(const KernelCall& call) {
+  return matmul_quant_amx(call, W);
 }
 template <DType Table, DType Out>
 Status get_rows_quant_ref_for(const KernelCall& call) {

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/operand_checks.h"
+#include "backends/cpu/quant/quant_matmul_amx.h"
 #include "switchyard/quant_blocks.h"
 
 namespace switchyard::cpu {
@@ -152,6 +154,106 @@ Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras ex
   return run_quant_matmul_simd(call, w,
                                block_elems(w) == 32 ? quant_format_avx512_block32(w, extras)
                                                     : quant_format_avx512_kquant(w, extras));
+}
+
+namespace {
+
+// The activation rows of an AMX call in AmxActivations' layout, quantized as the
+// AVX-512 sibling quantizes them (activation_format(w)), rows in parallel.
+struct AmxActivationBuffers {
+  std::vector<CacheLine> q;
+  std::vector<float> scale;
+  std::vector<float> sum;
+  std::vector<char> non_finite;
+};
+
+AmxActivationBuffers prepare_amx_activations(const QuantMatmulArgs& args, DType w,
+                                             std::int64_t group, const ExecContext& ctx) {
+  const DType act = activation_format(w);
+  const std::int64_t k = args.k;
+  const std::int64_t groups = k / group;
+  const std::int64_t tiles = (args.rows + kAmxTileRows - 1) / kAmxTileRows;
+  AmxActivationBuffers x;
+  // k is a whole number of 32-element blocks, so a tile (16 rows of k bytes) is a
+  // whole number of cache lines. Padding rows stay zero.
+  x.q.resize(static_cast<std::size_t>(tiles * kAmxTileRows * k / 64));
+  x.scale.assign(static_cast<std::size_t>(tiles * groups * kAmxTileRows), 0.0f);
+  x.sum.assign(x.scale.size(), 0.0f);
+  x.non_finite.assign(static_cast<std::size_t>(args.rows), 0);
+  auto* q = reinterpret_cast<std::int8_t*>(x.q.data());
+  const std::int64_t act_elems = block_elems(act);
+  const std::int64_t act_bytes = block_bytes(act);
+  ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::uint8_t> blocks(static_cast<std::size_t>(k / act_elems * act_bytes));
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* row = args.a + r * k;
+      if (!row_is_finite(row, k)) {
+        x.non_finite[static_cast<std::size_t>(r)] = 1;
+        continue;
+      }
+      quant::quantize_row(act, row, blocks.data(), k);
+      const std::int64_t t = r / kAmxTileRows;
+      const std::int64_t m = r % kAmxTileRows;
+      std::int8_t* tile = q + t * kAmxTileRows * k;
+      float* scale = x.scale.data() + t * groups * kAmxTileRows + m;
+      float* sum = x.sum.data() + t * groups * kAmxTileRows + m;
+      for (std::int64_t b = 0; b < k / act_elems; ++b) {
+        // q8_0: f16 d then 32 bytes; q8_k: f32 d then 256 bytes (quant_blocks.h).
+        const std::uint8_t* block = blocks.data() + b * act_bytes;
+        const bool q8k = act == DType::kQ8_K;
+        const float d = q8k ? quant::load_f32(block) : quant::load_f16(block);
+        const auto* bytes = reinterpret_cast<const std::int8_t*>(block + (q8k ? 4 : 2));
+        for (std::int64_t e = 0; e < act_elems; e += 4) {
+          const std::int64_t kk = b * act_elems + e;
+          std::memcpy(tile + (kk / 4) * 64 + m * 4, bytes + e, 4);
+        }
+        for (std::int64_t g0 = 0; g0 < act_elems; g0 += group) {
+          int total = 0;
+          for (std::int64_t e = g0; e < g0 + group; ++e) total += bytes[e];
+          const std::int64_t g = (b * act_elems + g0) / group;
+          scale[g * kAmxTileRows] = d;
+          sum[g * kAmxTileRows] = d * static_cast<float>(total);
+        }
+      }
+    }
+  });
+  return x;
+}
+
+}  // namespace
+
+Status matmul_quant_amx(const KernelCall& call, DType w) {
+  const AmxFormat format = amx_format(w);
+  if (format.group == 0) {
+    return invalid_argument_error(fmt::format("{}: no AMX path for {}", call.name, name(w)));
+  }
+  SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w));
+  const AmxActivationBuffers x = prepare_amx_activations(args, w, format.group, call.ctx);
+  const AmxActivations view{.q = reinterpret_cast<const std::int8_t*>(x.q.data()),
+                            .scale = x.scale.data(),
+                            .sum = x.sum.data(),
+                            .k = args.k,
+                            .groups = args.k / format.group};
+  const auto* w_bytes = reinterpret_cast<const std::uint8_t*>(args.w);
+  const std::int64_t panels = (args.n + kAmxTileRows - 1) / kAmxTileRows;
+  call.ctx.parallel_for(panels, 1, [&](std::int64_t begin, std::int64_t end) {
+    // A panel is rewritten whole for every 16 weight rows; the zeroed start keeps
+    // the rows past a short last panel defined.
+    std::vector<CacheLine> q(static_cast<std::size_t>(kAmxTileRows * args.k / 64));
+    std::vector<float> scale(static_cast<std::size_t>(kAmxTileRows * view.groups), 0.0f);
+    std::vector<float> offset(scale.size(), 0.0f);
+    const AmxPanel panel{.q = reinterpret_cast<std::int8_t*>(q.data()),
+                         .scale = scale.data(),
+                         .offset = offset.data()};
+    for (std::int64_t p = begin; p < end; ++p) {
+      const std::int64_t j0 = p * kAmxTileRows;
+      const std::int64_t cols = std::min(kAmxTileRows, args.n - j0);
+      amx_unpack_rows(w, w_bytes + j0 * args.row_bytes, args.row_bytes, cols, args.k, panel);
+      amx_panel_product(panel, view, format, args.rows, args.out + j0, args.n, cols);
+    }
+  });
+  fill_non_finite_rows(args, x.non_finite);
+  return Status::ok();
 }
 
 }  // namespace switchyard::cpu

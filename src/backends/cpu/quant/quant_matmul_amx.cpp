@@ -1,0 +1,388 @@
+// The AMX-INT8 sibling's ISA half (quant_matmul_amx.h): each weight format
+// unpacked to signed bytes with per-group scales, and the tile loop. Compiled
+// with AVX-512 and AMX-TILE / AMX-INT8; called only where cpu_features().amx_int8
+// (which includes the kernel's grant of the tile state).
+#include "backends/cpu/quant/quant_matmul_amx.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "switchyard/quant_blocks.h"
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which its
+// uninitialised-use analysis reports once they are inlined: a warning about the
+// header, silenced for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace switchyard::cpu {
+namespace {
+
+using namespace quant;  // NOLINT(google-build-using-namespace): the block layouts
+
+// Row r's output of one format's unpacking: its bytes, and per group the scale
+// and the offset.
+struct RowOut {
+  std::int8_t* q;
+  float* scale;
+  float* offset;
+};
+
+// The 32-element formats: element j of a block is the low nibble of qs[j] for
+// j < 16 and the high nibble of qs[j - 16] otherwise (quant_blocks.h).
+template <typename Block, typename Decode>
+void unpack_block32(const std::uint8_t* row, std::int64_t blocks, RowOut out, Decode decode) {
+  const auto* b = reinterpret_cast<const Block*>(row);
+  for (std::int64_t i = 0; i < blocks; ++i) {
+    std::int8_t* q = out.q + 32 * i;
+    decode(b[i], q, out.scale[i], out.offset[i]);
+  }
+}
+
+void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
+  switch (w) {
+    case DType::kQ4_0:
+      return unpack_block32<BlockQ4_0>(
+          row, k / kQK, out,
+          [](const BlockQ4_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+            const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(0xf));
+            const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0xf));
+            const __m128i eight = _mm_set1_epi8(8);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(low, eight));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_sub_epi8(high, eight));
+            scale = load_f16(b.d);
+          });
+    case DType::kQ4_1:
+      return unpack_block32<BlockQ4_1>(
+          row, k / kQK, out, [](const BlockQ4_1& b, std::int8_t* q, float& scale, float& offset) {
+            for (int j = 0; j < 16; ++j) {
+              q[j] = static_cast<std::int8_t>(b.qs[j] & 0xf);
+              q[j + 16] = static_cast<std::int8_t>(b.qs[j] >> 4);
+            }
+            scale = load_f16(b.d);
+            offset = load_f16(b.m);
+          });
+    case DType::kQ5_0:
+      return unpack_block32<BlockQ5_0>(
+          row, k / kQK, out,
+          [](const BlockQ5_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
+            const std::uint32_t qh = load_u32(b.qh);
+            for (int j = 0; j < 16; ++j) {
+              q[j] = static_cast<std::int8_t>(((b.qs[j] & 0xf) | (((qh >> j) & 1u) << 4)) - 16);
+              q[j + 16] =
+                  static_cast<std::int8_t>(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
+            }
+            scale = load_f16(b.d);
+          });
+    case DType::kQ5_1:
+      return unpack_block32<BlockQ5_1>(
+          row, k / kQK, out, [](const BlockQ5_1& b, std::int8_t* q, float& scale, float& offset) {
+            const std::uint32_t qh = load_u32(b.qh);
+            for (int j = 0; j < 16; ++j) {
+              q[j] = static_cast<std::int8_t>((b.qs[j] & 0xf) | (((qh >> j) & 1u) << 4));
+              q[j + 16] = static_cast<std::int8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
+            }
+            scale = load_f16(b.d);
+            offset = load_f16(b.m);
+          });
+    case DType::kQ8_0:
+      return unpack_block32<BlockQ8_0>(
+          row, k / kQK, out,
+          [](const BlockQ8_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
+            std::memcpy(q, b.qs, sizeof b.qs);
+            scale = load_f16(b.d);
+          });
+    case DType::kIQ4_NL:
+      return unpack_block32<BlockIQ4_NL>(
+          row, k / kQK, out,
+          [](const BlockIQ4_NL& b, std::int8_t* q, float& scale, float& /*offset*/) {
+            for (int j = 0; j < 16; ++j) {
+              q[j] = kIQ4NLValues[b.qs[j] & 0xf];
+              q[j + 16] = kIQ4NLValues[b.qs[j] >> 4];
+            }
+            scale = load_f16(b.d);
+          });
+    case DType::kMXFP4:
+      return unpack_block32<BlockMXFP4>(
+          row, k / kQK, out,
+          [](const BlockMXFP4& b, std::int8_t* q, float& scale, float& /*offset*/) {
+            for (int j = 0; j < 16; ++j) {
+              q[j] = kMXFP4Values[b.qs[j] & 0xf];
+              q[j + 16] = kMXFP4Values[b.qs[j] >> 4];
+            }
+            scale = e8m0_half(b.e);
+          });
+    case DType::kQ2_K: {
+      const auto* blocks = reinterpret_cast<const BlockQ2_K*>(row);
+      for (std::int64_t i = 0; i < k / kQKK; ++i) {
+        const BlockQ2_K& b = blocks[i];
+        const float d = load_f16(b.d);
+        const float dmin = load_f16(b.dmin);
+        std::int8_t* q = out.q + kQKK * i;
+        // Element e: half e / 128, byte e % 32 of that half, bits 2 * ((e % 128) / 32).
+        for (int e = 0; e < kQKK; ++e)
+          q[e] = static_cast<std::int8_t>(
+              (b.qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+        for (int g = 0; g < 16; ++g) {
+          out.scale[16 * i + g] = d * static_cast<float>(b.scales[g] & 0xf);
+          out.offset[16 * i + g] = -(dmin * static_cast<float>(b.scales[g] >> 4));
+        }
+      }
+      return;
+    }
+    case DType::kQ3_K: {
+      const auto* blocks = reinterpret_cast<const BlockQ3_K*>(row);
+      for (std::int64_t i = 0; i < k / kQKK; ++i) {
+        const BlockQ3_K& b = blocks[i];
+        const float d = load_f16(b.d);
+        std::int8_t* q = out.q + kQKK * i;
+        for (int e = 0; e < kQKK; ++e) {
+          const int low = (b.qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+          const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
+          q[e] = static_cast<std::int8_t>(low - (high != 0 ? 0 : 4));
+        }
+        for (int g = 0; g < 16; ++g)
+          out.scale[16 * i + g] = d * static_cast<float>(q3k_scale(g, b.scales));
+      }
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = w == DType::kQ5_K;
+      const std::int64_t bytes = block_bytes(w);
+      for (std::int64_t i = 0; i < k / kQKK; ++i) {
+        // q4_k and q5_k share d, dmin and scales; q5_k adds qh before qs.
+        const std::uint8_t* p = row + bytes * i;
+        const auto& head = *reinterpret_cast<const BlockQ4_K*>(p);
+        const std::uint8_t* qh = five ? reinterpret_cast<const BlockQ5_K*>(p)->qh : nullptr;
+        const std::uint8_t* qs = five ? reinterpret_cast<const BlockQ5_K*>(p)->qs : head.qs;
+        const float d = load_f16(head.d);
+        const float dmin = load_f16(head.dmin);
+        for (int g = 0; g < 8; ++g) {
+          int sc = 0;
+          int m = 0;
+          k4_scale_min(g, head.scales, sc, m);
+          out.scale[8 * i + g] = d * static_cast<float>(sc);
+          out.offset[8 * i + g] = -(dmin * static_cast<float>(m));
+        }
+        // Groups 2j and 2j + 1 are the low and high nibbles of qs[32j..32j+31];
+        // q5_k's fifth bit of element l of group g is bit g of qh[l].
+        const __m256i mask = _mm256_set1_epi8(0xf);
+        const __m256i high_bits = five ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh))
+                                       : _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+          __m256i low = _mm256_and_si256(packed, mask);
+          __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);
+          if (five) {
+            const __m256i one = _mm256_set1_epi8(1);
+            const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * j), one);
+            const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * j + 1), one);
+            low = _mm256_or_si256(low, _mm256_slli_epi16(b0, 4));
+            high = _mm256_or_si256(high, _mm256_slli_epi16(b1, 4));
+          }
+          std::int8_t* q = out.q + kQKK * i + 64 * j;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), low);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), high);
+        }
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      const auto* blocks = reinterpret_cast<const BlockQ6_K*>(row);
+      for (std::int64_t i = 0; i < k / kQKK; ++i) {
+        const BlockQ6_K& b = blocks[i];
+        const float d = load_f16(b.d);
+        std::int8_t* q = out.q + kQKK * i;
+        // Within a half h: quarter r takes ql[64h + l + 32 (r % 2)], nibble r / 2,
+        // and bits 2r of qh[32h + l].
+        const __m256i mask = _mm256_set1_epi8(0xf);
+        const __m256i three = _mm256_set1_epi8(3);
+        const __m256i bias = _mm256_set1_epi8(32);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+          const __m256i ql1 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+          const __m256i lows[4] = {_mm256_and_si256(ql0, mask), _mm256_and_si256(ql1, mask),
+                                   _mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask),
+                                   _mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask)};
+          for (int r = 0; r < 4; ++r) {
+            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * r), three);
+            const __m256i v = _mm256_or_si256(lows[r], _mm256_slli_epi16(high, 4));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * r),
+                                _mm256_sub_epi8(v, bias));
+          }
+        }
+        for (int g = 0; g < 16; ++g) out.scale[16 * i + g] = d * static_cast<float>(b.scales[g]);
+      }
+      return;
+    }
+    case DType::kIQ4_XS: {
+      const auto* blocks = reinterpret_cast<const BlockIQ4_XS*>(row);
+      for (std::int64_t i = 0; i < k / kQKK; ++i) {
+        const BlockIQ4_XS& b = blocks[i];
+        const float d = load_f16(b.d);
+        for (int g = 0; g < 8; ++g) {
+          out.scale[8 * i + g] = d * static_cast<float>(iq4xs_scale(g, b));
+          const std::uint8_t* nibbles = b.qs + 16 * g;
+          std::int8_t* q = out.q + kQKK * i + 32 * g;
+          for (int j = 0; j < 16; ++j) {
+            q[j] = kIQ4NLValues[nibbles[j] & 0xf];
+            q[j + 16] = kIQ4NLValues[nibbles[j] >> 4];
+          }
+        }
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+// The tile palette: tmm0 and tmm1 accumulate (16 x 16 int32), tmm2 and tmm3 hold
+// weight bytes (16 rows x group), tmm4 and tmm5 activation bytes (group / 4 rows
+// of 16 x 4). Two of each, so one group's product runs while the previous
+// group's result is scaled.
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+void configure_tiles(std::int64_t group) {
+  TileConfig config;
+  for (int t = 0; t < 6; ++t) {
+    const bool weights = t == 2 || t == 3;
+    const bool activations = t == 4 || t == 5;
+    config.rows[t] = static_cast<std::uint8_t>(activations ? group / 4 : kAmxTileRows);
+    config.colsb[t] = static_cast<std::uint16_t>(weights ? group : 64);
+  }
+  _tile_loadconfig(&config);
+}
+
+// The accumulators of one 16 x 16 output tile: acc[r] holds weight row r against
+// the tile's 16 activation rows.
+struct Acc {
+  __m512 v[kAmxTileRows];
+};
+
+// GCC's tile intrinsics paste their tile numbers into the instruction text, so
+// the numbers must be literals: one product, from bytes at a (rows `a_stride`
+// apart) and b into tmm<C> through tmm<A> and tmm<B>, stored to buf.
+#define SWITCHYARD_AMX_PRODUCT(C, A, B, a, a_stride, b, buf) \
+  do {                                                       \
+    _tile_loadd(A, a, a_stride);                             \
+    _tile_loadd(B, b, 64);                                   \
+    _tile_zero(C);                                           \
+    _tile_dpbssd(C, A, B);                                   \
+    _tile_stored(C, buf, 64);                                \
+  } while (false)
+
+// One group g of one activation tile: the tile product (in the first or the
+// second set of tiles), then scaled into acc through `buf`.
+template <bool kSecondTiles, bool kOffset>
+inline void group_product(const AmxPanel& panel, const AmxActivations& x, std::int64_t group,
+                          const std::int8_t* xq_tile, const float* xs_tile, const float* xsum_tile,
+                          std::int64_t g, std::int32_t* buf, Acc& acc) {
+  const std::int8_t* a = panel.q + g * group;
+  const std::int8_t* b = xq_tile + g * group * kAmxTileRows;
+  if constexpr (kSecondTiles) {
+    SWITCHYARD_AMX_PRODUCT(1, 3, 5, a, x.k, b, buf);
+  } else {
+    SWITCHYARD_AMX_PRODUCT(0, 2, 4, a, x.k, b, buf);
+  }
+  const __m512 xs = _mm512_loadu_ps(xs_tile + g * kAmxTileRows);
+  [[maybe_unused]] const __m512 xsum =
+      kOffset ? _mm512_loadu_ps(xsum_tile + g * kAmxTileRows) : _mm512_setzero_ps();
+  const float* scale = panel.scale + g;
+  const float* offset = panel.offset + g;
+#pragma GCC unroll 16
+  for (int r = 0; r < kAmxTileRows; ++r) {
+    const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + 16 * r)), xs);
+    acc.v[r] = _mm512_fmadd_ps(dot, _mm512_set1_ps(scale[r * x.groups]), acc.v[r]);
+    if constexpr (kOffset) {
+      acc.v[r] = _mm512_fmadd_ps(xsum, _mm512_set1_ps(offset[r * x.groups]), acc.v[r]);
+    }
+  }
+}
+
+template <bool kOffset>
+void panel_product(const AmxPanel& panel, const AmxActivations& x, std::int64_t group,
+                   std::int64_t rows, float* out, std::int64_t ldo, std::int64_t cols) {
+  alignas(64) std::int32_t buf[2][kAmxTileRows * 16];
+  alignas(64) float result[kAmxTileRows][16];
+  const std::int64_t groups = x.groups;
+  for (std::int64_t t = 0; t * kAmxTileRows < rows; ++t) {
+    const std::int8_t* xq = x.q + t * kAmxTileRows * x.k;
+    const float* xs = x.scale + t * groups * kAmxTileRows;
+    const float* xsum = x.sum + t * groups * kAmxTileRows;
+    Acc acc;
+    for (__m512& v : acc.v) v = _mm512_setzero_ps();
+    std::int64_t g = 0;
+    for (; g + 2 <= groups; g += 2) {
+      group_product<false, kOffset>(panel, x, group, xq, xs, xsum, g, buf[0], acc);
+      group_product<true, kOffset>(panel, x, group, xq, xs, xsum, g + 1, buf[1], acc);
+    }
+    if (g < groups) group_product<false, kOffset>(panel, x, group, xq, xs, xsum, g, buf[0], acc);
+    // acc.v[j] holds weight row j against activation rows 16t..16t+15: written
+    // back transposed.
+    for (int j = 0; j < kAmxTileRows; ++j) _mm512_store_ps(result[j], acc.v[j]);
+    const std::int64_t m_end = std::min<std::int64_t>(kAmxTileRows, rows - t * kAmxTileRows);
+    for (std::int64_t m = 0; m < m_end; ++m) {
+      float* o = out + (t * kAmxTileRows + m) * ldo;
+      for (std::int64_t j = 0; j < cols; ++j) o[j] = result[j][m];
+    }
+  }
+}
+
+}  // namespace
+
+AmxFormat amx_format(DType w) {
+  switch (w) {
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ8_0:
+    case DType::kIQ4_NL:
+    case DType::kMXFP4:
+    case DType::kIQ4_XS: return {.group = 32, .has_offset = false};
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K: return {.group = 32, .has_offset = true};
+    case DType::kQ3_K:
+    case DType::kQ6_K: return {.group = 16, .has_offset = false};
+    case DType::kQ2_K: return {.group = 16, .has_offset = true};
+    default: return {};
+  }
+}
+
+void amx_unpack_rows(DType w, const std::uint8_t* w_rows, std::int64_t row_bytes, std::int64_t rows,
+                     std::int64_t k, const AmxPanel& panel) {
+  const std::int64_t groups = k / amx_format(w).group;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    unpack_row(w, w_rows + r * row_bytes, k,
+               {.q = panel.q + r * k,
+                .scale = panel.scale + r * groups,
+                .offset = panel.offset + r * groups});
+  }
+}
+
+void amx_panel_product(const AmxPanel& panel, const AmxActivations& x, AmxFormat format,
+                       std::int64_t rows, float* out, std::int64_t ldo, std::int64_t cols) {
+  configure_tiles(format.group);
+  if (format.has_offset) {
+    panel_product<true>(panel, x, format.group, rows, out, ldo, cols);
+  } else {
+    panel_product<false>(panel, x, format.group, rows, out, ldo, cols);
+  }
+  _tile_release();
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,81 @@
+// The AMX-INT8 quantized matmul sibling (matmul_quant_amx, registered as "amx"):
+// prefill on the tile units of CPUs that have them.
+//
+// Per call, the portable driver (quant_matmul_simd.cpp) quantizes every activation
+// row exactly as the AVX-512 sibling does (activation_format: q8_0 or q8_k) and
+// lays the bytes out as AMX wants its second operand (AmxActivations). Then, per
+// panel of 16 weight rows, in parallel, it unpacks the panel's blocks to signed
+// bytes with a scale (and an offset) per group of 16 or 32 elements (AmxPanel)
+// and runs the panel against every activation row here:
+//
+//   C[16 weight rows][16 activation rows] = tdpbssd(panel bytes, activation bytes)
+//
+// one tile product per group (K = 16 or 32), because every group has its own
+// scale; each product is scaled into f32 accumulators that stay in registers for
+// the whole row of K. The weights are the tiles' first operand (row-major bytes,
+// as the file stores them: the unpacking needs no transpose) and the activations
+// the second (four consecutive k of one row per 32-bit column), so the results
+// come out transposed and are written back row by row at the end.
+//
+// A panel is unpacked once per call and used by every 16 activation rows, so the
+// unpacking costs about what reading the weights costs; for a handful of
+// activation rows that doubles a decode step's work, and the cost function
+// (registration.cpp) sends those to the AVX-512 sibling.
+//
+// Only the unpacking and the tile loop live in the AMX file: allocation, threads
+// and the activation layout are portable (gemm.h, "Why the ISA files are kept
+// small").
+#pragma once
+
+#include <cstdint>
+
+#include "switchyard/dtype.h"
+
+namespace switchyard::cpu {
+
+// Rows per tile on either side (weights and activations).
+inline constexpr std::int64_t kAmxTileRows = 16;
+
+// The activation rows of a call, in tiles of 16 rows (the last padded with zero
+// rows). Tile t holds q[t][k / 4][16][4]: the four bytes k..k+3 (k a multiple of
+// 4) of its row m at [k / 4][m]. For group g of `group` elements, scale[t][g][m]
+// is the activation scale that applies to the group's bytes and sum[t][g][m] that
+// scale times the sum of the group's bytes (for the formats with an offset).
+struct AmxActivations {
+  const std::int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const float* sum = nullptr;
+  std::int64_t k = 0;
+  std::int64_t groups = 0;  // k / group
+};
+
+// 16 weight rows unpacked: element e of row r is
+//   scale[r * groups + g] * q[r * k + e] + offset[r * groups + g],  g = e / group,
+// equal in f32 to what the format's dequantization gives. The formats without an
+// offset leave theirs as they found it (all three arrays must be there).
+struct AmxPanel {
+  std::int8_t* q = nullptr;
+  float* scale = nullptr;
+  float* offset = nullptr;
+};
+
+// How a weight format is unpacked: its group size (32, or 16 for q2_k, q3_k and
+// q6_k, whose scales change every 16 elements) and whether it has an offset
+// (q4_1, q5_1, q2_k, q4_k, q5_k). group 0: the format has no AMX path.
+struct AmxFormat {
+  std::int64_t group = 0;
+  bool has_offset = false;
+};
+[[nodiscard]] AmxFormat amx_format(DType w);
+
+// Unpacks `rows` (at most 16) weight rows of dtype w at `w_rows`, row_bytes apart,
+// k elements each, into rows 0..rows-1 of `panel`.
+void amx_unpack_rows(DType w, const std::uint8_t* w_rows, std::int64_t row_bytes, std::int64_t rows,
+                     std::int64_t k, const AmxPanel& panel);
+
+// out[m * ldo + j] = the dot product of activation row m and panel row j, for
+// m < rows (the call's activation rows) and j < cols (at most 16).
+void amx_panel_product(const AmxPanel& panel, const AmxActivations& x, AmxFormat format,
+                       std::int64_t rows, float* out, std::int64_t ldo, std::int64_t cols);
+
+}  // namespace switchyard::cpu
