@@ -499,16 +499,25 @@ TEST(QuantMatmulSimd, ActivationRoundingTiesMatchTheReferenceQuantizer) {
   }
 }
 
-TEST(QuantMatmulAvx512, NonFiniteActivationRowGivesNaN) {
-  if (!has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AVX-512 VNNI";
-  for (DType t : {DType::kQ4_K, DType::kQ4_0}) {
-    Problem p = make_problem(t, 1, 5, 3, 256, 2);
-    p.a[static_cast<std::size_t>(2 * p.k + 17)] = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> out;
-    ASSERT_TRUE(run_matmul(avx512_fn(t), t, p, out).is_ok());
-    for (std::int64_t r = 0; r < 5; ++r) {
-      for (std::int64_t j = 0; j < 3; ++j) {
-        EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == 2) << r << "," << j;
+TEST(QuantMatmulSimd, NonFiniteActivationRowGivesNaN) {
+  for (const Simd& s : runnable_simd()) {
+    // q4_k pairs with q8_k activations, q4_0 with q8_0: both quantizers.
+    for (DType t : {DType::kQ4_K, DType::kQ4_0}) {
+      for (float bad :
+           {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        // 18 rows: the bad row in the second AMX tile of 16 rows as well.
+        for (std::int64_t bad_row : {2, 17}) {
+          Problem p = make_problem(t, 1, 18, 3, 256, 2);
+          p.a[static_cast<std::size_t>(bad_row * p.k + 17)] = bad;
+          std::vector<float> out;
+          ASSERT_TRUE(run_matmul(s.fn(t), t, p, out).is_ok());
+          for (std::int64_t r = 0; r < p.m; ++r) {
+            for (std::int64_t j = 0; j < 3; ++j) {
+              EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(r * 3 + j)]), r == bad_row)
+                  << s.name << " " << name(t) << " " << bad << " " << r << "," << j;
+            }
+          }
+        }
       }
     }
   }

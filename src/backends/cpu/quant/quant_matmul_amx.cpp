@@ -7,8 +7,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "switchyard/quant_blocks.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which its
@@ -342,7 +344,73 @@ void panel_product(const AmxPanel& panel, const AmxActivations& x, std::int64_t 
   }
 }
 
+// Row m's four levels k..k+3 go to 32-bit column m of tile row k / 4.
+inline void scatter_levels(__m128i levels, std::int8_t* tile_q, std::int64_t k0, std::int64_t m) {
+  alignas(16) std::int32_t words[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(words), levels);
+  for (std::int64_t i = 0; i < 4; ++i) {
+    std::memcpy(tile_q + (k0 / 4 + i) * 64 + 4 * m, &words[i], 4);
+  }
+}
+
+// Whether x[0..n) (n a multiple of 16) holds no NaN and no infinity. The
+// quantizers' own maximum cannot tell: vmaxps drops a NaN in its first operand.
+inline bool all_finite(const float* x, std::int64_t n) {
+  constexpr int kNanOrInf = 0x01 | 0x08 | 0x10 | 0x80;  // QNaN, +inf, -inf, SNaN
+  __mmask16 bad = 0;
+  for (std::int64_t i = 0; i < n; i += 16) {
+    bad |= _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i), kNanOrInf);
+  }
+  return bad == 0;
+}
+
+inline int sum_levels(__m128i levels) {
+  return _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(levels));
+}
+
 }  // namespace
+
+bool amx_prepare_row(DType act, const float* row, std::int64_t k, std::int64_t group,
+                     std::int8_t* tile_q, std::int64_t m, float* tile_scale, float* tile_sum) {
+  if (!all_finite(row, k)) return false;
+  if (act == DType::kQ8_0) {
+    for (std::int64_t b = 0; b < k / kQK; ++b) {
+      __m128i lo;
+      __m128i hi;
+      const float d = quantize_q8_0_levels(row + kQK * b, lo, hi);
+      scatter_levels(lo, tile_q, kQK * b, m);
+      scatter_levels(hi, tile_q, kQK * b + 16, m);
+      // group is 32 for every format paired with q8_0 (amx_format).
+      tile_scale[b * kAmxTileRows + m] = d;
+      tile_sum[b * kAmxTileRows + m] = d * static_cast<float>(sum_levels(lo) + sum_levels(hi));
+    }
+    return true;
+  }
+  for (std::int64_t b = 0; b < k / kQKK; ++b) {
+    const float* x = row + kQKK * b;
+    BlockQ8_K block;
+    if (!quantize_q8_k_block(x, block)) {
+      // A block of zeros: the reference gives d = 0 and zero levels.
+      quant::quantize_row(DType::kQ8_K, x, &block, kQKK);
+    }
+    const float d = load_f32(block.d);
+    for (std::int64_t v = 0; v < 16; ++v) {
+      scatter_levels(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs + 16 * v)), tile_q,
+                     kQKK * b + 16 * v, m);
+    }
+    // bsums holds the sum of each 16 levels.
+    for (std::int64_t g = 0; g < kQKK / group; ++g) {
+      int total = 0;
+      for (std::int64_t s = g * group / 16; s < (g + 1) * group / 16; ++s) {
+        total += load_i16(block.bsums + 2 * s);
+      }
+      const std::int64_t slot = (b * kQKK / group + g) * kAmxTileRows + m;
+      tile_scale[slot] = d;
+      tile_sum[slot] = d * static_cast<float>(total);
+    }
+  }
+  return true;
+}
 
 AmxFormat amx_format(DType w) {
   switch (w) {

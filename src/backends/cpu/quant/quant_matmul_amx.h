@@ -68,6 +68,15 @@ struct AmxFormat {
 };
 [[nodiscard]] AmxFormat amx_format(DType w);
 
+// Quantizes activation row `row` (k floats) to `act` (q8_0 or q8_k, the
+// reference quantizer's bytes) into row m (< 16) of one AmxActivations tile: its
+// bytes at tile_q, and for each group of `group` elements its scale and scaled
+// sum at tile_scale[g * 16 + m] and tile_sum[g * 16 + m]. Returns false, having
+// written nothing meaningful, when the row holds NaN or infinity.
+[[nodiscard]] bool amx_prepare_row(DType act, const float* row, std::int64_t k, std::int64_t group,
+                                   std::int8_t* tile_q, std::int64_t m, float* tile_scale,
+                                   float* tile_sum);
+
 // Unpacks `rows` (at most 16) weight rows of dtype w at `w_rows`, row_bytes apart,
 // k elements each, into rows 0..rows-1 of `panel`.
 void amx_unpack_rows(DType w, const std::uint8_t* w_rows, std::int64_t row_bytes, std::int64_t rows,

@@ -37,6 +37,7 @@
 #include <array>
 #include <cstring>
 
+#include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "backends/cpu/quant/quant_matmul_avx512vnni_inl.h"
 #include "backends/cpu/quant/quant_matmul_simd.h"
 #include "switchyard/quant_blocks.h"
@@ -638,34 +639,11 @@ void decode_layout(const float* row, std::int64_t k, std::uint8_t* out) {
   const std::int64_t blocks = k / quant::kQK;
   const std::int64_t groups = (blocks + kGroupBlocks - 1) / kGroupBlocks;
   std::memset(out, 0, static_cast<std::size_t>(groups * kGroupXBytes<W>));
-  const __m512 magnitude = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 half = _mm512_set1_ps(0.5f);
   const __m128i ones = _mm_set1_epi8(1);
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const __m512 x0 = _mm512_loadu_ps(row + 32 * b);
-    const __m512 x1 = _mm512_loadu_ps(row + 32 * b + 16);
-    const float amax = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_and_ps(x0, magnitude), _mm512_and_ps(x1, magnitude)));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    std::uint8_t dh[2];
-    quant::store_f16(dh, d);
-    const float dx = quant::load_f16(dh);
-    // round-half-away: truncate, then step away from zero when the dropped
-    // fraction (exact) is at least one half; then clamp as truncate_clamped.
-    const auto levels = [&](__m512 x) {
-      const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(id));
-      __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __mmask16 up =
-          _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_sub_ps(t, r), magnitude), half, _CMP_GE_OQ);
-      r = _mm512_mask_add_ps(r, up, r, _mm512_or_ps(_mm512_and_ps(t, sign), one));
-      r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-128.0f)), _mm512_set1_ps(127.0f));
-      return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r));
-    };
-    const __m128i lo = levels(x0);  // elements 0-15
-    const __m128i hi = levels(x1);  // elements 16-31
+    __m128i lo;  // elements 0-15
+    __m128i hi;  // elements 16-31
+    const float dx = quantize_q8_0_levels(row + 32 * b, lo, hi);
     // Sums of four consecutive levels: the vpdpbusd lanes' activation sums.
     const __m128i sum_lo = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, lo);
     const __m128i sum_hi = _mm_dpbusd_epi32(_mm_setzero_si128(), ones, hi);

@@ -43,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "backends/cpu/quant/quant_matmul_avx512vnni_inl.h"
 #include "backends/cpu/quant/quant_matmul_kquant_avx512vnni_inl.h"
 #include "backends/cpu/quant/quant_matmul_simd.h"
@@ -52,35 +53,6 @@ namespace switchyard::cpu {
 namespace {
 
 using quant::BlockQ8_K;
-
-// One q8_k super-block with the reference's operations in vector form, so the
-// same bytes: the first element of the largest magnitude sets the scale, and
-// vcvtps2dq rounds to nearest even as nearest_int does. Blocks of zeros or with
-// a non-finite value (whose row's outputs become NaN anyway) go to the reference.
-bool quantize_q8_k_block(const float* x, BlockQ8_K& b) {
-  __m512 amax = _mm512_setzero_ps();
-  for (int v = 0; v < 16; ++v)
-    amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)));
-  const float m = _mm512_reduce_max_ps(amax);
-  if (!(m > 0.0f) || !std::isfinite(m)) return false;
-  int first = -1;
-  for (int v = 0; v < 16 && first < 0; ++v) {
-    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)),
-                                             _mm512_set1_ps(m), _CMP_EQ_OQ);
-    if (hit != 0) first = 16 * v + __builtin_ctz(hit);
-  }
-  if (first < 0) return false;
-  const float iscale = -127.0f / x[first];
-  for (int v = 0; v < 16; ++v) {
-    const __m512i q = _mm512_min_epi32(
-        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x + 16 * v))),
-        _mm512_set1_epi32(127));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(b.qs + 16 * v), _mm512_cvtepi32_epi8(q));
-    quant::store_i16(b.bsums + 2 * v, _mm512_reduce_add_epi32(q));
-  }
-  quant::store_f32(b.d, 1.0f / iscale);
-  return true;
-}
 
 // Quantizes one activation row to q8_k and lays it out as KAct super-blocks at out.
 // Out of line: prepare_rows calls it once per row, and inlined there it would be

@@ -181,39 +181,14 @@ AmxActivationBuffers prepare_amx_activations(const QuantMatmulArgs& args, DType 
   x.sum.assign(x.scale.size(), 0.0f);
   x.non_finite.assign(static_cast<std::size_t>(args.rows), 0);
   auto* q = reinterpret_cast<std::int8_t*>(x.q.data());
-  const std::int64_t act_elems = block_elems(act);
-  const std::int64_t act_bytes = block_bytes(act);
   ctx.parallel_for(args.rows, 1, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<std::uint8_t> blocks(static_cast<std::size_t>(k / act_elems * act_bytes));
     for (std::int64_t r = begin; r < end; ++r) {
-      const float* row = args.a + r * k;
-      if (!row_is_finite(row, k)) {
-        x.non_finite[static_cast<std::size_t>(r)] = 1;
-        continue;
-      }
-      quant::quantize_row(act, row, blocks.data(), k);
       const std::int64_t t = r / kAmxTileRows;
       const std::int64_t m = r % kAmxTileRows;
-      std::int8_t* tile = q + t * kAmxTileRows * k;
-      float* scale = x.scale.data() + t * groups * kAmxTileRows + m;
-      float* sum = x.sum.data() + t * groups * kAmxTileRows + m;
-      for (std::int64_t b = 0; b < k / act_elems; ++b) {
-        // q8_0: f16 d then 32 bytes; q8_k: f32 d then 256 bytes (quant_blocks.h).
-        const std::uint8_t* block = blocks.data() + b * act_bytes;
-        const bool q8k = act == DType::kQ8_K;
-        const float d = q8k ? quant::load_f32(block) : quant::load_f16(block);
-        const auto* bytes = reinterpret_cast<const std::int8_t*>(block + (q8k ? 4 : 2));
-        for (std::int64_t e = 0; e < act_elems; e += 4) {
-          const std::int64_t kk = b * act_elems + e;
-          std::memcpy(tile + (kk / 4) * 64 + m * 4, bytes + e, 4);
-        }
-        for (std::int64_t g0 = 0; g0 < act_elems; g0 += group) {
-          int total = 0;
-          for (std::int64_t e = g0; e < g0 + group; ++e) total += bytes[e];
-          const std::int64_t g = (b * act_elems + g0) / group;
-          scale[g * kAmxTileRows] = d;
-          sum[g * kAmxTileRows] = d * static_cast<float>(total);
-        }
+      const std::size_t tile_floats = static_cast<std::size_t>(t * groups * kAmxTileRows);
+      if (!amx_prepare_row(act, args.a + r * k, k, group, q + t * kAmxTileRows * k, m,
+                           x.scale.data() + tile_floats, x.sum.data() + tile_floats)) {
+        x.non_finite[static_cast<std::size_t>(r)] = 1;
       }
     }
   });
