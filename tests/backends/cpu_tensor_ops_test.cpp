@@ -700,6 +700,55 @@ TEST(CpuAttentionTest, EverySiblingMatchesDoubleAcrossKeyBlocksAndOddHeadDims) {
   }
 }
 
+// A causal mask given as a tensor (the llama graph's: 0 up to the row's
+// position, -inf after) gives the same bytes as the causal flag: the SIMD
+// siblings skip the keys past each row's last unmasked one, so the values stored
+// there (here NaN, as a stale or unwritten cache row might hold) never reach the
+// output.
+TEST(CpuAttentionTest, MaskedKeyTailsAreSkippedAsTheCausalFlagSkipsThem) {
+  const DType t = DType::kF32;
+  const std::int64_t sq = 40, h = 8, dh = 64, hkv = 2, past = 23, skv = past + sq + 9;
+  Tensor q = Tensor::of(t, {1, sq, h, dh}, random_values(sq * h * dh, -1, 1, 91));
+  Tensor k = Tensor::of(t, {1, skv, hkv, dh}, random_values(skv * hkv * dh, -1, 1, 92));
+  std::vector<double> vs = random_values(skv * hkv * dh, -1, 1, 93);
+  // Keys past the last query position: never visible to any row.
+  for (std::int64_t i = (past + sq) * hkv * dh; i < skv * hkv * dh; ++i) {
+    vs[static_cast<std::size_t>(i)] = std::numeric_limits<double>::quiet_NaN();
+  }
+  Tensor v = Tensor::of(t, {1, skv, hkv, dh}, vs);
+  std::vector<double> m(static_cast<std::size_t>(sq * skv), 0.0);
+  for (std::int64_t i = 0; i < sq; ++i) {
+    for (std::int64_t j = past + i + 1; j < skv; ++j) {
+      m[static_cast<std::size_t>(i * skv + j)] = -std::numeric_limits<double>::infinity();
+    }
+  }
+  Tensor mask = Tensor::of(t, {sq, skv}, m);
+  Tensor zeros = Tensor::of(t, {sq, skv}, std::vector<double>(m.size(), 0.0));
+  OpParams with_tensor;
+  with_tensor.scale = 0.125f;
+  OpParams with_flag = with_tensor;
+  with_flag.causal = true;
+  with_flag.query_offset = past;
+  int simd = 0;
+  for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t, t})) {
+    if (e.name.find("__cpu_ref") != std::string::npos) continue;
+    ++simd;
+    Tensor masked(t, {1, sq, h, dh}), flagged(t, {1, sq, h, dh});
+    ASSERT_TRUE(
+        call_entry(e, {q.view(), k.view(), v.view(), mask.view()}, {masked.view()}, with_tensor)
+            .is_ok());
+    ASSERT_TRUE(
+        call_entry(e, {q.view(), k.view(), v.view(), zeros.view()}, {flagged.view()}, with_flag)
+            .is_ok());
+    EXPECT_TRUE(masked.same_bytes(flagged)) << e.name;
+    for (std::int64_t i = 0; i < masked.numel(); ++i) {
+      ASSERT_TRUE(std::isfinite(masked.get(i))) << e.name << " element " << i;
+    }
+  }
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  EXPECT_EQ(simd, (f.avx512 && f.f16c ? 1 : 0) + (f.avx2 && f.f16c ? 1 : 0));
+}
+
 TEST(CpuAttentionTest, SimdSiblingsGiveTheSameBytesOnOneAndThreeThreads) {
   const DType t = DType::kF32;
   const std::int64_t sq = 37, h = 8, dh = 64, skv = 150, hkv = 2;

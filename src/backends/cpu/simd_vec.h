@@ -119,6 +119,9 @@ inline float hsum_lanes(VF a, float* tmp) {
 // The sum of the lanes as a tree: the halves added lane by lane down to one
 // lane (GCC's _mm512_reduce_add_ps). The AVX2 form adds in the same tree.
 inline float vreduce_add(VF a) { return _mm512_reduce_add_ps(a); }
+// The largest lane, by a tree of vmaxps (exact for finite lanes; a NaN lane may
+// or may not come through, as vmaxps drops a NaN in its first operand).
+inline float vreduce_max(VF a) { return _mm512_reduce_max_ps(a); }
 
 inline VF load(const float* p) { return _mm512_loadu_ps(p); }
 // p 64-byte aligned.
@@ -203,6 +206,14 @@ inline float vreduce_add(VF a) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+// The largest lane, by the same tree of vmaxps (exact for finite lanes; a NaN
+// lane may or may not come through).
+inline float vreduce_max(VF a) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
 }
 
 inline VF load(const float* p) { return _mm256_loadu_ps(p); }

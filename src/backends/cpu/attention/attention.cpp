@@ -179,8 +179,11 @@ Status attention_simd_impl(const KernelCall& call) {
       batch * s.kv_heads * ((s.sq + args.positions_per_item - 1) / args.positions_per_item);
   const std::int64_t dh_pad = (s.dh + table.width - 1) / table.width * table.width;
   const std::int64_t item_rows = std::min(args.positions_per_item, s.sq) * group;
-  const auto scratch_floats = static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
-                                                       2 * table.block * dh_pad);
+  // Per row: q, the sums, max / sum / keys and the block's weights; per block the
+  // packed keys and values; per query position a key limit (two floats' room).
+  const auto scratch_floats =
+      static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
+                               2 * table.block * dh_pad + 2 * args.positions_per_item + 2);
   const AttentionItemFn fn =
       table.item[static_cast<int>(kStorageOf<Q>)][static_cast<int>(kStorageOf<KV>)];
   // Items per task: enough multiply-adds (~2^18, tens of microseconds) to repay

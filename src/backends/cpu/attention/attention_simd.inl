@@ -70,14 +70,6 @@ inline VF lane_sums(const VF (&acc)[kW]) {
 }
 #endif
 
-inline float max_lanes(VF v) {
-  float tmp[kW];
-  store(tmp, v);
-  float m = tmp[0];
-  for (int l = 1; l < kW; ++l) m = tmp[l] > m ? tmp[l] : m;
-  return m;
-}
-
 // Dot products of the f32 row q with kW consecutive rows of the packed key block
 // k (row stride dh_pad; both zero-padded to whole vectors). Each lane accumulates
 // its elements in head-dimension order; four vectors of q stay in registers while
@@ -198,14 +190,30 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   float* acc = qf + rows * dh_pad;         // [rows][dh_pad] weighted sums
   float* ml = acc + rows * dh_pad;         // [rows][3]: running max, running sum, keys
   float* pb = ml + 3 * rows;               // [rows][kBlock] weights of this block
+  // then [positions_per_item] int64 key limits (limits below)
   const Q qzero{};
 
   // Row r is query position s0 + r / group, head kvh * group + r % group.
   auto q_offset = [&](std::int64_t r) {
     return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
   };
+  // Keys past a row's last unmasked one (its mask -inf from there on, as a
+  // causal mask given as a tensor is) are skipped: their weights are exactly 0.
+  // Scanned once per query position, from the end.
+  auto mask_limit = [&](std::int64_t position) {
+    const Q* mrow = mask + (s0 + position) * a.skv;
+    std::int64_t lim = a.skv;
+    while (lim > 0 && to_f32(mrow[lim - 1]) == -kAttnInf) --lim;
+    return lim;
+  };
+  float* limits_at = pb + rows * kBlock;
+  if (reinterpret_cast<std::uintptr_t>(limits_at) % alignof(std::int64_t) != 0) ++limits_at;
+  auto* limits = reinterpret_cast<std::int64_t*>(limits_at);
+  for (std::int64_t position = 0; position < s1 - s0; ++position) {
+    limits[position] = !a.causal && mask != nullptr ? mask_limit(position) : a.skv;
+  }
   auto valid_of = [&](std::int64_t r) {
-    if (!a.causal) return a.skv;
+    if (!a.causal) return limits[r / group];
     const std::int64_t lim = s0 + r / group + a.query_offset + 1;
     return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
   };
@@ -279,7 +287,9 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
         bmax = vmax(bmax, lg);
       }
       const float m_old = ml[3 * r];
-      const float bm = max_lanes(bmax);
+      // A tree of vmaxps: a NaN logit may or may not come through; either way
+      // its e^(logit - m) below is NaN and so is the row.
+      const float bm = vreduce_max(bmax);
       float m_new = bm > m_old ? bm : m_old;
       if (m_new == -kAttnInf) {
         // Nothing unmasked yet: the block adds nothing (and e^(-inf - -inf) is
@@ -308,8 +318,7 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
         store(pr + t * kW1, p);
         psum = vadd(psum, p);
       }
-      float tmp[kW];
-      ml[3 * r + 1] += hsum_lanes(psum, tmp);
+      ml[3 * r + 1] += vreduce_add(psum);
       ml[3 * r + 2] = static_cast<float>(n);
     }
     // acc += p v, two rows at a time over the keys both use, then each row's own
