@@ -178,7 +178,9 @@ constexpr auto kFormats = kQuantizedWeightDTypes;
 // so siblings are compared in the same run.
 std::vector<std::string_view> simd_sources(DType t, bool amx = false) {
   std::vector<std::string_view> out;
-  if (amx && sibling(t, "amx") != nullptr) out.push_back("amx");
+  for (std::string_view source : {"amx_bf16", "amx"}) {
+    if (amx && sibling(t, source) != nullptr) out.push_back(source);
+  }
   for (std::string_view source : {"avx512", "avx2"}) {
     if (sibling(t, source) != nullptr) out.push_back(source);
   }

@@ -35,6 +35,7 @@ set(SWITCHYARD_LAYER_INCLUDE_ROOT ${PROJECT_BINARY_DIR}/layer_include)
 #   *_avx512vnni.cpp  those and AVX512_VNNI
 #   *_avx512bf16.cpp  those and AVX512_BF16
 #   *_amx.cpp         AVX-512 F/BW/VL/DQ, AMX-TILE and AMX-INT8
+#   *_amxbf16.cpp     AVX-512 F/BW/VL/DQ and BF16, AMX-TILE and AMX-BF16
 # A file is never compiled for an extension its callers do not check, because the
 # compiler may use any enabled instruction anywhere in it (scripts/check_isa.sh
 # checks the objects).
@@ -53,6 +54,10 @@ function(switchyard_set_isa_flags)
     elseif(source MATCHES "_amx\\.cpp$")
       set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS
                                   "${SWITCHYARD_AVX512_FLAGS};-mamx-tile;-mamx-int8")
+    elseif(source MATCHES "_amxbf16\\.cpp$")
+      set_source_files_properties(
+        ${source} PROPERTIES COMPILE_OPTIONS
+                             "${SWITCHYARD_AVX512_FLAGS};-mavx512bf16;-mamx-tile;-mamx-bf16")
     endif()
   endforeach()
 endfunction()

@@ -9,13 +9,14 @@
 #      program, and it may keep this one for portable callers.
 #   2. Instructions of an extension a file's suffix does not allow: AVX-512 in an
 #      *_avx2 object, VNNI, BF16 or AMX in an *_avx512 object, BF16 or AMX in an
-#      *_avx512vnni one, VNNI or BF16 in an *_amx one.
+#      *_avx512vnni one, VNNI or BF16 in an *_amx one, VNNI or AMX-INT8 in an
+#      *_amxbf16 one.
 #
 # Usage: scripts/check_isa.sh [build dir, default build/dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/dev}
-objects=$(find "$build" -path "*/CMakeFiles/*" \( -name '*_avx*.cpp.o' -o -name '*_amx.cpp.o' \) | sort)
+objects=$(find "$build" -path "*/CMakeFiles/*" \( -name '*_avx*.cpp.o' -o -name '*_amx*.cpp.o' \) | sort)
 if [[ -z "$objects" ]]; then
   echo "check_isa: no SIMD objects under $build (build it first)" >&2
   exit 1
@@ -61,7 +62,10 @@ for object in $objects; do
       if grep -qE "$bf16|$amx" <<<"$mnemonics"; then report "$file: BF16 or AMX in an AVX512_VNNI file"; fi
       ;;
     *_amx.cpp)
-      if grep -qE "$vnni|$bf16" <<<"$mnemonics"; then report "$file: VNNI or BF16 in an AMX-INT8 file"; fi
+      if grep -qE "$vnni|$bf16|tdpbf16ps" <<<"$mnemonics"; then report "$file: VNNI or BF16 in an AMX-INT8 file"; fi
+      ;;
+    *_amxbf16.cpp)
+      if grep -qE "$vnni|tdpb[su][su]d" <<<"$mnemonics"; then report "$file: VNNI or AMX-INT8 in an AMX-BF16 file"; fi
       ;;
   esac
 done

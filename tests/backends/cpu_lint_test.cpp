@@ -79,7 +79,10 @@ TEST(CpuLintTest, SimdSiblingsMatchTheCpuAndComeBeforeTheReference) {
       if (e.source == "amx") {
         EXPECT_TRUE(f.amx_int8) << e.name;
       }
-      if (e.source == "avx512" || e.source == "amx" || e.source == "avx2") {
+      if (e.source == "amx_bf16") {
+        EXPECT_TRUE(f.amx_bf16) << e.name;
+      }
+      if (e.source == "avx512" || e.source.starts_with("amx") || e.source == "avx2") {
         EXPECT_FALSE(seen_portable) << e.name << " is listed after the portable reference";
       }
       seen_portable = seen_portable || e.source == "portable";

@@ -84,11 +84,14 @@ CpuFeatures detect() {
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
   f.gfni = f.avx512 && __builtin_cpu_supports("gfni");
   f.avx512_vbmi = f.avx512 && __builtin_cpu_supports("avx512vbmi");
-  // CPUID leaf 7: AMX-TILE is EDX bit 24, AMX-INT8 EDX bit 25.
-  const bool amx_cpuid = f.avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 &&
-                         (edx & (1u << 24)) != 0 && (edx & (1u << 25)) != 0;
+  // CPUID leaf 7: AMX-BF16 is EDX bit 22, AMX-TILE bit 24, AMX-INT8 bit 25.
+  const bool leaf7 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0;
+  const bool amx_tile = f.avx512 && leaf7 && (edx & (1u << 24)) != 0;
+  const bool amx_int8_cpuid = amx_tile && (edx & (1u << 25)) != 0;
+  const bool amx_bf16_cpuid = amx_tile && (edx & (1u << 22)) != 0;
 #else
-  const bool amx_cpuid = false;
+  const bool amx_int8_cpuid = false;
+  const bool amx_bf16_cpuid = false;
 #endif
   bool amx_off = false;
   if (const char* env = read_environment(EnvVar::kCpuDisable)) {
@@ -107,7 +110,10 @@ CpuFeatures detect() {
   }
   // Asked only when the AMX siblings could be used at all, so a disabled or
   // missing AVX-512 never costs the process its tile state.
-  f.amx_int8 = amx_cpuid && f.avx512 && !amx_off && request_amx_tile_state();
+  const bool amx_wanted = (amx_int8_cpuid || amx_bf16_cpuid) && f.avx512 && !amx_off;
+  const bool tiles_granted = amx_wanted && request_amx_tile_state();
+  f.amx_int8 = tiles_granted && amx_int8_cpuid;
+  f.amx_bf16 = tiles_granted && amx_bf16_cpuid && f.avx512_bf16;
   return f;
 }
 
@@ -128,6 +134,7 @@ std::string CpuFeatures::to_string() const {
   add(avx512_vbmi, "avx512_vbmi");
   add(gfni, "gfni");
   add(amx_int8, "amx_int8");
+  add(amx_bf16, "amx_bf16");
   return text.empty() ? "baseline" : text;
 }
 

@@ -26,8 +26,9 @@ struct CpuFeatures {
   bool avx512_vbmi = false;
   bool gfni = false;      // with AVX-512: the 512-bit Galois-field instructions
   bool amx_int8 = false;  // with AVX-512: AMX-TILE and AMX-INT8, tile state granted
+  bool amx_bf16 = false;  // with AVX-512 BF16: AMX-TILE and AMX-BF16, tile state granted
 
-  // "avx2 f16c avx512 avx512_vnni avx512_vbmi gfni amx_int8".
+  // "avx2 f16c avx512 avx512_vnni avx512_vbmi gfni amx_int8 amx_bf16".
   [[nodiscard]] std::string to_string() const;
 };
 

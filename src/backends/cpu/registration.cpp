@@ -497,20 +497,30 @@ CostEstimate quant_matmul_cost(const CostInputs& in) {
   return e;
 }
 
-// The AMX sibling unpacks every weight element to a byte once per call, then
-// its tile products take about 0.45 of the AVX-512 sibling's time per activation
-// row (kAmxRowShare); the unpacking costs about what eight AVX-512 rows do
-// (kAmxUnpackRows), so the two cross near 15 rows: decode and small batches stay
-// with the AVX-512 sibling. Both from BM_QuantMatmulRows (docs/benchmarks.md).
-constexpr double kAmxRowShare = 0.45;
-constexpr double kAmxUnpackRows = 8.0;
+// The AMX siblings unpack the weights once per call, then run tile products.
+// Their costs, in units of what one activation row costs the AVX-512 sibling
+// (2 N K flops): the AMX-INT8 sibling takes 0.45 of that per row and about 10
+// rows' worth to unpack; the AMX-BF16 one 0.18 per row and about 25 to unpack
+// and pack to bf16. So decode and up to ~18 rows stay with AVX-512, ~18 to ~55
+// rows go to AMX-INT8 and longer prompts to AMX-BF16; all from
+// BM_QuantMatmulRows (docs/benchmarks.md, table 6).
+template <int kRowShareHundredths, int kUnpackRows>
 CostEstimate quant_matmul_amx_cost(const CostInputs& in) {
   CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
   if (e.known && in.shapes.size() > 1) {
     const double weight_elems = static_cast<double>(in.shapes[1].numel());
-    e.flops = e.flops * kAmxRowShare + 2.0 * weight_elems * kAmxUnpackRows;
+    e.flops = e.flops * kRowShareHundredths / 100.0 + 2.0 * weight_elems * kUnpackRows;
   }
   return e;
+}
+
+// bf16 rounding of both operands: each weight (exact in f32) and each activation
+// moves by at most 2^-9 of itself, so each product by at most ~2^-8 of |a w|;
+// the f32 accumulation over K adds at most K 2^-24 of sum |a w| (8.5e-4 at K =
+// 14336). Claimed: 1/128 of sum |a w|, for K up to about 65,000. Unlike the
+// integer siblings' claim it holds for any activation distribution.
+PrecisionGuarantee quant_bf16_dot() {
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, 1.0 / 128.0, std::nullopt);
 }
 
 // The reference dequantizes the weights exactly (the float64 reference is
@@ -532,7 +542,7 @@ PrecisionGuarantee quant_integer_dot() {
 PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 
 template <DType W>
-void add_quant_rows(std::vector<Row>& out, bool amx, bool avx512, bool avx2) {
+void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512, bool avx2) {
   constexpr OpKind kMatmul = OpKind::kMatmul;
   const DTypeList matmul_key{kF32, W, kF32};
   if (avx512 && is_quantized_weight_format(W)) {
@@ -543,9 +553,16 @@ void add_quant_rows(std::vector<Row>& out, bool amx, bool avx512, bool avx2) {
   // After the AVX-512 sibling: the planner ranks by cost and picks AMX for
   // prefill, while `lookup`'s first sibling stays the one that is never slow.
   if (amx && is_quantized_weight_format(W)) {
-    out.push_back(
-        row(kMatmul, matmul_key, &matmul_quant_amx_for<W>, "amx",
-            {.precision = quant_integer_dot(), .cost = &quant_matmul_amx_cost, .source = "amx"}));
+    out.push_back(row(kMatmul, matmul_key, &matmul_quant_amx_for<W>, "amx",
+                      {.precision = quant_integer_dot(),
+                       .cost = &quant_matmul_amx_cost<45, 10>,
+                       .source = "amx"}));
+  }
+  if (amx_bf16 && is_quantized_weight_format(W)) {
+    out.push_back(row(kMatmul, matmul_key, &matmul_quant_amx_bf16_for<W>, "amx_bf16",
+                      {.precision = quant_bf16_dot(),
+                       .cost = &quant_matmul_amx_cost<18, 25>,
+                       .source = "amx_bf16"}));
   }
   if (avx2 && is_quantized_weight_format(W)) {
     out.push_back(
@@ -570,9 +587,9 @@ void add_quant_rows(std::vector<Row>& out, bool amx, bool avx512, bool avx2) {
 }
 
 template <std::size_t... I>
-void add_all_quant_rows(std::vector<Row>& out, bool amx, bool avx512, bool avx2,
+void add_all_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512, bool avx2,
                         std::index_sequence<I...>) {
-  (add_quant_rows<kQuantizedDTypes[I]>(out, amx, avx512, avx2), ...);
+  (add_quant_rows<kQuantizedDTypes[I]>(out, amx_bf16, amx, avx512, avx2), ...);
 }
 
 // Built per process: which SIMD siblings exist depends on the running CPU.
@@ -581,8 +598,9 @@ const std::vector<Row>& quant_rows() {
     std::vector<Row> out;
     const CpuFeatures& cpu = cpu_features();
     // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd).
-    add_all_quant_rows(out, cpu.amx_int8 && cpu.f16c, cpu.avx512 && cpu.avx512_vnni && cpu.f16c,
-                       cpu.avx2 && cpu.f16c, std::make_index_sequence<kQuantizedDTypes.size()>{});
+    add_all_quant_rows(out, cpu.amx_bf16 && cpu.amx_int8 && cpu.f16c, cpu.amx_int8 && cpu.f16c,
+                       cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
+                       std::make_index_sequence<kQuantizedDTypes.size()>{});
     return out;
   }();
   return kRows;

@@ -37,6 +37,7 @@ bool has_avx512_vnni() {
   return cpu_features().avx512 && cpu_features().avx512_vnni && cpu_features().f16c;
 }
 bool has_amx() { return cpu_features().amx_int8 && cpu_features().f16c; }
+bool has_amx_bf16() { return has_amx() && cpu_features().amx_bf16; }
 
 struct Problem {
   std::int64_t batch, m, n, k;
@@ -158,6 +159,30 @@ KernelFn amx_fn(DType t) {
     // clang-format off
 #define CASE(T) \
   case DType::T: return &matmul_quant_amx_for<DType::T>;
+    CASE(kQ4_0)
+    CASE(kQ4_1)
+    CASE(kQ5_0)
+    CASE(kQ5_1)
+    CASE(kQ8_0)
+    CASE(kQ2_K)
+    CASE(kQ3_K)
+    CASE(kQ4_K)
+    CASE(kQ5_K)
+    CASE(kQ6_K)
+    CASE(kIQ4_NL)
+    CASE(kIQ4_XS)
+    CASE(kMXFP4)
+#undef CASE
+    // clang-format on
+    default: return nullptr;
+  }
+}
+
+KernelFn amx_bf16_fn(DType t) {
+  switch (t) {
+    // clang-format off
+#define CASE(T) \
+  case DType::T: return &matmul_quant_amx_bf16_for<DType::T>;
     CASE(kQ4_0)
     CASE(kQ4_1)
     CASE(kQ5_0)
@@ -678,6 +703,7 @@ TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
     std::vector<std::string> expect;
     if (simd && has_avx512_vnni()) expect.push_back("avx512");
     if (simd && has_amx()) expect.push_back("amx");
+    if (simd && has_amx_bf16()) expect.push_back("amx_bf16");
     if (simd && has_avx2()) expect.push_back("avx2");
     expect.push_back("portable");
     std::vector<std::string> got;
@@ -743,10 +769,10 @@ TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
     const DType dtypes[] = {DType::kF32, t, DType::kF32};
     const auto alts =
         table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
-    // The AMX sibling is ranked by its own crossover (below).
+    // The AMX siblings are ranked by their own crossovers (below).
     std::vector<const BindingEntry*> chain;
     for (const BindingEntry& e : alts) {
-      if (e.source != "amx") chain.push_back(&e);
+      if (!e.source.starts_with("amx")) chain.push_back(&e);
     }
     for (std::int64_t m : {1, 512}) {
       const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
@@ -761,9 +787,10 @@ TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
   }
 }
 
-// The AMX sibling unpacks the weights once per call: the cost functions send up
-// to 8 activation rows to the AVX-512 sibling and 32 or more to AMX, as
-// BM_QuantMatmulRows measures (the crossover lies between 8 and 32 rows).
+// The AMX siblings unpack the weights once per call: the cost functions send a
+// handful of activation rows to the AVX-512 sibling, a few dozen to AMX-INT8 and
+// long prompts to AMX-BF16, as BM_QuantMatmulRows measures (crossovers near 18
+// and 55 rows).
 TEST(QuantRegistration, AmxTakesPrefillAndLeavesDecode) {
   if (!has_amx() || !has_avx512_vnni()) GTEST_SKIP() << "CPU lacks AMX-INT8 or AVX-512 VNNI";
   Result<KernelBindingTable> table = make_builtin_table();
@@ -771,19 +798,76 @@ TEST(QuantRegistration, AmxTakesPrefillAndLeavesDecode) {
   const BackendCaps caps;
   for (DType t : kAvx2Quant) {
     const DType dtypes[] = {DType::kF32, t, DType::kF32};
-    const BindingEntry* amx = nullptr;
-    const BindingEntry* avx512 = nullptr;
-    for (const BindingEntry& e : table->lookup_alternatives(
-             OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
-      if (e.source == "amx") amx = &e;
-      if (e.source == "avx512") avx512 = &e;
-    }
-    ASSERT_TRUE(amx != nullptr && avx512 != nullptr) << name(t);
-    for (std::int64_t m : {1, 2, 4, 8, 32, 64, 512}) {
+    const auto alts =
+        table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
+    for (std::int64_t m : {1, 2, 4, 8, 32, 512}) {
       const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
       const CostInputs in{.op = OpKind::kMatmul, .shapes = shapes, .dtypes = dtypes};
-      const bool amx_cheaper = amx->cost(in).time_ns(caps) < avx512->cost(in).time_ns(caps);
-      EXPECT_EQ(amx_cheaper, m >= 32) << name(t) << " m=" << m;
+      std::string cheapest;
+      double best = 0.0;
+      for (const BindingEntry& e : alts) {
+        const double time = e.cost(in).time_ns(caps);
+        if (cheapest.empty() || time < best) {
+          cheapest = e.source;
+          best = time;
+        }
+      }
+      const std::string expect = m <= 8                       ? "avx512"
+                                 : m == 32 || !has_amx_bf16() ? "amx"
+                                                              : "amx_bf16";
+      EXPECT_EQ(cheapest, expect) << name(t) << " m=" << m;
+    }
+  }
+}
+
+// The AMX-BF16 sibling against the float64 product, within its claim (1/128 of
+// sum |a w|), over partial tiles on both sides (1, 17 and 33 activation rows, 1,
+// 17 and 40 weight rows) and K in one pass and in two (K past 1024).
+TEST(QuantMatmulAmxBf16, OddShapesWithinItsBound) {
+  if (!has_amx_bf16()) GTEST_SKIP() << "CPU lacks AMX-BF16";
+  for (DType t : kAvx2Quant) {
+    const std::int64_t be = block_elems(t);
+    for (std::int64_t k : {be, 5 * be, 1024 + 2 * be}) {
+      for (std::int64_t m : {1, 17, 33}) {
+        for (std::int64_t n : {1, 17, 40}) {
+          Problem p = make_problem(t, 1, m, n, k, static_cast<unsigned>(m * 7 + n + k));
+          std::vector<float> out;
+          ASSERT_TRUE(run_matmul(amx_bf16_fn(t), t, p, out).is_ok()) << name(t);
+          expect_within(p, p.a, out, 1.0 / 128.0,
+                        fmt::format("amx_bf16 {} m={} n={} k={}", name(t), m, n, k));
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// A row's outputs do not depend on the rows beside it, nor on the thread count,
+// and a row holding NaN or infinity gives NaN outputs and leaves the others.
+TEST(QuantMatmulAmxBf16, RowsStandAloneAndNonFiniteRowsGiveNaN) {
+  if (!has_amx_bf16()) GTEST_SKIP() << "CPU lacks AMX-BF16";
+  ThreadPool pool(3);
+  for (DType t : {DType::kQ4_K, DType::kQ8_0, DType::kQ6_K}) {
+    Problem p = make_problem(t, 1, 35, 70, 1280, 5);
+    p.a[static_cast<std::size_t>(33 * p.k + 9)] = std::numeric_limits<float>::infinity();
+    std::vector<float> all;
+    std::vector<float> threaded;
+    ASSERT_TRUE(run_matmul(amx_bf16_fn(t), t, p, all).is_ok());
+    ASSERT_TRUE(run_matmul(amx_bf16_fn(t), t, p, threaded, &pool).is_ok());
+    EXPECT_EQ(std::memcmp(all.data(), threaded.data(), all.size() * sizeof(float)), 0) << name(t);
+    for (std::int64_t r : {0, 16, 33, 34}) {
+      Problem one = p;
+      one.m = 1;
+      one.a.assign(p.a.begin() + r * p.k, p.a.begin() + (r + 1) * p.k);
+      std::vector<float> single;
+      ASSERT_TRUE(run_matmul(amx_bf16_fn(t), t, one, single).is_ok());
+      for (std::int64_t j = 0; j < p.n; ++j) {
+        const float got = all[static_cast<std::size_t>(r * p.n + j)];
+        EXPECT_EQ(std::isnan(got), r == 33) << name(t) << " row " << r;
+        if (r != 33) {
+          EXPECT_EQ(got, single[static_cast<std::size_t>(j)]) << name(t) << " " << r;
+        }
+      }
     }
   }
 }

@@ -72,6 +72,11 @@ Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras ex
 // matmul_quant_avx512, on the tile units (quant_matmul_amx.h). For prefill: it
 // unpacks the weights once per call.
 Status matmul_quant_amx(const KernelCall& call, DType w);
+// Requires AVX-512 F/BW/VL/DQ and BF16, F16C and AMX-BF16 with the tile state
+// granted (cpu_features().amx_bf16): the weights' exact f32 values and the
+// activations each rounded once to bf16, products accumulated in f32 on the tile
+// units (quant_matmul_amx.h). For prefill: it unpacks the weights once per call.
+Status matmul_quant_amx_bf16(const KernelCall& call, DType w);
 
 // The activation format the integer dot product of `w` pairs with: q8_k for the
 // 256-element formats, q8_0 for the 32-element ones. (q4_1 and q5_1 pair with q8_0
@@ -94,6 +99,10 @@ Status matmul_quant_avx512_for(const KernelCall& call) {
 template <DType W>
 Status matmul_quant_amx_for(const KernelCall& call) {
   return matmul_quant_amx(call, W);
+}
+template <DType W>
+Status matmul_quant_amx_bf16_for(const KernelCall& call) {
+  return matmul_quant_amx_bf16(call, W);
 }
 template <DType Table, DType Out>
 Status get_rows_quant_ref_for(const KernelCall& call) {

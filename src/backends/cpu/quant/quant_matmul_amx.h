@@ -87,4 +87,43 @@ void amx_unpack_rows(DType w, const std::uint8_t* w_rows, std::int64_t row_bytes
 void amx_panel_product(const AmxPanel& panel, const AmxActivations& x, AmxFormat format,
                        std::int64_t rows, float* out, std::int64_t ldo, std::int64_t cols);
 
+// --- The AMX-BF16 sibling (matmul_quant_amx_bf16, "amx_bf16"; the ISA half in
+// quant_matmul_amxbf16.cpp) ---
+//
+// The weights, dequantized exactly to f32 and rounded once to bf16, against the
+// activations rounded once to bf16, on tdpbf16ps: the products are exact and the
+// tiles accumulate in f32 over all of K, so no per-group scaling interrupts the
+// tile units. Blocked like a GEMM: per block of weight rows (a multiple of 32)
+// and of K, the driver unpacks the weights through amx_unpack_rows and
+// amx_bf16_pack_rows into the tiles' layout, then amx_bf16_block_product runs
+// every 32 activation rows against them, 32 x 32 outputs at a time in four
+// accumulator tiles.
+
+// Rows per accumulator block on either side (two tiles of 16).
+inline constexpr std::int64_t kAmxBf16Block = 32;
+
+// Rounds activation row x (k floats, k a multiple of 32) to bf16, to nearest
+// even, into row m (< 16) of a tile column at `column`: k / 32 tiles of 16 rows x
+// 32 bf16, one after the other (the tiles' own layout, so that every tile load
+// reads 1 KiB in one piece). Returns false, having written nothing meaningful,
+// when x holds NaN or infinity.
+[[nodiscard]] bool amx_bf16_convert_row(const float* x, std::int64_t k, std::uint16_t* column,
+                                        std::int64_t m);
+
+// Packs 16 unpacked weight rows (panel as amx_unpack_rows leaves it, kc elements
+// each, groups of `group`) as bf16 into kc / 32 consecutive tiles at `tiles`:
+// tile s holds k 32s..32s+31 as [16 pairs][16 rows][2].
+void amx_bf16_pack_rows(const AmxPanel& panel, std::int64_t group, std::int64_t kc,
+                        std::uint16_t* tiles);
+
+// c[m * ldc + j] (+)= sum over k < kc of x_m[k] * w_j[k], for m below 32 *
+// m_blocks and j below nc (a multiple of 32): x_m row m % 16 of tile column m /
+// 16 of the activations at `a` (columns a_column_stride elements apart, as
+// amx_bf16_convert_row lays them out, starting at the block's first k), w_j from
+// `tiles` (nc / 16 tile columns of kc / 32 tiles each, as amx_bf16_pack_rows
+// packs them). Adds to c when `accumulate`, else overwrites it.
+void amx_bf16_block_product(const std::uint16_t* a, std::int64_t a_column_stride,
+                            const std::uint16_t* tiles, std::int64_t kc, std::int64_t nc,
+                            std::int64_t m_blocks, float* c, std::int64_t ldc, bool accumulate);
+
 }  // namespace switchyard::cpu
