@@ -10,18 +10,15 @@
 #include <chrono>
 #include <cstdint>
 
+#include "backends/cpu/quant/amx_tile_config.h"
+
 namespace switchyard::bench {
 namespace {
 
 template <typename Round>
 double tile_peak(std::int64_t iterations, double macs_per_round, Round round) {
-  struct alignas(64) {
-    std::uint8_t palette = 1;
-    std::uint8_t start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-  } config;
+  cpu::AmxTileConfig config;
+  for (int t = 0; t < 8; ++t) config.set(t, 16, 64);
   // As bf16 pairs these are numbers near 1; as bytes, small integers.
   alignas(64) std::uint16_t values[16 * 32];
   for (int i = 0; i < 16 * 32; ++i) values[i] = static_cast<std::uint16_t>(0x3f80 + i % 5);

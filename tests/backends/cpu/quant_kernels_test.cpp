@@ -77,129 +77,37 @@ Status run_matmul(KernelFn fn, DType t, Problem& p, std::vector<float>& out,
   return fn({std::span(views, 2), std::span(views + 2, 1), params, ctx});
 }
 
+// The kernel that `pick` (a lambda templated on the dtype) gives for dtype t,
+// among `dtypes`; null for a dtype outside them.
+template <auto kDTypes, typename Pick, std::size_t... I>
+KernelFn kernel_among(DType t, Pick pick, std::index_sequence<I...>) {
+  KernelFn fn = nullptr;
+  ((t == kDTypes[I] ? (fn = pick.template operator()<kDTypes[I]>(), true) : false) || ...);
+  return fn;
+}
+template <auto kDTypes, typename Pick>
+KernelFn kernel_among(DType t, Pick pick) {
+  return kernel_among<kDTypes>(t, pick, std::make_index_sequence<kDTypes.size()>{});
+}
+
 KernelFn ref_fn(DType t) {
-  switch (t) {
-    // One case per line; clang-format cannot lay out the macro.
-    // clang-format off
-#define CASE(T) \
-  case DType::T: return &matmul_quant_ref_for<DType::T>;
-    CASE(kQ4_0)
-    CASE(kQ4_1)
-    CASE(kQ5_0)
-    CASE(kQ5_1)
-    CASE(kQ8_0)
-    CASE(kQ8_1)
-    CASE(kQ2_K)
-    CASE(kQ3_K)
-    CASE(kQ4_K)
-    CASE(kQ5_K)
-    CASE(kQ6_K)
-    CASE(kQ8_K)
-    CASE(kIQ4_NL)
-    CASE(kIQ4_XS)
-    CASE(kMXFP4)
-#undef CASE
-    // clang-format on
-    default: return nullptr;
-  }
+  return kernel_among<kAllQuant>(t, []<DType W>() -> KernelFn { return &matmul_quant_ref_for<W>; });
 }
-
 KernelFn avx2_fn(DType t) {
-  switch (t) {
-    // One case per line; clang-format cannot lay out the macro.
-    // clang-format off
-#define CASE(T) \
-  case DType::T: return &matmul_quant_avx2_for<DType::T>;
-    CASE(kQ4_0)
-    CASE(kQ4_1)
-    CASE(kQ5_0)
-    CASE(kQ5_1)
-    CASE(kQ8_0)
-    CASE(kQ2_K)
-    CASE(kQ3_K)
-    CASE(kQ4_K)
-    CASE(kQ5_K)
-    CASE(kQ6_K)
-    CASE(kIQ4_NL)
-    CASE(kIQ4_XS)
-    CASE(kMXFP4)
-#undef CASE
-    // clang-format on
-    default: return nullptr;
-  }
+  return kernel_among<kAvx2Quant>(t,
+                                  []<DType W>() -> KernelFn { return &matmul_quant_avx2_for<W>; });
 }
-
 KernelFn avx512_fn(DType t) {
-  switch (t) {
-    // One case per line; clang-format cannot lay out the macro.
-    // clang-format off
-#define CASE(T) \
-  case DType::T: return &matmul_quant_avx512_for<DType::T>;
-    CASE(kQ4_0)
-    CASE(kQ4_1)
-    CASE(kQ5_0)
-    CASE(kQ5_1)
-    CASE(kQ8_0)
-    CASE(kQ2_K)
-    CASE(kQ3_K)
-    CASE(kQ4_K)
-    CASE(kQ5_K)
-    CASE(kQ6_K)
-    CASE(kIQ4_NL)
-    CASE(kIQ4_XS)
-    CASE(kMXFP4)
-#undef CASE
-    // clang-format on
-    default: return nullptr;
-  }
+  return kernel_among<kAvx2Quant>(
+      t, []<DType W>() -> KernelFn { return &matmul_quant_avx512_for<W>; });
 }
-
 KernelFn amx_fn(DType t) {
-  switch (t) {
-    // clang-format off
-#define CASE(T) \
-  case DType::T: return &matmul_quant_amx_for<DType::T>;
-    CASE(kQ4_0)
-    CASE(kQ4_1)
-    CASE(kQ5_0)
-    CASE(kQ5_1)
-    CASE(kQ8_0)
-    CASE(kQ2_K)
-    CASE(kQ3_K)
-    CASE(kQ4_K)
-    CASE(kQ5_K)
-    CASE(kQ6_K)
-    CASE(kIQ4_NL)
-    CASE(kIQ4_XS)
-    CASE(kMXFP4)
-#undef CASE
-    // clang-format on
-    default: return nullptr;
-  }
+  return kernel_among<kAvx2Quant>(t,
+                                  []<DType W>() -> KernelFn { return &matmul_quant_amx_for<W>; });
 }
-
 KernelFn amx_bf16_fn(DType t) {
-  switch (t) {
-    // clang-format off
-#define CASE(T) \
-  case DType::T: return &matmul_quant_amx_bf16_for<DType::T>;
-    CASE(kQ4_0)
-    CASE(kQ4_1)
-    CASE(kQ5_0)
-    CASE(kQ5_1)
-    CASE(kQ8_0)
-    CASE(kQ2_K)
-    CASE(kQ3_K)
-    CASE(kQ4_K)
-    CASE(kQ5_K)
-    CASE(kQ6_K)
-    CASE(kIQ4_NL)
-    CASE(kIQ4_XS)
-    CASE(kMXFP4)
-#undef CASE
-    // clang-format on
-    default: return nullptr;
-  }
+  return kernel_among<kAvx2Quant>(
+      t, []<DType W>() -> KernelFn { return &matmul_quant_amx_bf16_for<W>; });
 }
 
 // The SIMD siblings this CPU runs, each with its kernel per format.

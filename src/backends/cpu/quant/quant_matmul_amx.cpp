@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/quant/amx_tile_config.h"
 #include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "switchyard/quant_blocks.h"
 
@@ -250,21 +251,13 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
 // weight bytes (16 rows x group), tmm4 and tmm5 activation bytes (group / 4 rows
 // of 16 x 4). Two of each, so one group's product runs while the previous
 // group's result is scaled.
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
 void configure_tiles(std::int64_t group) {
-  TileConfig config;
+  AmxTileConfig config;
   for (int t = 0; t < 6; ++t) {
     const bool weights = t == 2 || t == 3;
     const bool activations = t == 4 || t == 5;
-    config.rows[t] = static_cast<std::uint8_t>(activations ? group / 4 : kAmxTileRows);
-    config.colsb[t] = static_cast<std::uint16_t>(weights ? group : 64);
+    config.set(t, activations ? static_cast<int>(group / 4) : kAmxTileRows,
+               weights ? static_cast<int>(group) : 64);
   }
   _tile_loadconfig(&config);
 }

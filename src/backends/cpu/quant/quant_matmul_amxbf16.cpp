@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "backends/cpu/quant/amx_tile_config.h"
 #include "backends/cpu/quant/quant_matmul_amx.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which its
@@ -28,20 +29,9 @@ inline __m512i to_bf16(__m512 lo, __m512 hi) {
 // The tile palette: tmm0-3 accumulate (16 x 16 f32: rows m, m + 16 against
 // columns j, j + 16), tmm4 and tmm5 hold 16 activation rows x 32 k each, tmm6
 // and tmm7 16 pairs of k x 16 weight rows each.
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
 void configure_tiles() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.rows[t] = 16;
-    config.colsb[t] = 64;
-  }
+  AmxTileConfig config;
+  for (int t = 0; t < 8; ++t) config.set(t, 16, 64);
   _tile_loadconfig(&config);
 }
 
