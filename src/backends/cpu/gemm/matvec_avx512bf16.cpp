@@ -2,22 +2,16 @@
 // which gemm.cpp uses only when the CPU has the extension): vdpbf16ps multiplies
 // bf16 pairs exactly and sums in f32, 32 elements per instruction. f32 activations
 // are never rounded to bf16 for it (that would lose the f32 arithmetic the op
-// contract promises); they take the widening kernels in matvec_avx512.cpp. This is
-// the only file compiled with -mavx512bf16, so no other AVX-512 kernel can pick up
-// a BF16 instruction from the compiler on a CPU without it.
-// GCC 12's AVX-512 intrinsic headers build some results from a deliberately
-// undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
-// reports once the intrinsics are inlined. The warning is about the header, not
-// this code, so it is silenced for this file only (clang has no such analysis).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// contract promises); they take the widening kernels in matvec_avx512.cpp. Only
+// this file and the AMX-BF16 one are compiled with -mavx512bf16, so no other
+// AVX-512 kernel can pick up a BF16 instruction from the compiler on a CPU
+// without it.
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "backends/cpu/avx512_diagnostics.h"
 #include "backends/cpu/gemm/gemm.h"
 #include "switchyard/half.h"
 

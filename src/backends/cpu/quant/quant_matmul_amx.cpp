@@ -10,17 +10,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/avx512_diagnostics.h"
 #include "backends/cpu/quant/amx_tile_config.h"
 #include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "switchyard/quant_blocks.h"
-
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which its
-// uninitialised-use analysis reports once they are inlined: a warning about the
-// header, silenced for this file only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace switchyard::cpu {
 namespace {

@@ -24,19 +24,12 @@
 // results are identical at any thread count and a matmul's rows equal the matvecs
 // of its activation rows.
 //
-// GCC 12's AVX-512 intrinsic headers build some results from a deliberately
-// undefined vector (_mm512_undefined_*), which its uninitialised-use analysis
-// reports once the intrinsics are inlined; silenced for this file only, as in the
-// other AVX-512 kernels.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include <array>
 #include <cstring>
 
+#include "backends/cpu/avx512_diagnostics.h"
 #include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "backends/cpu/quant/quant_matmul_avx512vnni_inl.h"
 #include "backends/cpu/quant/quant_matmul_simd.h"

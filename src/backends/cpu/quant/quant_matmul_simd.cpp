@@ -158,6 +158,16 @@ Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras ex
 
 namespace {
 
+// How the AMX siblings unpack w, or kInvalidArgument naming the kernel for a
+// dtype without an AMX path.
+Result<AmxFormat> checked_amx_format(const KernelCall& call, DType w) {
+  const AmxFormat format = amx_format(w);
+  if (format.group == 0) {
+    return invalid_argument_error(fmt::format("{}: no AMX path for {}", call.name, name(w)));
+  }
+  return format;
+}
+
 // The activation rows of an AMX call in AmxActivations' layout, quantized as the
 // AVX-512 sibling quantizes them (activation_format(w)), rows in parallel.
 struct AmxActivationBuffers {
@@ -198,10 +208,7 @@ AmxActivationBuffers prepare_amx_activations(const QuantMatmulArgs& args, DType 
 }  // namespace
 
 Status matmul_quant_amx(const KernelCall& call, DType w) {
-  const AmxFormat format = amx_format(w);
-  if (format.group == 0) {
-    return invalid_argument_error(fmt::format("{}: no AMX path for {}", call.name, name(w)));
-  }
+  SWITCHYARD_ASSIGN_OR_RETURN(const AmxFormat format, checked_amx_format(call, w));
   SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul_simd(call, w));
   const AmxActivationBuffers x = prepare_amx_activations(args, w, format.group, call.ctx);
   const AmxActivations view{.q = reinterpret_cast<const std::int8_t*>(x.q.data()),
@@ -245,10 +252,7 @@ constexpr std::int64_t kAmxBf16Kc = 1024;
 }  // namespace
 
 Status matmul_quant_amx_bf16(const KernelCall& call, DType w) {
-  const AmxFormat format = amx_format(w);
-  if (format.group == 0) {
-    return invalid_argument_error(fmt::format("{}: no AMX path for {}", call.name, name(w)));
-  }
+  SWITCHYARD_ASSIGN_OR_RETURN(const AmxFormat format, checked_amx_format(call, w));
   SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w));
   const std::int64_t k = args.k;
   const std::int64_t m_pad = (args.rows + kAmxBf16Block - 1) / kAmxBf16Block * kAmxBf16Block;
