@@ -39,27 +39,50 @@ void unpack_block32(const std::uint8_t* row, std::int64_t blocks, RowOut out, De
   }
 }
 
+// The 32 nibbles of a 32-element block's 16 bytes in element order: the low
+// nibbles (elements 0-15), then the high ones (16-31).
+inline __m256i block_nibbles(const std::uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0xf);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask),
+                          _mm_and_si128(bytes, mask));
+}
+
+// Each nibble looked up in a 16-entry table of signed levels.
+inline __m256i lookup_levels(__m256i nibbles, const std::int8_t (&table)[16]) {
+  const __m256i levels =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  return _mm256_shuffle_epi8(levels, nibbles);
+}
+
+// Bit e of the 32-bit word at p as 16 in byte e (q5_0 / q5_1's fifth bits).
+inline __m256i fifth_bits(const std::uint8_t* p) {
+  return _mm256_and_si256(_mm256_movm_epi8(load_u32(p)), _mm256_set1_epi8(16));
+}
+
+inline void store32(std::int8_t* q, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
+}
+
+// The two-bit fields of a q2_k / q3_k half: element 32 r + l of the half is bits
+// 2r of byte l of its 32 bytes.
+inline __m256i two_bits(__m256i bytes, int r) {
+  return _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * r), _mm256_set1_epi8(3));
+}
+
 void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
   switch (w) {
     case DType::kQ4_0:
       return unpack_block32<BlockQ4_0>(
           row, k / kQK, out,
           [](const BlockQ4_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-            const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(0xf));
-            const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0xf));
-            const __m128i eight = _mm_set1_epi8(8);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_sub_epi8(low, eight));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_sub_epi8(high, eight));
+            store32(q, _mm256_sub_epi8(block_nibbles(b.qs), _mm256_set1_epi8(8)));
             scale = load_f16(b.d);
           });
     case DType::kQ4_1:
       return unpack_block32<BlockQ4_1>(
           row, k / kQK, out, [](const BlockQ4_1& b, std::int8_t* q, float& scale, float& offset) {
-            for (int j = 0; j < 16; ++j) {
-              q[j] = static_cast<std::int8_t>(b.qs[j] & 0xf);
-              q[j + 16] = static_cast<std::int8_t>(b.qs[j] >> 4);
-            }
+            store32(q, block_nibbles(b.qs));
             scale = load_f16(b.d);
             offset = load_f16(b.m);
           });
@@ -67,22 +90,14 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
       return unpack_block32<BlockQ5_0>(
           row, k / kQK, out,
           [](const BlockQ5_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            const std::uint32_t qh = load_u32(b.qh);
-            for (int j = 0; j < 16; ++j) {
-              q[j] = static_cast<std::int8_t>(((b.qs[j] & 0xf) | (((qh >> j) & 1u) << 4)) - 16);
-              q[j + 16] =
-                  static_cast<std::int8_t>(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
-            }
+            const __m256i v = _mm256_or_si256(block_nibbles(b.qs), fifth_bits(b.qh));
+            store32(q, _mm256_sub_epi8(v, _mm256_set1_epi8(16)));
             scale = load_f16(b.d);
           });
     case DType::kQ5_1:
       return unpack_block32<BlockQ5_1>(
           row, k / kQK, out, [](const BlockQ5_1& b, std::int8_t* q, float& scale, float& offset) {
-            const std::uint32_t qh = load_u32(b.qh);
-            for (int j = 0; j < 16; ++j) {
-              q[j] = static_cast<std::int8_t>((b.qs[j] & 0xf) | (((qh >> j) & 1u) << 4));
-              q[j + 16] = static_cast<std::int8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
-            }
+            store32(q, _mm256_or_si256(block_nibbles(b.qs), fifth_bits(b.qh)));
             scale = load_f16(b.d);
             offset = load_f16(b.m);
           });
@@ -97,20 +112,14 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
       return unpack_block32<BlockIQ4_NL>(
           row, k / kQK, out,
           [](const BlockIQ4_NL& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            for (int j = 0; j < 16; ++j) {
-              q[j] = kIQ4NLValues[b.qs[j] & 0xf];
-              q[j + 16] = kIQ4NLValues[b.qs[j] >> 4];
-            }
+            store32(q, lookup_levels(block_nibbles(b.qs), kIQ4NLValues));
             scale = load_f16(b.d);
           });
     case DType::kMXFP4:
       return unpack_block32<BlockMXFP4>(
           row, k / kQK, out,
           [](const BlockMXFP4& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            for (int j = 0; j < 16; ++j) {
-              q[j] = kMXFP4Values[b.qs[j] & 0xf];
-              q[j + 16] = kMXFP4Values[b.qs[j] >> 4];
-            }
+            store32(q, lookup_levels(block_nibbles(b.qs), kMXFP4Values));
             scale = e8m0_half(b.e);
           });
     case DType::kQ2_K: {
@@ -120,10 +129,10 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
         const float d = load_f16(b.d);
         const float dmin = load_f16(b.dmin);
         std::int8_t* q = out.q + kQKK * i;
-        // Element e: half e / 128, byte e % 32 of that half, bits 2 * ((e % 128) / 32).
-        for (int e = 0; e < kQKK; ++e)
-          q[e] = static_cast<std::int8_t>(
-              (b.qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+          for (int r = 0; r < 4; ++r) store32(q + 128 * h + 32 * r, two_bits(bytes, r));
+        }
         for (int g = 0; g < 16; ++g) {
           out.scale[16 * i + g] = d * static_cast<float>(b.scales[g] & 0xf);
           out.offset[16 * i + g] = -(dmin * static_cast<float>(b.scales[g] >> 4));
@@ -137,10 +146,17 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
         const BlockQ3_K& b = blocks[i];
         const float d = load_f16(b.d);
         std::int8_t* q = out.q + kQKK * i;
-        for (int e = 0; e < kQKK; ++e) {
-          const int low = (b.qs[(e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3;
-          const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
-          q[e] = static_cast<std::int8_t>(low - (high != 0 ? 0 : 4));
+        // Element 32 j + l (j = 4h + r) takes bit j of hmask[l] as its third bit;
+        // the level is that 3-bit value minus 4.
+        const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+        for (int h = 0; h < 2; ++h) {
+          const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+          for (int r = 0; r < 4; ++r) {
+            const int j = 4 * h + r;
+            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, j), _mm256_set1_epi8(1));
+            const __m256i v = _mm256_or_si256(two_bits(bytes, r), _mm256_slli_epi16(high, 2));
+            store32(q + 32 * j, _mm256_sub_epi8(v, _mm256_set1_epi8(4)));
+          }
         }
         for (int g = 0; g < 16; ++g)
           out.scale[16 * i + g] = d * static_cast<float>(q3k_scale(g, b.scales));
@@ -226,12 +242,8 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
         const float d = load_f16(b.d);
         for (int g = 0; g < 8; ++g) {
           out.scale[8 * i + g] = d * static_cast<float>(iq4xs_scale(g, b));
-          const std::uint8_t* nibbles = b.qs + 16 * g;
-          std::int8_t* q = out.q + kQKK * i + 32 * g;
-          for (int j = 0; j < 16; ++j) {
-            q[j] = kIQ4NLValues[nibbles[j] & 0xf];
-            q[j + 16] = kIQ4NLValues[nibbles[j] >> 4];
-          }
+          store32(out.q + kQKK * i + 32 * g,
+                  lookup_levels(block_nibbles(b.qs + 16 * g), kIQ4NLValues));
         }
       }
       return;
