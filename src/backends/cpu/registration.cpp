@@ -597,7 +597,8 @@ const std::vector<Row>& quant_rows() {
   static const std::vector<Row> kRows = [] {
     std::vector<Row> out;
     const CpuFeatures& cpu = cpu_features();
-    // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd).
+    // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd); the
+    // AMX-BF16 one AMX-INT8 too (the weights' unpacking is in the AMX-INT8 file).
     add_all_quant_rows(out, cpu.amx_bf16 && cpu.amx_int8 && cpu.f16c, cpu.amx_int8 && cpu.f16c,
                        cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
                        std::make_index_sequence<kQuantizedDTypes.size()>{});

@@ -72,8 +72,9 @@ Status matmul_quant_avx512(const KernelCall& call, DType w, Avx512QuantExtras ex
 // matmul_quant_avx512, on the tile units (quant_matmul_amx.h). For prefill: it
 // unpacks the weights once per call.
 Status matmul_quant_amx(const KernelCall& call, DType w);
-// Requires AVX-512 F/BW/VL/DQ and BF16, F16C and AMX-BF16 with the tile state
-// granted (cpu_features().amx_bf16): the weights' exact f32 values and the
+// Requires AVX-512 F/BW/VL/DQ and BF16, F16C, AMX-BF16 with the tile state
+// granted (cpu_features().amx_bf16) and AMX-INT8 (its file holds the weights'
+// unpacking, amx_unpack_rows): the weights' exact f32 values and the
 // activations each rounded once to bf16, products accumulated in f32 on the tile
 // units (quant_matmul_amx.h). For prefill: it unpacks the weights once per call.
 Status matmul_quant_amx_bf16(const KernelCall& call, DType w);
