@@ -90,12 +90,18 @@ struct AttentionArgs {
   // Query positions per work item (the last item of a batch and kv head may have
   // fewer).
   std::int64_t positions_per_item;
+  // With a mask, per query position (null without one): key_limit, 1 + the
+  // position's last key whose mask is not -inf (the keys after it weigh exactly
+  // 0 and are skipped, as the causal flag skips its own); and mask_zero, 1 where
+  // every mask entry before that limit is 0 (then adding the mask changes no
+  // logit, and its row is not read). The driver finds both once per call.
+  const std::int64_t* key_limit = nullptr;
+  const std::uint8_t* mask_zero = nullptr;
 };
 // Computes work item `item` (batch-major, then kv head, then block of
 // positions_per_item query positions, each with its H / Hkv heads). `scratch` holds
-// rows * (2 * dh_pad + 3 + block) + 2 * block * dh_pad + 2 * positions_per_item + 2
-// floats (the start aligned for int64), rows = positions_per_item * H / Hkv and
-// dh_pad = Dh rounded up to `width`.
+// rows * (2 * dh_pad + 3 + block) + 2 * block * dh_pad floats, rows =
+// positions_per_item * H / Hkv and dh_pad = Dh rounded up to `width`.
 using AttentionItemFn = void (*)(const AttentionArgs& args, std::int64_t item, float* scratch);
 struct AttentionSimd {
   int width;

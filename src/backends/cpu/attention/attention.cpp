@@ -181,9 +181,32 @@ Status attention_simd_impl(const KernelCall& call) {
   const std::int64_t item_rows = std::min(args.positions_per_item, s.sq) * group;
   // Per row: q, the sums, max / sum / keys and the block's weights; per block the
   // packed keys and values; per query position a key limit (two floats' room).
-  const auto scratch_floats =
-      static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
-                               2 * table.block * dh_pad + 2 * args.positions_per_item + 2);
+  const auto scratch_floats = static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
+                                                       2 * table.block * dh_pad);
+  // The mask's limits and zero rows, once per call (AttentionArgs::key_limit):
+  // every kv head's items read the same rows.
+  std::vector<std::int64_t> key_limit;
+  std::vector<std::uint8_t> mask_zero;
+  const Q* pm = static_cast<const Q*>(s.mask);
+  if (pm != nullptr && !args.causal) {
+    key_limit.resize(static_cast<std::size_t>(s.sq));
+    mask_zero.resize(static_cast<std::size_t>(s.sq));
+    call.ctx.parallel_for(s.sq, 64, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t position = begin; position < end; ++position) {
+        const Q* row = pm + position * s.skv;
+        std::int64_t limit = s.skv;
+        while (limit > 0 && to_f32(row[limit - 1]) == -std::numeric_limits<float>::infinity()) {
+          --limit;
+        }
+        bool zero = true;
+        for (std::int64_t j = 0; j < limit && zero; ++j) zero = to_f32(row[j]) == 0.0f;
+        key_limit[static_cast<std::size_t>(position)] = limit;
+        mask_zero[static_cast<std::size_t>(position)] = zero ? 1 : 0;
+      }
+    });
+    args.key_limit = key_limit.data();
+    args.mask_zero = mask_zero.data();
+  }
   const AttentionItemFn fn =
       table.item[static_cast<int>(kStorageOf<Q>)][static_cast<int>(kStorageOf<KV>)];
   // Items per task: enough multiply-adds (~2^18, tens of microseconds) to repay

@@ -190,30 +190,15 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   float* acc = qf + rows * dh_pad;         // [rows][dh_pad] weighted sums
   float* ml = acc + rows * dh_pad;         // [rows][3]: running max, running sum, keys
   float* pb = ml + 3 * rows;               // [rows][kBlock] weights of this block
-  // then [positions_per_item] int64 key limits (limits below)
   const Q qzero{};
 
   // Row r is query position s0 + r / group, head kvh * group + r % group.
   auto q_offset = [&](std::int64_t r) {
     return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
   };
-  // Keys past a row's last unmasked one (its mask -inf from there on, as a
-  // causal mask given as a tensor is) are skipped: their weights are exactly 0.
-  // Scanned once per query position, from the end.
-  auto mask_limit = [&](std::int64_t position) {
-    const Q* mrow = mask + (s0 + position) * a.skv;
-    std::int64_t lim = a.skv;
-    while (lim > 0 && to_f32(mrow[lim - 1]) == -kAttnInf) --lim;
-    return lim;
-  };
-  float* limits_at = pb + rows * kBlock;
-  if (reinterpret_cast<std::uintptr_t>(limits_at) % alignof(std::int64_t) != 0) ++limits_at;
-  auto* limits = reinterpret_cast<std::int64_t*>(limits_at);
-  for (std::int64_t position = 0; position < s1 - s0; ++position) {
-    limits[position] = !a.causal && mask != nullptr ? mask_limit(position) : a.skv;
-  }
+  // Keys past a row's last unmasked one are skipped (AttentionArgs::key_limit).
   auto valid_of = [&](std::int64_t r) {
-    if (!a.causal) return limits[r / group];
+    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + r / group] : a.skv;
     const std::int64_t lim = s0 + r / group + a.query_offset + 1;
     return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
   };
@@ -257,7 +242,10 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       ml[3 * r + 2] = 0.0f;
       if (n == 0) continue;
       float* pr = pb + r * kBlock;
-      const Q* mrow = mask != nullptr ? mask + (s0 + r / group) * a.skv + j0 : nullptr;
+      // A mask row of zeros up to the limit adds nothing: not read.
+      const bool masked =
+          mask != nullptr && (a.mask_zero == nullptr || !a.mask_zero[s0 + r / group]);
+      const Q* mrow = masked ? mask + (s0 + r / group) * a.skv + j0 : nullptr;
       VF bmax = vset(-kAttnInf);
       for (int t = 0; t < kBlockTiles; ++t) {
         const std::int64_t base = static_cast<std::int64_t>(t) * kW;
