@@ -55,11 +55,19 @@ inline float quantize_q8_0_levels(const float* x, __m128i& lo, __m128i& hi) {
 // alone, for a block of zeros or with a non-finite value (the reference
 // quantizer handles those).
 inline bool quantize_q8_k_block(const float* x, quant::BlockQ8_K& b) {
+  // NaN and infinity found by class: vmaxps below drops a NaN in its first
+  // operand, and a NaN's level (INT_MIN) would overflow the sums.
+  constexpr int kNanOrInf = 0x01 | 0x08 | 0x10 | 0x80;  // QNaN, +inf, -inf, SNaN
+  __mmask16 bad = 0;
   __m512 amax = _mm512_setzero_ps();
-  for (int v = 0; v < 16; ++v)
-    amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)));
+  for (int v = 0; v < 16; ++v) {
+    const __m512 xv = _mm512_loadu_ps(x + 16 * v);
+    bad |= _mm512_fpclass_ps_mask(xv, kNanOrInf);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(xv));
+  }
+  if (bad != 0) return false;
   const float m = _mm512_reduce_max_ps(amax);
-  if (!(m > 0.0f) || !std::isfinite(m)) return false;
+  if (!(m > 0.0f)) return false;
   int first = -1;
   for (int v = 0; v < 16 && first < 0; ++v) {
     const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * v)),
