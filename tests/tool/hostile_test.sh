@@ -140,8 +140,11 @@ hostile 2 "--max-tokens" "explain --max-tokens 2^62" -- "$tool" explain --max-to
 # Text that is not text: bytes that are no UTF-8, a binary as the prompt (far
 # more tokens than the context), special files, an empty file.
 hostile 0 "" "run a prompt that is not UTF-8" -- "$tool" run --prompt $'\xff\xfe\x80 \xc3' --tokens 2
+# The tool's first 4 MiB: its whole self is past the 256 MiB limit in sanitizer
+# builds, and that is another check's.
+head -c 4194304 "$tool" >"$work/binary_prompt"
 hostile 2 "exceed the model's context" "run a binary as the prompt" -- \
-  "$tool" run --prompt-file "$tool" --tokens 1
+  "$tool" run --prompt-file "$work/binary_prompt" --tokens 1
 hostile 2 "not a readable file" "run --prompt-file a directory" -- "$tool" run --prompt-file "$work"
 hostile 2 "longer than 256 MiB" "run --prompt-file /dev/zero" -- "$tool" run --prompt-file /dev/zero
 hostile 0 "" "run --prompt-file an empty file" -- "$tool" run --prompt-file /dev/null --tokens 1
