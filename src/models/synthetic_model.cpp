@@ -1,9 +1,14 @@
 // Synthetic llama generator: deterministic weights, llama metadata, standard names.
 #include "switchyard/synthetic_model.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -228,6 +233,17 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
     }
   }
 
+  // Every tensor is listed first, then generated on all cores: each tensor's
+  // values depend only on the seed and its name (uniform_values), so the model
+  // is the same whatever the order or the number of threads.
+  struct Pending {
+    std::string name;
+    std::string role;
+    Shape shape;
+    DType dtype;
+    bool norm;
+  };
+  std::vector<Pending> pending;
   auto add = [&](std::string name, std::string_view role, Shape shape, bool norm) -> Status {
     const DType dtype = norm ? DType::kF32 : type_for(role);
     Result<std::int64_t> row = row_bytes(dtype, shape.inner());
@@ -236,16 +252,18 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
           fmt::format("synthetic llama: tensor '{}' of shape {} cannot be stored as {}: {}", name,
                       shape.to_string(), switchyard::name(dtype), row.status().message()));
     }
+    pending.push_back(Pending{std::move(name), std::string(role), shape, dtype, norm});
+    return Status::ok();
+  };
+  auto make = [&](const Pending& p) -> Result<SyntheticTensor> {
     // Norm weights scale normalized activations, so they sit around 1; matrix
     // weights have standard deviation 1/sqrt(fan_in): uniform bound sqrt(3/fan_in).
     const float bound =
-        norm ? 0.125f : static_cast<float>(std::sqrt(3.0 / static_cast<double>(shape.inner())));
+        p.norm ? 0.125f : static_cast<float>(std::sqrt(3.0 / static_cast<double>(p.shape.inner())));
     const std::vector<float> values =
-        uniform_values(c.seed, name, shape.numel(), bound, norm ? 1.0f : 0.0f);
-    SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::byte> data, encode(dtype, values));
-    model.tensors.push_back(
-        SyntheticTensor{std::move(name), std::string(role), shape, dtype, std::move(data)});
-    return Status::ok();
+        uniform_values(c.seed, p.name, p.shape.numel(), bound, p.norm ? 1.0f : 0.0f);
+    SWITCHYARD_ASSIGN_OR_RETURN(std::vector<std::byte> data, encode(p.dtype, values));
+    return SyntheticTensor{p.name, p.role, p.shape, p.dtype, std::move(data)};
   };
 
   const std::int64_t n_embd = c.embedding_length;
@@ -297,6 +315,22 @@ Result<SyntheticModel> generate_synthetic_llama(const SyntheticLlamaConfig& c) {
   SWITCHYARD_RETURN_IF_ERROR(add("output_norm.weight", "output_norm", Shape{n_embd}, true));
   if (!c.tied_embeddings) {
     SWITCHYARD_RETURN_IF_ERROR(add("output.weight", "output", Shape{c.vocab_size, n_embd}, false));
+  }
+  std::vector<std::optional<Result<SyntheticTensor>>> made(pending.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < pending.size(); i = next++) made[i].emplace(make(pending[i]));
+  };
+  {
+    const std::size_t threads = std::max<std::size_t>(
+        1, std::min<std::size_t>(std::thread::hardware_concurrency(), pending.size()));
+    std::vector<std::jthread> helpers;
+    for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+  }
+  for (std::optional<Result<SyntheticTensor>>& t : made) {
+    if (!t->is_ok()) return t->status();
+    model.tensors.push_back(std::move(**t));
   }
   return model;
 }
