@@ -11,7 +11,10 @@
 //     (`vs_copy_bw`, a device-to-device copy through CudaMemory, counting bytes
 //     read and written);
 //   - add f32 over 2^26 elements in GB/s, and that copy itself;
-//   - the table's cuBLASLt matmul against cuBLASLt called directly (vs_direct).
+//   - the table's cuBLASLt matmul against cuBLASLt called directly (vs_direct);
+//   - quantized weights in every GGUF format: decoding's matrix-vector products
+//     against the copy bandwidth over a weight set four times the L2 cache, and a
+//     prompt's product against the dense bf16 one of the same shape.
 // Each iteration queues 10 calls and then waits for the stream once, so the wait
 // is amortised. Without a CUDA device every benchmark skips, saying why. Run:
 //   ./build/release/bench/switchyard_bench --benchmark_filter=Cuda
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,7 @@
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/half.h"
+#include "switchyard/quant.h"
 
 namespace switchyard {
 namespace {
@@ -92,6 +97,19 @@ class Workspace {
     const TensorView d = TensorView::contiguous(*p, dtype, shape, BackendId::kCuda);
     ok_ =
         ok_ && memory_.copy(TensorView::contiguous(host.data(), dtype, shape), d, stream_).is_ok();
+    return d;
+  }
+  // A device tensor holding `bytes` (a quantized tensor's blocks).
+  TensorView tensor_of(DType dtype, Shape shape, std::span<const std::byte> bytes) {
+    Result<void*> p = memory_.allocate(static_cast<std::int64_t>(bytes.size()));
+    if (!p.is_ok()) {
+      ok_ = false;
+      return {};
+    }
+    blocks_.push_back(*p);
+    const TensorView d = TensorView::contiguous(*p, dtype, shape, BackendId::kCuda);
+    const TensorView h = TensorView::contiguous(const_cast<std::byte*>(bytes.data()), dtype, shape);
+    ok_ = ok_ && memory_.copy(h, d, stream_).is_ok();
     return d;
   }
   [[nodiscard]] bool ok() const { return ok_; }
@@ -273,6 +291,122 @@ BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_q, kF32, kBF16, "simt", 1, 4096
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_k, kF32, kBF16, "simt", 1, 1024, 4096)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaMatmul, f32_bf16_matvec_output, kF32, kBF16, "simt", 1, 128256, 4096)
+    ->UseRealTime();
+
+// Quantized weights [n, k] of format w (rows of random values quantized once and
+// repeated: the bytes are valid blocks and the GPU reads them as any others).
+std::vector<std::byte> quantized_weights(DType w, std::int64_t n, std::int64_t k) {
+  const std::int64_t sample_rows = std::min<std::int64_t>(n, 64);
+  std::vector<float> values(static_cast<std::size_t>(sample_rows * k));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  for (float& v : values) v = dist(rng);
+  const std::int64_t row = *row_bytes(w, k);
+  std::vector<std::byte> sample(static_cast<std::size_t>(sample_rows * row));
+  if (!quantize(w, values, sample).is_ok()) return {};
+  std::vector<std::byte> out(static_cast<std::size_t>(n * row));
+  for (std::size_t at = 0; at < out.size(); at += sample.size()) {
+    std::copy_n(sample.begin(), std::min(sample.size(), out.size() - at), out.begin() + at);
+  }
+  return out;
+}
+
+// out [m, n] = a [m, k] . w [n, k]^T for quantized w through one sibling. For a
+// few rows (decoding) the weights rotate among copies that together are four
+// times the L2 cache, so every call reads HBM: weight bytes per second against
+// the copy bandwidth (`vs_copy_bw`, copy bytes read and written, as the issue's
+// ratio). For many rows (a prompt), TFLOP/s against the dense bf16 product of
+// the same shape through cuBLASLt, timed in the same process (`vs_bf16_gemm`).
+void BM_CudaQuantMatmul(benchmark::State& state, DType w_type, std::string variant, std::int64_t m,
+                        std::int64_t n, std::int64_t k) {
+  BackendMemory* memory = cuda_memory_or_skip(state);
+  if (memory == nullptr) return;
+  const DTypeList key{kF32, w_type, kF32};
+  const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, variant);
+  const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
+  if (e == nullptr) return state.SkipWithError(("no entry " + entry_name).c_str());
+  Workspace ws(*memory);
+  const std::vector<std::byte> bytes = quantized_weights(w_type, n, k);
+  if (bytes.empty()) return state.SkipWithError("could not quantize the weights");
+  const bool decode = m <= 8;
+  const auto weight_set = static_cast<std::int64_t>(bytes.size());
+  const std::int64_t copies = decode ? kCopyBytes / weight_set + 1 : 1;
+  std::vector<TensorView> weights;
+  for (std::int64_t i = 0; i < copies; ++i) {
+    weights.push_back(ws.tensor_of(w_type, Shape{n, k}, bytes));
+  }
+  const TensorView a = ws.tensor(kF32, Shape{m, k}, 1.0f);
+  const TensorView out = ws.tensor(kF32, Shape{m, n});
+  if (!ws.ok()) return state.SkipWithError("could not set up the operands");
+  const double copy_bw = decode ? 2.0 * double(kCopyBytes) / copy_seconds(ws, kCopyBytes) : 0.0;
+  double dense_tflops = 0;
+  if (!decode) {
+    const DTypeList dense{kBF16, kBF16, kBF16};
+    const BindingEntry* d = find_entry(
+        OpKind::kMatmul, dense, kernel_name(OpKind::kMatmul, dense, BackendId::kCuda, "cublaslt"));
+    const TensorView dense_in[] = {ws.tensor(kBF16, Shape{m, k}, 0.1f),
+                                   ws.tensor(kBF16, Shape{n, k}, 0.1f)};
+    const TensorView dense_out = ws.tensor(kBF16, Shape{m, n});
+    if (d == nullptr || !ws.ok()) return state.SkipWithError("no dense bf16 peer");
+    std::vector<double> t;
+    for (int r = 0; r < 9; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCallsPerIteration; ++i) {
+        (void)run_entry(*d, dense_in, dense_out, {}, ws.stream());
+      }
+      (void)ws.memory().synchronize(ws.stream());
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    dense_tflops = 2.0 * double(m) * double(n) * double(k) * kCallsPerIteration / t[4] * 1e-12;
+  }
+  const OpParams params;
+  std::size_t next = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  time_calls(state, ws, [&] {
+    const TensorView in[] = {a, weights[next++ % weights.size()]};
+    return run_entry(*e, in, out, params, ws.stream());
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double calls = static_cast<double>(state.iterations()) * kCallsPerIteration;
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * kCallsPerIteration * 1e-12,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  if (decode) {
+    state.counters["weight_GB/s"] =
+        benchmark::Counter(double(weight_set) * kCallsPerIteration * 1e-9,
+                           benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["vs_copy_bw"] = calls > 0 ? double(weight_set) * calls / seconds / copy_bw : 0.0;
+    state.counters["copy_GB/s"] = copy_bw * 1e-9;
+  } else {
+    state.counters["bf16_gemm_TFLOP/s"] = dense_tflops;
+    state.counters["vs_bf16_gemm"] =
+        calls > 0 ? flops * calls / seconds * 1e-12 / dense_tflops : 0.0;
+  }
+}
+// Decoding Llama-3.1-8B's ffn_gate / up (14336 x 4096) and ffn_down (4096 x
+// 14336) in every weight format, and its prompt's ffn_gate (512 rows).
+#define SWITCHYARD_QUANT_BENCH(fmt, dtype)                                                         \
+  BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_gate, dtype, "dp4a", 1, 14336, 4096)->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_down, dtype, "dp4a", 1, 4096, 14336)->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_prompt, dtype, "cublaslt_bf16", 512, 14336, 4096)    \
+      ->UseRealTime()
+SWITCHYARD_QUANT_BENCH(q4_0, DType::kQ4_0);
+SWITCHYARD_QUANT_BENCH(q4_1, DType::kQ4_1);
+SWITCHYARD_QUANT_BENCH(q5_0, DType::kQ5_0);
+SWITCHYARD_QUANT_BENCH(q5_1, DType::kQ5_1);
+SWITCHYARD_QUANT_BENCH(q8_0, DType::kQ8_0);
+SWITCHYARD_QUANT_BENCH(q2_k, DType::kQ2_K);
+SWITCHYARD_QUANT_BENCH(q3_k, DType::kQ3_K);
+SWITCHYARD_QUANT_BENCH(q4_k, DType::kQ4_K);
+SWITCHYARD_QUANT_BENCH(q5_k, DType::kQ5_K);
+SWITCHYARD_QUANT_BENCH(q6_k, DType::kQ6_K);
+SWITCHYARD_QUANT_BENCH(iq4_nl, DType::kIQ4_NL);
+SWITCHYARD_QUANT_BENCH(iq4_xs, DType::kIQ4_XS);
+SWITCHYARD_QUANT_BENCH(mxfp4, DType::kMXFP4);
+#undef SWITCHYARD_QUANT_BENCH
+BENCHMARK_CAPTURE(BM_CudaQuantMatmul, q4_k_4rows_gate, DType::kQ4_K, "dp4a", 4, 14336, 4096)
     ->UseRealTime();
 
 void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type,

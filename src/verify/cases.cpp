@@ -258,8 +258,12 @@ Result<std::vector<Case>> matmul_cases(const DTypeList& d, const KernelCaps& cap
   std::vector<Config> configs;
   if (is_quantized(d[1])) {
     const std::int64_t block = block_elems(d[1]);
-    configs = {
-        {{}, 1, 5, 256, false}, {{}, 3, 4, block == 32 ? 96 : 512, false}, {{2}, 2, 3, 256, false}};
+    // The last has enough rows for the prompt siblings that admit only many
+    // (the CUDA bf16 tiles).
+    configs = {{{}, 1, 5, 256, false},
+               {{}, 3, 4, block == 32 ? 96 : 512, false},
+               {{2}, 2, 3, 256, false},
+               {{}, 20, 6, 256, false}};
   } else {
     // The long row takes the unrolled loop of matrix-vector kernels (a few
     // rows, several loads in flight per lane) and a remainder.

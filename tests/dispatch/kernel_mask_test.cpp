@@ -170,22 +170,24 @@ TEST(KernelMaskTest, MaskingTurnsAProbeIntoAMissThatStrictRefusesAndUnmaskingRes
 TEST(KernelMaskTest, UpdatesLandInTheBaseAndStayMasked) {
   PublishedTableGuard guard;
   if (!guard.started_unmasked()) GTEST_SKIP() << "SWITCHYARD_MASK_KERNELS is set";
-  // q4_k only: a build with the CUDA backend has dense cuda matmuls of its own.
-  ASSERT_TRUE(set_kernel_mask(*KernelMask::parse("cuda:matmul:q4_k")).is_ok());
-  Result<std::uint64_t> updated = update_table([](KernelBindingTable& t) {
-    t.register_kernel(OpKind::kMatmul, kQ4Weights, BackendId::kCuda, &fake_kernel,
-                      {.name = "matmul_q4_k__cuda_mask_test"});
+  // q8_k (an activation format) weights: a key no built-in cuda kernel binds, so
+  // the mask hides the new binding alone in a build with the CUDA backend too.
+  const DTypeList q8k_weights{DType::kF32, DType::kQ8_K, DType::kF32};
+  ASSERT_TRUE(set_kernel_mask(*KernelMask::parse("cuda:matmul:q8_k")).is_ok());
+  Result<std::uint64_t> updated = update_table([&](KernelBindingTable& t) {
+    t.register_kernel(OpKind::kMatmul, q8k_weights, BackendId::kCuda, &fake_kernel,
+                      {.name = "matmul_q8_k__cuda_mask_test"});
     return Status::ok();
   });
   ASSERT_TRUE(updated.is_ok()) << updated.status().to_string();
   // The new binding went into the base and was masked before publication.
-  EXPECT_FALSE(current_table()->backend_supports(OpKind::kMatmul, kQ4Weights, BackendId::kCuda));
+  EXPECT_FALSE(current_table()->backend_supports(OpKind::kMatmul, q8k_weights, BackendId::kCuda));
   const std::vector<CoverageBinding> masked = masked_bindings();
   ASSERT_EQ(masked.size(), 1u);
-  EXPECT_EQ(masked[0].kernel_name, "matmul_q4_k__cuda_mask_test");
+  EXPECT_EQ(masked[0].kernel_name, "matmul_q8_k__cuda_mask_test");
 
   ASSERT_TRUE(clear_kernel_mask().is_ok());
-  EXPECT_TRUE(current_table()->backend_supports(OpKind::kMatmul, kQ4Weights, BackendId::kCuda));
+  EXPECT_TRUE(current_table()->backend_supports(OpKind::kMatmul, q8k_weights, BackendId::kCuda));
 }
 
 TEST(KernelMaskTest, AFailedUpdateKeepsTheMaskAndTheTable) {

@@ -29,9 +29,9 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
 };
 // (compute type, input type, output type, m, n, k, batch, w batch stride, operand
-// alignment)
+// alignment, output leading dimension)
 using LtPlanKey = std::tuple<int, int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                             std::int64_t, std::uint32_t>;
+                             std::int64_t, std::uint32_t, std::int64_t>;
 
 struct CudaStream {
   cudaStream_t stream = nullptr;

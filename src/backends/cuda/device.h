@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace switchyard::cuda::device {
@@ -144,5 +145,46 @@ cudaError_t matvec_swiglu(Type w_type, const float* a, const void* gate, const v
 // products on bf16 tensor cores] in gemm/matmul.cpp).
 cudaError_t split_bf16(const float* a, const float* u, void* hi, void* lo, std::int64_t n,
                        cudaStream_t stream);
+
+// --- quant/quant.cu: GGUF block-quantized weights ------------------------------
+// The weight formats of dtype.def (is_quantized_weight_format), in its order.
+enum class QuantFormat : int {
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ8_0,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kIQ4_NL,
+  kIQ4_XS,
+  kMXFP4
+};
+// The alignment in bytes that a matrix of `format` must start on: the largest
+// power of two up to 16 that divides its block size, so that every block of a
+// row keeps it (Note [Reading blocks on the device] in quant/quant_formats.cuh).
+int quant_alignment(QuantFormat format);
+// Dequantizes rows of a [table_rows, k] quantized matrix (k a whole number of
+// blocks; each row `row_bytes` long) into out [rows, k] of `out_type` (f32, f16
+// or bf16): row i of out is table row idx[i], or row i itself when idx is null.
+// An index outside [0, table_rows) writes kIndexOutOfRange into *error and
+// leaves its row unwritten. Each value is the exact f32 dequantization, then
+// rounded once to out_type.
+cudaError_t dequantize_rows(QuantFormat format, const void* table, std::int64_t table_rows,
+                            std::int64_t k, const std::int32_t* idx, std::int64_t rows,
+                            Type out_type, void* out, int* error, cudaStream_t stream);
+// The device memory quant_matvec needs for m activation rows of k values.
+std::size_t quant_matvec_scratch_bytes(std::int64_t m, std::int64_t k);
+// out [m, n] = a [m, k] . w [n, k]^T for f32 activations and quantized weights,
+// through 8-bit activations and integer dot products (Note [Quantized matrix-
+// vector products] in quant/quant.cu). `scratch` holds
+// quant_matvec_scratch_bytes(m, k) bytes, 16-byte aligned. Any m; the weights
+// are read once per group of up to 8 activation rows.
+cudaError_t quant_matvec(QuantFormat format, const float* a, const void* w, float* out,
+                         std::int64_t m, std::int64_t n, std::int64_t k, void* scratch,
+                         cudaStream_t stream);
 
 }  // namespace switchyard::cuda::device

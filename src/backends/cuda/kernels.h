@@ -64,4 +64,15 @@ Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up)
 Status linear_kernel(const KernelCall& call);
 Status ffn_swiglu_kernel(const KernelCall& call);
 
+// GGUF block-quantized weights (quant/quant_kernels.cpp): matmul of f32
+// activations through the matrix-vector kernel (Note [Quantized matrix-vector
+// products] in quant/quant.cu; any number of rows) or, from kSplitMinRows rows,
+// through bf16 tiles on the tensor cores (Note [Quantized prompts on the tensor
+// cores]; fewer rows take the matrix-vector kernel); get_rows and casts to f32,
+// f16 and bf16.
+Status quant_matmul_matvec_kernel(const KernelCall& call);
+Status quant_matmul_bf16_kernel(const KernelCall& call);
+Status quant_get_rows_kernel(const KernelCall& call);
+Status quant_cast_kernel(const KernelCall& call);
+
 }  // namespace switchyard::cuda

@@ -1,7 +1,8 @@
 // The CUDA backend's kernels, best first at every key. This file is the only place
 // CUDA kernels enter the binding table; its keys are the CPU backend's for f32,
 // f16 and bf16 (and i32 where the CPU's layout ops and casts take it), so a graph
-// that runs on the CPU in those dtypes runs here.
+// that runs on the CPU in those dtypes runs here, and so does every GGUF weight
+// format's matmul, get_rows and casts to the float types.
 //
 // Every row goes through row(), which names the kernel from its key and variant
 // with kernel_name (binding_table.h): "matmul_f32__cuda_cublaslt",
@@ -102,6 +103,18 @@ PrecisionGuarantee dot(DType out) {
 }
 PrecisionGuarantee tf32_dot() {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, 4e-3, std::nullopt);
+}
+// Quantized weights against 8-bit activations: the CPU integer siblings' claim
+// (quant_integer_dot in the CPU's registration.cpp), 1/64 of sum |a w| while no
+// activation block of 32 is dominated by one outlier (Note [Quantized
+// matrix-vector products] in quant/quant.cu).
+PrecisionGuarantee quant_integer_dot() {
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, 1.0 / 64.0, std::nullopt);
+}
+// Both operands rounded to bf16 once, f32 accumulation: 1/128 of sum |a w| for any
+// activations (Note [Quantized prompts on the tensor cores] in quant/quant_kernels.cpp).
+PrecisionGuarantee quant_bf16_dot() {
+  return PrecisionGuarantee::bounded(true, true, std::nullopt, 1.0 / 128.0, std::nullopt);
 }
 
 constexpr std::string_view kOwn = "cuda";
@@ -233,6 +246,26 @@ void append_matmul_rows(std::vector<Row>& rows) {
   }
 }
 
+// Every GGUF weight format, under the CPU's keys: matmul with f32 activations
+// (bf16 tiles on the tensor cores for prompts, admitted from kSplitMinRows rows;
+// the matrix-vector kernel for any number), get_rows and casts to each float
+// type, whose values are the exact dequantization rounded once (Note [Levels fit
+// a signed byte] in quant/quant_formats.cuh).
+void append_quant_rows(std::vector<Row>& rows) {
+  for (DType w : kQuantizedWeightDTypes) {
+    const DTypeList matmul_key{kF32, w, kF32};
+    rows.push_back(row(OpKind::kMatmul, matmul_key, &quant_matmul_bf16_kernel, "cublaslt_bf16",
+                       quant_bf16_dot(), kCublasLt, {}, &admits_split_rows));
+    rows.push_back(row(OpKind::kMatmul, matmul_key, &quant_matmul_matvec_kernel, "dp4a",
+                       quant_integer_dot(), kOwn));
+    for (DType out : kFloatDTypes) {
+      rows.push_back(
+          row(OpKind::kGetRows, {w, kI32, out}, &quant_get_rows_kernel, "simt", exact(), kOwn));
+      rows.push_back(row(OpKind::kCast, {w, out}, &quant_cast_kernel, "simt", exact(), kOwn));
+    }
+  }
+}
+
 }  // namespace
 
 const std::vector<Row>& registration_rows() {
@@ -242,6 +275,7 @@ const std::vector<Row>& registration_rows() {
     append_rowwise_rows(r);
     append_tensor_rows(r);
     append_matmul_rows(r);
+    append_quant_rows(r);
     return r;
   }();
   return kRows;

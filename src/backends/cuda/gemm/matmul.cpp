@@ -29,17 +29,11 @@
 #include <limits>
 #include <utility>
 
+#include "backends/cuda/gemm/matmul_plan.h"
 #include "backends/cuda/kernel_checks.h"
 #include "backends/cuda/kernels.h"
 
 namespace switchyard::cuda {
-namespace {
-
-struct MatmulShape {
-  std::int64_t batch = 1, m = 0, n = 0, k = 0;
-  // Elements between consecutive batches' w; 0 when w is shared.
-  std::int64_t w_batch_stride = 0;
-};
 
 Result<MatmulShape> check_matmul(const KernelCall& call) {
   const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
@@ -77,6 +71,8 @@ Result<MatmulShape> check_matmul(const KernelCall& call) {
   return s;
 }
 
+namespace {
+
 cudaDataType_t lt_type(DType t) {
   switch (t) {
     case DType::kF16: return CUDA_R_16F;
@@ -85,9 +81,8 @@ cudaDataType_t lt_type(DType t) {
   }
 }
 
-// The alignment cuBLASLt may assume of the operands: the largest power of two,
-// up to 256, that divides every address (its heuristic otherwise assumes 256, and
-// an arena's buffers and views need not start there).
+}  // namespace
+
 std::uint32_t alignment(std::initializer_list<const void*> operands) {
   std::uint32_t align = 256;
   for (const void* p : operands) {
@@ -97,11 +92,10 @@ std::uint32_t alignment(std::initializer_list<const void*> operands) {
   return align;
 }
 
-// Builds (or finds) the stream's cuBLASLt plan for this product.
-// `type` is a's and w's, `out_type` the output's.
 Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasComputeType_t compute,
                               cudaDataType_t type, cudaDataType_t out_type,
-                              const MatmulShape& shape, std::uint32_t align) {
+                              const MatmulShape& shape, std::uint32_t align, std::int64_t ldc) {
+  if (ldc == 0) ldc = shape.n;
   const LtPlanKey key{static_cast<int>(compute),
                       static_cast<int>(type),
                       static_cast<int>(out_type),
@@ -110,7 +104,8 @@ Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasCompu
                       shape.k,
                       shape.batch,
                       shape.w_batch_stride,
-                      align};
+                      align,
+                      ldc};
   if (auto it = s.lt_plans.find(key); it != s.lt_plans.end()) return &it->second;
   LtPlan plan;
   auto fail = [&](cublasStatus_t st, std::string_view what) {
@@ -133,7 +128,7 @@ Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasCompu
     st = cublasLtMatrixLayoutCreate(&plan.b, type, u(shape.k), u(shape.m), shape.k);
   }
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatrixLayoutCreate(&plan.c, out_type, u(shape.n), u(shape.m), shape.n);
+    st = cublasLtMatrixLayoutCreate(&plan.c, out_type, u(shape.n), u(shape.m), ldc);
   }
   if (st != CUBLAS_STATUS_SUCCESS) return fail(st, "creating the matrix layouts");
   if (shape.batch > 1) {
@@ -176,6 +171,8 @@ Result<const LtPlan*> lt_plan(const KernelCall& call, CudaStream& s, cublasCompu
   plan.algo = result.algo;
   return &s.lt_plans.emplace(key, plan).first->second;
 }
+
+namespace {
 
 Status matmul_lt(const KernelCall& call, bool tf32) {
   SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
