@@ -79,6 +79,69 @@ __device__ __forceinline__ int sum16(const int4& x) {
   return __dp4a(kOnes, x.w, s);
 }
 
+// Note [Staging weights in shared memory]
+// A lane reads its chunk's bytes in several small loads, and with 18- to
+// 210-byte blocks the 32 lanes of one load are spread over the warp's whole
+// stretch of row: each warp-wide load then touches several cache lines for 128
+// useful bytes, and the L1 cache, not HBM, sets the pace (Note [Reading blocks
+// on the device] in quant_formats.cuh). So each warp first copies the bytes of
+// its next kStepChunks chunks to its own shared memory in 16-byte loads at
+// adjacent addresses (from the 16-byte boundary at or before them: the extra
+// bytes share a segment, and so a page, with bytes of the row), then its lanes
+// unpack their chunks there, where a load costs one pass of the banks. q4_k and
+// q5_k, whose lanes already read whole 16-byte pieces, read global memory directly.
+constexpr int kStepChunks = 32 * kChunksInFlight;
+
+template <QuantFormat F>
+constexpr bool kStaged = Format<F>::kAlign < 16;
+
+// Bytes of shared memory per warp: a step's blocks, the bytes before them in
+// their first 16-byte segment and the rest of the last one.
+template <QuantFormat F>
+constexpr int stage_bytes() {
+  return kStepChunks / (Format<F>::kBlockElems / kChunkElems) * Format<F>::kBlockBytes + 32;
+}
+
+// The dot products of chunks c0 + 32 u (u < kChunksInFlight, below `chunks`)
+// with m activation rows, added to acc; `blocks` holds block b0 = c0 / per-block
+// chunks onwards (shared memory or the row itself).
+template <QuantFormat F, int M>
+__device__ __forceinline__ void dot_chunks(const std::uint8_t* blocks, std::int64_t c0,
+                                           std::int64_t first_chunk, std::int64_t chunks,
+                                           const std::int8_t* xq, const float* xs, int m,
+                                           std::int64_t k, float (&acc)[M]) {
+  using Fmt = Format<F>;
+  constexpr int kChunksPerBlock = Fmt::kBlockElems / kChunkElems;
+  Chunk ch[kChunksInFlight];
+#pragma unroll
+  for (int u = 0; u < kChunksInFlight; ++u) {
+    const std::int64_t c = c0 + 32 * u;
+    if (c < chunks) {
+      const std::int64_t local = c - first_chunk;
+      Fmt::unpack(blocks + (local / kChunksPerBlock) * Fmt::kBlockBytes,
+                  static_cast<int>(local % kChunksPerBlock), ch[u]);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kChunksInFlight; ++u) {
+    const std::int64_t c = c0 + 32 * u;
+    if (c >= chunks) break;
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      if (r >= m) break;
+      const int4* x = reinterpret_cast<const int4*>(xq + r * k + c * kChunkElems);
+      const int4 x0 = __ldg(x), x1 = __ldg(x + 1);
+      float v = ch[u].scale[0] * static_cast<float>(dot16(ch[u].q, x0)) +
+                ch[u].scale[1] * static_cast<float>(dot16(ch[u].q + 4, x1));
+      if constexpr (Fmt::kOffsets) {
+        v += ch[u].offset[0] * static_cast<float>(sum16(x0)) +
+             ch[u].offset[1] * static_cast<float>(sum16(x1));
+      }
+      acc[r] = fmaf(__ldg(xs + r * (k / kChunkElems) + c), v, acc[r]);
+    }
+  }
+}
+
 // Rows [0, m) of out (m <= M) for weight row blockIdx.x * kMatvecWarps + warp.
 template <QuantFormat F, int M>
 __global__ void __launch_bounds__(kMatvecWarps * 32)
@@ -87,38 +150,30 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
   using Fmt = Format<F>;
   constexpr int kChunksPerBlock = Fmt::kBlockElems / kChunkElems;
   const int lane = threadIdx.x & 31;
-  const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + (threadIdx.x >> 5);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + warp;
   if (col >= n) return;
   const std::uint8_t* row = w + col * row_bytes;
   const std::int64_t chunks = k / kChunkElems;
   float acc[M] = {};
-  for (std::int64_t c0 = lane; c0 < chunks; c0 += 32 * kChunksInFlight) {
-    Chunk ch[kChunksInFlight];
-#pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
-      const std::int64_t c = c0 + 32 * u;
-      if (c < chunks) {
-        Fmt::unpack(row + (c / kChunksPerBlock) * Fmt::kBlockBytes,
-                    static_cast<int>(c % kChunksPerBlock), ch[u]);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kChunksInFlight; ++u) {
-      const std::int64_t c = c0 + 32 * u;
-      if (c >= chunks) break;
-#pragma unroll
-      for (int r = 0; r < M; ++r) {
-        if (r >= m) break;
-        const int4* x = reinterpret_cast<const int4*>(xq + r * k + c * kChunkElems);
-        const int4 x0 = __ldg(x), x1 = __ldg(x + 1);
-        float v = ch[u].scale[0] * static_cast<float>(dot16(ch[u].q, x0)) +
-                  ch[u].scale[1] * static_cast<float>(dot16(ch[u].q + 4, x1));
-        if constexpr (Fmt::kOffsets) {
-          v += ch[u].offset[0] * static_cast<float>(sum16(x0)) +
-               ch[u].offset[1] * static_cast<float>(sum16(x1));
-        }
-        acc[r] = fmaf(__ldg(xs + r * chunks + c), v, acc[r]);
-      }
+  for (std::int64_t step = 0; step < chunks; step += kStepChunks) {
+    if constexpr (kStaged<F>) {
+      __shared__ __align__(16) std::uint8_t stage[kMatvecWarps][stage_bytes<F>()];
+      const std::int64_t step_chunks = chunks - step < kStepChunks ? chunks - step : kStepChunks;
+      const std::uint8_t* first = row + step / kChunksPerBlock * Fmt::kBlockBytes;
+      const auto start = reinterpret_cast<std::uintptr_t>(first);
+      const auto* aligned = reinterpret_cast<const uint4*>(start & ~std::uintptr_t{15});
+      const int head = static_cast<int>(start & 15u);
+      const int bytes = static_cast<int>(step_chunks / kChunksPerBlock) * Fmt::kBlockBytes;
+      const int segments = (head + bytes + 15) / 16;
+      uint4* dst = reinterpret_cast<uint4*>(stage[warp]);
+      for (int i = lane; i < segments; i += 32) dst[i] = __ldg(aligned + i);
+      __syncwarp();
+      dot_chunks<F, M>(stage[warp] + head, step + lane, step, chunks, xq, xs, m, k, acc);
+      __syncwarp();  // every lane is done with the stage before the next step fills it
+    } else {
+      dot_chunks<F, M>(row + step / kChunksPerBlock * Fmt::kBlockBytes, step + lane, step, chunks,
+                       xq, xs, m, k, acc);
     }
   }
 #pragma unroll

@@ -13,10 +13,16 @@
 // no wide load may use. Each format reads with the widest loads its block size
 // allows (kAlign: the largest power of two up to 16 dividing the block size),
 // given a matrix that starts on kAlign bytes (quant_alignment; the host checks
-// it): q4_k and q5_k take 16-byte loads, q4_1 4-byte, q4_0 two 2-byte loads per
-// word, mxfp4 (17-byte blocks) single bytes. Adjacent lanes take adjacent chunks,
-// so a warp's loads cover one contiguous stretch of the row and the L1 cache
-// serves the overlap.
+// it): q4_k and q5_k take 16-byte loads, q4_1 and q2_k 4-byte ones, and the
+// formats of 2-byte (q4_0, q5_0, q8_0, q3_k, q6_k, iq4_nl) and 1-byte (mxfp4)
+// alignment the aligned words around their bytes, funnel-shifted into place.
+// Adjacent lanes take adjacent chunks; a lane's loads of one chunk are then
+// spread over the whole stretch of row that its warp reads, so a warp-wide
+// load touches several cache lines for 4 bytes a lane. The matrix-vector kernel
+// therefore first copies that stretch to shared memory in 16-byte loads that
+// adjacent lanes make at adjacent addresses, and reads the blocks there (Note
+// [Staging weights in shared memory] in quant.cu), except for q4_k and q5_k,
+// whose 16-byte loads already use every byte of the lines they touch.
 //
 // Note [Levels fit a signed byte]
 // Every format's levels are integers in [-128, 127] once its constant shift is
@@ -46,47 +52,56 @@ struct Chunk {
 };
 
 // --- loads ----------------------------------------------------------------------
+// Plain loads through generic pointers: the matrix-vector kernel reads blocks
+// staged in shared memory, the dequantizer straight from global memory.
+
+// N little-endian words from p, which is kAlign-aligned: 16-byte loads where it
+// allows, 4-byte ones from 4 bytes on; below that the aligned words around the
+// bytes, shifted into place (a word is read past the last byte only when the
+// bytes do not start on a word, so never a word the bytes do not touch).
+template <int kAlign, int N>
+__device__ __forceinline__ void load_words(const std::uint8_t* p, std::uint32_t (&w)[N]) {
+  if constexpr (kAlign >= 16 && N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const uint4 v = reinterpret_cast<const uint4*>(p)[i];
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (kAlign >= 4) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = reinterpret_cast<const std::uint32_t*>(p)[i];
+  } else {
+    const auto address = reinterpret_cast<std::uintptr_t>(p);
+    const auto* base = reinterpret_cast<const std::uint32_t*>(address & ~std::uintptr_t{3});
+    const unsigned shift = 8u * static_cast<unsigned>(address & 3u);
+    std::uint32_t current = base[0];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const std::uint32_t next = (i + 1 < N || shift != 0) ? base[i + 1] : 0u;
+      w[i] = __funnelshift_r(current, next, shift);
+      current = next;
+    }
+  }
+}
 
 // 32 bits from p, which is kAlign-aligned.
 template <int kAlign>
 __device__ __forceinline__ std::uint32_t load_u32(const std::uint8_t* p) {
-  if constexpr (kAlign >= 4) {
-    return __ldg(reinterpret_cast<const unsigned int*>(p));
-  } else if constexpr (kAlign == 2) {
-    const auto* h = reinterpret_cast<const unsigned short*>(p);
-    return static_cast<std::uint32_t>(__ldg(h)) | (static_cast<std::uint32_t>(__ldg(h + 1)) << 16);
-  } else {
-    return static_cast<std::uint32_t>(__ldg(p)) | (static_cast<std::uint32_t>(__ldg(p + 1)) << 8) |
-           (static_cast<std::uint32_t>(__ldg(p + 2)) << 16) |
-           (static_cast<std::uint32_t>(__ldg(p + 3)) << 24);
-  }
+  std::uint32_t w[1];
+  load_words<kAlign, 1>(p, w);
+  return w[0];
 }
 
 // 16 bits from p, which is kAlign-aligned.
 template <int kAlign>
 __device__ __forceinline__ std::uint32_t load_u16(const std::uint8_t* p) {
   if constexpr (kAlign >= 2) {
-    return __ldg(reinterpret_cast<const unsigned short*>(p));
+    return *reinterpret_cast<const unsigned short*>(p);
   } else {
-    return static_cast<std::uint32_t>(__ldg(p)) | (static_cast<std::uint32_t>(__ldg(p + 1)) << 8);
-  }
-}
-
-// N words from p, which is kAlign-aligned: 16-byte loads where it allows.
-template <int kAlign, int N>
-__device__ __forceinline__ void load_words(const std::uint8_t* p, std::uint32_t (&w)[N]) {
-  if constexpr (kAlign >= 16 && N % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p) + i);
-      w[4 * i] = v.x;
-      w[4 * i + 1] = v.y;
-      w[4 * i + 2] = v.z;
-      w[4 * i + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = load_u32<kAlign>(p + 4 * i);
+    return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8);
   }
 }
 
@@ -347,7 +362,7 @@ struct Format<QuantFormat::kQ3_K> {  // hmask[32] qs[64] scales[12] d[2]
 // q4_k and q5_k: d, dmin and the 12 scale bytes in the first 16 bytes; chunk c
 // takes the low (c even) or high nibbles of the 32 qs bytes at 32 (c / 2).
 __device__ __forceinline__ void k4_header(const std::uint8_t* b, int chunk, Chunk& c) {
-  const uint4 head = __ldg(reinterpret_cast<const uint4*>(b));
+  const uint4 head = *reinterpret_cast<const uint4*>(b);
   const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffffu)));
   const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
   const std::uint32_t s[3] = {head.y, head.z, head.w};
@@ -450,7 +465,7 @@ struct Format<QuantFormat::kIQ4_XS> {  // d[2] scales_h[2] scales_l[4] qs[128]
     std::uint32_t t[4];
     iq4_table(t);
     table_levels<kAlign>(b + 8 + 16 * chunk, t, c);
-    const uint2 head = __ldg(reinterpret_cast<const uint2*>(b));
+    const uint2 head = *reinterpret_cast<const uint2*>(b);
     const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffffu)));
     const std::uint32_t low = (head.y >> (4 * chunk)) & 0xfu;  // scales_l[c / 2], nibble c % 2
     const std::uint32_t high = ((head.x >> 16) >> (2 * chunk)) & 3u;
@@ -466,7 +481,7 @@ struct Format<QuantFormat::kMXFP4> {  // e qs[16]
     std::uint32_t t[4];
     mxfp4_table(t);
     table_levels<kAlign>(b + 1, t, c);
-    same_scale(c, e8m0_half(__ldg(b)), 0.0f);
+    same_scale(c, e8m0_half(b[0]), 0.0f);
   }
 };
 
