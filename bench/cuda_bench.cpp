@@ -338,7 +338,8 @@ void BM_CudaQuantMatmul(benchmark::State& state, DType w_type, std::string varia
   const TensorView a = ws.tensor(kF32, Shape{m, k}, 1.0f);
   const TensorView out = ws.tensor(kF32, Shape{m, n});
   if (!ws.ok()) return state.SkipWithError("could not set up the operands");
-  const double copy_bw = decode ? 2.0 * double(kCopyBytes) / copy_seconds(ws, kCopyBytes) : 0.0;
+  // Measured once per process: every format's ratio has the same peer.
+  static const double copy_bw = 2.0 * double(kCopyBytes) / copy_seconds(ws, kCopyBytes);
   double dense_tflops = 0;
   if (!decode) {
     const DTypeList dense{kBF16, kBF16, kBF16};
@@ -386,12 +387,12 @@ void BM_CudaQuantMatmul(benchmark::State& state, DType w_type, std::string varia
   }
 }
 // Decoding Llama-3.1-8B's ffn_gate / up (14336 x 4096) and ffn_down (4096 x
-// 14336) in every weight format, and its prompt's ffn_gate (512 rows).
+// 14336) in every weight format; its prompt's ffn_gate (512 rows) in the formats
+// of the common q4_0, q8_0 and q4_k_m files (the prompt path is one kernel for
+// every format but the unpacking).
 #define SWITCHYARD_QUANT_BENCH(fmt, dtype)                                                         \
   BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_gate, dtype, "dp4a", 1, 14336, 4096)->UseRealTime(); \
-  BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_down, dtype, "dp4a", 1, 4096, 14336)->UseRealTime(); \
-  BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_prompt, dtype, "cublaslt_bf16", 512, 14336, 4096)    \
-      ->UseRealTime()
+  BENCHMARK_CAPTURE(BM_CudaQuantMatmul, fmt##_down, dtype, "dp4a", 1, 4096, 14336)->UseRealTime()
 SWITCHYARD_QUANT_BENCH(q4_0, DType::kQ4_0);
 SWITCHYARD_QUANT_BENCH(q4_1, DType::kQ4_1);
 SWITCHYARD_QUANT_BENCH(q5_0, DType::kQ5_0);
@@ -407,6 +408,14 @@ SWITCHYARD_QUANT_BENCH(iq4_xs, DType::kIQ4_XS);
 SWITCHYARD_QUANT_BENCH(mxfp4, DType::kMXFP4);
 #undef SWITCHYARD_QUANT_BENCH
 BENCHMARK_CAPTURE(BM_CudaQuantMatmul, q4_k_4rows_gate, DType::kQ4_K, "dp4a", 4, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaQuantMatmul, q4_0_prompt, DType::kQ4_0, "cublaslt_bf16", 512, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaQuantMatmul, q8_0_prompt, DType::kQ8_0, "cublaslt_bf16", 512, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaQuantMatmul, q4_k_prompt, DType::kQ4_K, "cublaslt_bf16", 512, 14336, 4096)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaQuantMatmul, q6_k_prompt, DType::kQ6_K, "cublaslt_bf16", 512, 14336, 4096)
     ->UseRealTime();
 
 void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type,

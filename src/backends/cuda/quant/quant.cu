@@ -22,6 +22,8 @@
 // activations (each within amax / 254 of its block's largest magnitude), which
 // is the CPU integer siblings' claim (quant_integer_dot in registration.cpp),
 // on finer blocks than the CPU's q8_k.
+#include <cuda_pipeline.h>
+
 #include <cfloat>
 
 #include "backends/cuda/device_common.cuh"
@@ -85,8 +87,9 @@ __device__ __forceinline__ int sum16(const int4& x) {
 // stretch of row: each warp-wide load then touches several cache lines for 128
 // useful bytes, and the L1 cache, not HBM, sets the pace (Note [Reading blocks
 // on the device] in quant_formats.cuh). So each warp first copies the bytes of
-// its next kStepChunks chunks to its own shared memory in 16-byte loads at
-// adjacent addresses (from the 16-byte boundary at or before them: the extra
+// its next kStepChunks chunks to its own shared memory in 16-byte asynchronous
+// copies (cp.async, all in flight at once) at adjacent addresses (from the
+// 16-byte boundary at or before them: the extra
 // bytes share a segment, and so a page, with bytes of the row), then its lanes
 // unpack their chunks there, where a load costs one pass of the banks. q4_k and
 // q5_k, whose lanes already read whole 16-byte pieces, read global memory directly.
@@ -167,7 +170,13 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
       const int bytes = static_cast<int>(step_chunks / kChunksPerBlock) * Fmt::kBlockBytes;
       const int segments = (head + bytes + 15) / 16;
       uint4* dst = reinterpret_cast<uint4*>(stage[warp]);
-      for (int i = lane; i < segments; i += 32) dst[i] = __ldg(aligned + i);
+      // Asynchronous copies: every segment's load is in flight at once, none
+      // waits in a register for its store.
+      for (int i = lane; i < segments; i += 32) {
+        __pipeline_memcpy_async(dst + i, aligned + i, sizeof(uint4));
+      }
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
       __syncwarp();
       dot_chunks<F, M>(stage[warp] + head, step + lane, step, chunks, xq, xs, m, k, acc);
       __syncwarp();  // every lane is done with the stage before the next step fills it
