@@ -130,6 +130,17 @@ const BindingEntry* find_entry(OpKind op, const DTypeList& key, const std::strin
   return nullptr;
 }
 
+// The CUDA matmul sibling `variant` at key, or nullptr once the benchmark is
+// skipped, saying why (no device, or no such entry).
+const BindingEntry* matmul_entry_or_skip(benchmark::State& state, const DTypeList& key,
+                                         const std::string& variant) {
+  if (cuda_memory_or_skip(state) == nullptr) return nullptr;
+  const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, variant);
+  const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
+  if (e == nullptr) state.SkipWithError(("no entry " + entry_name).c_str());
+  return e;
+}
+
 // Times `call` kCallsPerIteration times per iteration; false once it fails.
 template <typename Call>
 void time_calls(benchmark::State& state, Workspace& ws, Call&& call) {
@@ -178,13 +189,9 @@ double copy_seconds(Workspace& ws, std::int64_t bytes) {
 // against the copy bandwidth.
 void BM_CudaMatmul(benchmark::State& state, DType a_type, DType w_type, std::string variant,
                    std::int64_t m, std::int64_t n, std::int64_t k) {
-  BackendMemory* memory = cuda_memory_or_skip(state);
-  if (memory == nullptr) return;
-  const DTypeList key{a_type, w_type, a_type};
-  const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, variant);
-  const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
-  if (e == nullptr) return state.SkipWithError(("no entry " + entry_name).c_str());
-  Workspace ws(*memory);
+  const BindingEntry* e = matmul_entry_or_skip(state, DTypeList{a_type, w_type, a_type}, variant);
+  if (e == nullptr) return;
+  Workspace ws(*current_table()->backend_memory(BackendId::kCuda));
   const TensorView inputs[] = {ws.tensor(a_type, Shape{m, k}, 0.1f),
                                ws.tensor(w_type, Shape{n, k}, 0.1f)};
   const TensorView out = ws.tensor(a_type, Shape{m, n});
@@ -319,13 +326,9 @@ std::vector<std::byte> quantized_weights(DType w, std::int64_t n, std::int64_t k
 // the same shape through cuBLASLt, timed in the same process (`vs_bf16_gemm`).
 void BM_CudaQuantMatmul(benchmark::State& state, DType w_type, std::string variant, std::int64_t m,
                         std::int64_t n, std::int64_t k) {
-  BackendMemory* memory = cuda_memory_or_skip(state);
-  if (memory == nullptr) return;
-  const DTypeList key{kF32, w_type, kF32};
-  const std::string entry_name = kernel_name(OpKind::kMatmul, key, BackendId::kCuda, variant);
-  const BindingEntry* e = find_entry(OpKind::kMatmul, key, entry_name);
-  if (e == nullptr) return state.SkipWithError(("no entry " + entry_name).c_str());
-  Workspace ws(*memory);
+  const BindingEntry* e = matmul_entry_or_skip(state, DTypeList{kF32, w_type, kF32}, variant);
+  if (e == nullptr) return;
+  Workspace ws(*current_table()->backend_memory(BackendId::kCuda));
   const std::vector<std::byte> bytes = quantized_weights(w_type, n, k);
   if (bytes.empty()) return state.SkipWithError("could not quantize the weights");
   const bool decode = m <= 8;

@@ -61,6 +61,26 @@ namespace switchyard::cuda {
   return s->stream;
 }
 
+// get_rows' operands: table [R, C], i32 indices [N] and out [N, C], all
+// contiguous (the dtypes of table and out are the kernel's to check).
+[[nodiscard]] inline Status check_get_rows_layout(const KernelCall& call) {
+  const TensorView &table = call.inputs[0], &idx = call.inputs[1], &out = call.outputs[0];
+  for (const TensorView* t : {&table, &idx, &out}) {
+    if (!t->is_contiguous()) {
+      return invalid_argument_error(
+          fmt::format("{}: operand {} must be contiguous", label(call), describe(*t)));
+    }
+  }
+  if (idx.dtype() != DType::kI32 || table.rank() != 2 || idx.rank() != 1 || out.rank() != 2 ||
+      out.dim(0) != idx.dim(0) || out.dim(1) != table.dim(1)) {
+    return invalid_argument_error(
+        fmt::format("{}: {} at {} {} -> {} is not [R, C] at i32 [N] -> [N, C]", label(call),
+                    table.shape().to_string(), name(idx.dtype()), idx.shape().to_string(),
+                    out.shape().to_string()));
+  }
+  return Status::ok();
+}
+
 // The launch's error, named by the kernel.
 [[nodiscard]] inline Status launched(cudaError_t e, const KernelCall& call) {
   if (e == cudaSuccess) return Status::ok();

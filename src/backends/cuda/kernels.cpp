@@ -429,15 +429,7 @@ Status get_rows_kernel(const KernelCall& call) {
         fmt::format("{}: takes a float table, i32 indices and a float output; got {}, {} and {}",
                     label(call), name(table.dtype()), name(idx.dtype()), name(out.dtype())));
   }
-  for (const TensorView* t : {&table, &idx, &out}) {
-    SWITCHYARD_RETURN_IF_ERROR(check_contiguous(call, *t));
-  }
-  if (table.rank() != 2 || idx.rank() != 1 || out.rank() != 2 || out.dim(0) != idx.dim(0) ||
-      out.dim(1) != table.dim(1)) {
-    return invalid_argument_error(fmt::format("{}: {} at {} -> {} is not [R, C] at [N] -> [N, C]",
-                                              label(call), table.shape().to_string(),
-                                              idx.shape().to_string(), out.shape().to_string()));
-  }
+  SWITCHYARD_RETURN_IF_ERROR(check_get_rows_layout(call));
   // An index out of range is found on the device and reported when the stream is
   // next synchronized (CudaMemory::synchronize), as kOutOfRange.
   return launched(device::get_rows(*table_type, table.first(), table.dim(0), table.dim(1),

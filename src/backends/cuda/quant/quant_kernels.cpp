@@ -186,18 +186,7 @@ Status quant_get_rows_kernel(const KernelCall& call) {
         "{}: takes a quantized table, i32 indices and a float output; got {}, {} and {}",
         label(call), name(table.dtype()), name(idx.dtype()), name(out.dtype())));
   }
-  for (const TensorView* t : {&table, &idx, &out}) {
-    if (!t->is_contiguous()) {
-      return invalid_argument_error(
-          fmt::format("{}: operand {} must be contiguous", label(call), describe(*t)));
-    }
-  }
-  if (table.rank() != 2 || idx.rank() != 1 || out.rank() != 2 || out.dim(0) != idx.dim(0) ||
-      out.dim(1) != table.dim(1)) {
-    return invalid_argument_error(fmt::format("{}: {} at {} -> {} is not [R, C] at [N] -> [N, C]",
-                                              label(call), table.shape().to_string(),
-                                              idx.shape().to_string(), out.shape().to_string()));
-  }
+  SWITCHYARD_RETURN_IF_ERROR(check_get_rows_layout(call));
   SWITCHYARD_ASSIGN_OR_RETURN(device::QuantFormat format,
                               check_quantized(call, table, table.dim(1)));
   // An index out of range is found on the device and reported when the stream is
