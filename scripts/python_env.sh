@@ -8,8 +8,8 @@
 # cross-checks and the package's tests skip.
 switchyard_pyenv="build/pyenv"
 # The references, and what building and testing the switchyard package needs.
-switchyard_pypackages=(gguf sentencepiece tokenizers numpy pytest scikit-build-core nanobind)
-if ! "$switchyard_pyenv/bin/python" -c 'import gguf, sentencepiece, tokenizers, numpy, pytest, scikit_build_core, nanobind' >/dev/null 2>&1; then
+switchyard_pypackages=(gguf sentencepiece tokenizers numpy pytest hypothesis scikit-build-core nanobind)
+if ! "$switchyard_pyenv/bin/python" -c 'import gguf, sentencepiece, tokenizers, numpy, pytest, hypothesis, scikit_build_core, nanobind' >/dev/null 2>&1; then
   echo "switchyard setup: preparing $switchyard_pyenv with ${switchyard_pypackages[*]}"
   if python3 -m venv "$switchyard_pyenv" >/dev/null &&
     "$switchyard_pyenv/bin/pip" install -q --disable-pip-version-check \

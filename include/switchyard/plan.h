@@ -295,5 +295,10 @@ class ExecutionPlan {
 [[nodiscard]] std::string explain_text(const PlanReport& report);
 // One screen: nodes and estimated time per backend, casts, fusions, violations.
 [[nodiscard]] std::string explain_summary(const PlanReport& report);
+// The whole report as one JSON object (`switchyard explain --json` adds the
+// graph's name and whether it planned): fusions, skipped fusions, casts, and per
+// bucket its sizes, per-backend totals and nodes with the chosen candidate,
+// runners-up and rejections; then the violations.
+[[nodiscard]] std::string explain_json(const PlanReport& report);
 
 }  // namespace switchyard

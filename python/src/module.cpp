@@ -11,11 +11,14 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -24,12 +27,19 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
+#include "switchyard/graph.h"
+#include "switchyard/half.h"
+#include "switchyard/kernel.h"
+#include "switchyard/kernel_mask.h"
 #include "switchyard/llama.h"
+#include "switchyard/plan.h"
 #include "switchyard/quant.h"
+#include "switchyard/registry.h"
 #include "switchyard/sampling.h"
 #include "switchyard/thread_pool.h"
 #include "switchyard/tokenizer.h"
@@ -188,6 +198,510 @@ nb::ndarray<nb::numpy, float> dequantize(ByteArray data, std::string_view type,
       t, std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.data()), data.shape(0)),
       out));
   return numpy_array(std::move(out), {static_cast<std::size_t>(count)});
+}
+
+// --- kernels on arrays ---------------------------------------------------------------
+
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// The dtype of a DLPack element type.
+std::optional<DType> dtype_of(const nb::dlpack::dtype& t) {
+  if (t.lanes != 1) return std::nullopt;
+  const auto code = static_cast<nb::dlpack::dtype_code>(t.code);
+  if (code == nb::dlpack::dtype_code::Float && t.bits == 32) return DType::kF32;
+  if (code == nb::dlpack::dtype_code::Float && t.bits == 16) return DType::kF16;
+  if (code == nb::dlpack::dtype_code::Bfloat && t.bits == 16) return DType::kBF16;
+  if (code == nb::dlpack::dtype_code::Int && t.bits == 32) return DType::kI32;
+  return std::nullopt;
+}
+
+// One operand of call(): its view on the host. NumPy arrays (anything with the
+// buffer protocol) are read through it, which costs far less than a DLPack
+// exchange; other DLPack producers (a PyTorch tensor) through nanobind. A
+// strided array is gathered into a contiguous copy that the view points into.
+class HostOperand {
+ public:
+  HostOperand() = default;
+  HostOperand(const HostOperand&) = delete;
+  HostOperand& operator=(const HostOperand&) = delete;
+  ~HostOperand() {
+    if (buffer_.obj != nullptr) PyBuffer_Release(&buffer_);
+  }
+  void read(nb::handle item, std::size_t index);
+  const TensorView& view() const { return view_; }
+
+ private:
+  void read_buffer(nb::handle item, std::size_t index);
+  void read_dlpack(nb::handle item, std::size_t index);
+  void read_quantized(const nb::tuple& triple, std::size_t index);
+  // The view over data with these dims and element strides (gathered when not
+  // row-major).
+  void finish(std::size_t index, DType dtype, const void* data, std::vector<std::int64_t> dims,
+              const std::vector<std::int64_t>& strides);
+
+  Py_buffer buffer_{};
+  AnyArray array_;
+  TensorView view_;
+  std::vector<std::byte> gathered_;
+};
+
+// The dtype of a buffer's struct-module format ("f", "<e", "=i", ...).
+std::optional<DType> dtype_of_format(const char* format, Py_ssize_t itemsize) {
+  std::string_view f = format == nullptr ? "B" : format;
+  if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f.remove_prefix(1);
+  if (f == "f" && itemsize == 4) return DType::kF32;
+  if (f == "e" && itemsize == 2) return DType::kF16;
+  if ((f == "i" || f == "l") && itemsize == 4) return DType::kI32;
+  return std::nullopt;
+}
+
+void HostOperand::read(nb::handle item, std::size_t index) {
+  if (nb::isinstance<nb::tuple>(item)) return read_quantized(nb::borrow<nb::tuple>(item), index);
+  if (PyObject_CheckBuffer(item.ptr()) != 0) return read_buffer(item, index);
+  read_dlpack(item, index);
+}
+
+void HostOperand::read_buffer(nb::handle item, std::size_t index) {
+  if (PyObject_GetBuffer(item.ptr(), &buffer_, PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();
+    buffer_ = {};
+    return read_dlpack(item, index);
+  }
+  const std::optional<DType> dtype = dtype_of_format(buffer_.format, buffer_.itemsize);
+  if (!dtype) {
+    raise(invalid_argument_error(fmt::format(
+        "operand {}: element type '{}' is not supported (float32, float16, bfloat16, int32)", index,
+        buffer_.format == nullptr ? "B" : buffer_.format)));
+  }
+  std::vector<std::int64_t> dims, strides;
+  for (int d = 0; d < buffer_.ndim; ++d) {
+    dims.push_back(buffer_.shape[d]);
+    if (buffer_.strides[d] % buffer_.itemsize != 0) {
+      raise(
+          invalid_argument_error(fmt::format("operand {}: strides are not whole elements", index)));
+    }
+    strides.push_back(buffer_.strides[d] / buffer_.itemsize);
+  }
+  finish(index, *dtype, buffer_.buf, std::move(dims), strides);
+}
+
+void HostOperand::read_dlpack(nb::handle item, std::size_t index) {
+  if (!nb::try_cast(item, array_)) {
+    raise(invalid_argument_error(
+        fmt::format("operand {}: not an array on the CPU (NumPy, or any DLPack producer)", index)));
+  }
+  const std::optional<DType> dtype = dtype_of(array_.dtype());
+  if (!dtype) {
+    raise(invalid_argument_error(fmt::format(
+        "operand {}: element type not supported (float32, float16, bfloat16, int32)", index)));
+  }
+  std::vector<std::int64_t> dims, strides;
+  for (std::size_t d = 0; d < array_.ndim(); ++d) {
+    dims.push_back(static_cast<std::int64_t>(array_.shape(d)));
+    strides.push_back(array_.stride(d));
+  }
+  finish(index, *dtype, array_.data(), std::move(dims), strides);
+}
+
+void HostOperand::read_quantized(const nb::tuple& triple, std::size_t index) {
+  if (triple.size() != 3) {
+    raise(invalid_argument_error(
+        fmt::format("operand {}: a quantized operand is (data, type, shape)", index)));
+  }
+  const DType dtype = value(parse_dtype(nb::cast<std::string>(triple[1])));
+  std::vector<std::int64_t> dims = nb::cast<std::vector<std::int64_t>>(triple[2]);
+  if (!is_quantized(dtype)) {
+    raise(invalid_argument_error(
+        fmt::format("operand {}: a (data, type, shape) triple is for block types, not {}", index,
+                    name(dtype))));
+  }
+  if (dims.empty()) raise(invalid_argument_error(fmt::format("operand {}: no shape", index)));
+  const Shape shape = value(make_shape(dims));
+  const std::int64_t row = value(row_bytes(dtype, dims.back()));
+  const std::int64_t rows = dims.back() == 0 ? 0 : shape.numel() / dims.back();
+  if (PyObject_GetBuffer(triple[0].ptr(), &buffer_, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    buffer_ = {};
+    raise(invalid_argument_error(fmt::format(
+        "operand {}: the bytes of a quantized tensor must be a contiguous uint8 array", index)));
+  }
+  if (buffer_.itemsize != 1 || buffer_.len != rows * row) {
+    raise(invalid_argument_error(fmt::format("operand {}: {} [{}] takes {} bytes, got {}", index,
+                                             name(dtype), fmt::join(dims, ", "), rows * row,
+                                             buffer_.len)));
+  }
+  view_ = TensorView::contiguous(buffer_.buf, dtype, shape);
+}
+
+void HostOperand::finish(std::size_t index, DType dtype, const void* data,
+                         std::vector<std::int64_t> dims, const std::vector<std::int64_t>& strides) {
+  if (dims.size() > static_cast<std::size_t>(kMaxRank)) {
+    raise(invalid_argument_error(
+        fmt::format("operand {}: rank {} is above {}", index, dims.size(), kMaxRank)));
+  }
+  const Shape shape = value(make_shape(dims));
+  bool row_major = true;
+  std::int64_t expected = 1;
+  for (std::size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] != 1 && strides[d] != expected) row_major = false;
+    expected *= dims[d];
+  }
+  if (!row_major) {
+    // Element by element, row-major: the index as a mixed-radix counter.
+    const auto elem = static_cast<std::size_t>(dense_bytes(dtype));
+    gathered_.resize(static_cast<std::size_t>(shape.numel()) * elem);
+    std::vector<std::int64_t> at(dims.size(), 0);
+    const auto* base = static_cast<const std::byte*>(data);
+    for (std::int64_t i = 0; i < shape.numel(); ++i) {
+      std::int64_t offset = 0;
+      for (std::size_t d = 0; d < dims.size(); ++d) offset += at[d] * strides[d];
+      std::memcpy(gathered_.data() + static_cast<std::size_t>(i) * elem,
+                  base + offset * static_cast<std::int64_t>(elem), elem);
+      for (std::size_t d = dims.size(); d-- > 0;) {
+        if (++at[d] < dims[d]) break;
+        at[d] = 0;
+      }
+    }
+    data = gathered_.data();
+  }
+  view_ = TensorView::contiguous(const_cast<void*>(data), dtype, shape);
+}
+
+void read_params(const nb::dict& params, OpParams& p) {
+  for (auto [key, item] : params) {
+    const std::string k = nb::cast<std::string>(key);
+    if (k == "scale") {
+      p.scale = nb::cast<float>(item);
+    } else if (k == "eps") {
+      p.eps = nb::cast<float>(item);
+    } else if (k == "axis") {
+      p.axis = nb::cast<int>(item);
+    } else if (k == "causal") {
+      p.causal = nb::cast<bool>(item);
+    } else if (k == "rope_mode") {
+      const std::string mode = nb::cast<std::string>(item);
+      if (mode == "normal") {
+        p.rope_mode = RopeMode::kNormal;
+      } else if (mode == "neox") {
+        p.rope_mode = RopeMode::kNeox;
+      } else {
+        raise(
+            invalid_argument_error(fmt::format("rope_mode is 'normal' or 'neox', not '{}'", mode)));
+      }
+    } else if (k == "rope_base") {
+      p.rope_base = nb::cast<float>(item);
+    } else if (k == "rope_dims") {
+      p.rope_dims = nb::cast<int>(item);
+    } else if (k == "query_offset") {
+      p.query_offset = nb::cast<std::int64_t>(item);
+    } else {
+      raise(invalid_argument_error(fmt::format(
+          "unknown parameter '{}' (scale, eps, axis, causal, rope_mode, rope_base, rope_dims, "
+          "query_offset)",
+          k)));
+    }
+  }
+}
+
+// The sibling a call runs: the one named `kernel` (its full name, or the part
+// after "__" with or without the backend: "cpu_avx2", "avx2"), or the first that
+// takes dense operands of these shapes, as dispatch picks.
+const BindingEntry& pick_entry(const KernelBindingTable& t, OpKind op, const DTypeList& dtypes,
+                               BackendId backend, std::span<const Shape> shapes,
+                               const std::optional<std::string>& kernel) {
+  const std::span<const BindingEntry> siblings = t.lookup_alternatives(op, dtypes, backend);
+  if (siblings.empty()) raise(t.lookup(op, dtypes, backend).status());
+  for (const BindingEntry& e : siblings) {
+    if (kernel) {
+      // "matmul_f32__cpu_avx512": the full name, "cpu_avx512" or "avx512".
+      const std::string_view n = e.name;
+      const std::size_t cut = n.rfind("__");
+      const std::string_view tail = cut == std::string_view::npos ? n : n.substr(cut + 2);
+      const std::string prefix = fmt::format("{}_", name(backend));
+      const std::string_view variant = tail.starts_with(prefix) ? tail.substr(prefix.size()) : tail;
+      if (n == *kernel || tail == *kernel || variant == *kernel) return e;
+      continue;
+    }
+    if (e.caps.requires_broadcast) continue;
+    if (e.admits != nullptr && !e.admits(shapes)) continue;
+    return e;
+  }
+  std::vector<std::string> names;
+  for (const BindingEntry& e : siblings) names.push_back(e.name);
+  raise(not_found_error(kernel ? fmt::format("no sibling named '{}' at {}; the siblings: {}",
+                                             *kernel, fmt::join(dtype_names(dtypes), ","),
+                                             fmt::join(names, ", "))
+                               : fmt::format("no sibling takes these shapes; the siblings: {}",
+                                             fmt::join(names, ", "))));
+}
+
+// Device buffers of one call, freed together.
+class DeviceBuffers {
+ public:
+  explicit DeviceBuffers(BackendMemory& memory) : memory_(memory) {}
+  ~DeviceBuffers() {
+    for (void* p : owned_) memory_.deallocate(p);
+  }
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  TensorView like(const TensorView& host, BackendId backend) {
+    const std::int64_t bytes =
+        value(row_bytes(host.dtype(), host.rank() == 0 ? 1 : host.dim(host.rank() - 1))) *
+        (host.rank() <= 1 ? 1 : host.numel() / host.dim(host.rank() - 1));
+    void* p = value(memory_.allocate(bytes < 1 ? 1 : bytes));
+    owned_.push_back(p);
+    return TensorView::contiguous(p, host.dtype(), host.shape(), backend);
+  }
+
+ private:
+  BackendMemory& memory_;
+  std::vector<void*> owned_;
+};
+
+// Runs `entry` on host operands: in place on the CPU, through device copies on
+// a backend whose memory the host cannot address.
+void run_entry(const KernelBindingTable& t, const BindingEntry& entry, BackendId backend,
+               std::span<const TensorView> inputs, const TensorView& out, const OpParams& params) {
+  BackendMemory* memory = t.backend_memory(backend);
+  if (memory == nullptr || memory->host_addressable()) {
+    ExecContext ctx{.runner = &default_thread_pool()};
+    check(entry.fn({.inputs = inputs,
+                    .outputs = std::span<const TensorView>(&out, 1),
+                    .params = params,
+                    .ctx = ctx,
+                    .name = entry.name}));
+    return;
+  }
+  check(memory->ready());
+  void* stream = value(memory->create_stream());
+  struct StreamGuard {
+    BackendMemory* memory;
+    void* stream;
+    ~StreamGuard() { memory->destroy_stream(stream); }
+  } guard{memory, stream};
+  DeviceBuffers buffers(*memory);
+  std::vector<TensorView> device_inputs;
+  for (const TensorView& in : inputs) {
+    device_inputs.push_back(buffers.like(in, backend));
+    check(memory->copy(in, device_inputs.back(), stream));
+  }
+  const TensorView device_out = buffers.like(out, backend);
+  ExecContext ctx{.stream = stream};
+  check(entry.fn({.inputs = device_inputs,
+                  .outputs = std::span<const TensorView>(&device_out, 1),
+                  .params = params,
+                  .ctx = ctx,
+                  .name = entry.name}));
+  check(memory->copy(device_out, out, stream));
+  check(memory->synchronize(stream));
+}
+
+// op(inputs) through the table on one backend; the result as a new NumPy
+// array (bf16 results widened to float32, exactly).
+nb::object call(std::string_view op_name, const nb::list& operands, std::string_view backend_name,
+                const std::optional<std::string>& kernel,
+                const std::optional<std::string>& out_name, const nb::dict& param_dict) {
+  const OpKind op = value(parse_op(op_name));
+  const BackendId backend = value(parse_compiled_backend(backend_name));
+  OpParams params;
+  read_params(param_dict, params);
+  // Fixed arrays (a key holds at most kMaxOperands dtypes): a call is a couple
+  // of microseconds, and heap traffic was a fifth of it.
+  const std::size_t n = operands.size();
+  if (n + 1 > kMaxOperands) raise(invalid_argument_error("ops: too many operands"));
+  std::array<HostOperand, kMaxOperands> host;
+  std::array<OperandInfo, kMaxOperands> infos;
+  for (std::size_t i = 0; i < n; ++i) {
+    host[i].read(operands[i], i);
+    infos[i] = {host[i].view().dtype(), host[i].view().shape()};
+  }
+  std::optional<DType> out_dtype;
+  if (out_name) out_dtype = value(parse_dtype(*out_name));
+  const OperandInfo result =
+      value(infer_output(op, std::span<const OperandInfo>(infos.data(), n), params, out_dtype));
+  std::array<DType, kMaxOperands> key_dtypes;
+  std::array<Shape, kMaxOperands> shapes;
+  std::array<TensorView, kMaxOperands> inputs;
+  for (std::size_t i = 0; i < n; ++i) {
+    key_dtypes[i] = host[i].view().dtype();
+    shapes[i] = host[i].view().shape();
+    inputs[i] = host[i].view();
+  }
+  key_dtypes[n] = result.dtype;
+  shapes[n] = result.shape;
+  const DTypeList dtypes(std::span<const DType>(key_dtypes.data(), n + 1));
+  if (is_quantized(result.dtype)) {
+    raise(unimplemented_error("ops: a quantized result is quantize()'s job, not a kernel call's"));
+  }
+  const TableSnapshot t = table();
+  const BindingEntry& entry =
+      pick_entry(*t, op, dtypes, backend, std::span<const Shape>(shapes.data(), n + 1), kernel);
+
+  // The result is NumPy's own array (bf16: float32, widened after the call),
+  // written in place through the buffer protocol.
+  struct Numpy {
+    nb::object empty, f32, f16, i32;
+  };
+  static const Numpy* const numpy = [] {
+    nb::module_ np = nb::module_::import_("numpy");
+    // Kept for the life of the process (never destroyed after the interpreter).
+    return new Numpy{np.attr("empty"), np.attr("dtype")("float32"), np.attr("dtype")("float16"),
+                     np.attr("dtype")("int32")};
+  }();
+  nb::object dims = nb::steal(PyTuple_New(result.shape.rank()));
+  for (int d = 0; d < result.shape.rank(); ++d) {
+    PyTuple_SET_ITEM(dims.ptr(), d, PyLong_FromLongLong(result.shape[d]));
+  }
+  const nb::object& numpy_type = result.dtype == DType::kF16   ? numpy->f16
+                                 : result.dtype == DType::kI32 ? numpy->i32
+                                                               : numpy->f32;
+  nb::object array = numpy->empty(dims, numpy_type);
+  Py_buffer buffer;
+  if (PyObject_GetBuffer(array.ptr(), &buffer, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+    throw nb::python_error();
+  }
+  struct Release {
+    Py_buffer* b;
+    ~Release() { PyBuffer_Release(b); }
+  } release{&buffer};
+  const auto count = static_cast<std::size_t>(result.shape.numel());
+  std::vector<std::uint16_t> bf16;
+  if (result.dtype == DType::kBF16) bf16.resize(count);
+  const TensorView out = TensorView::contiguous(
+      result.dtype == DType::kBF16 ? static_cast<void*>(bf16.data()) : buffer.buf, result.dtype,
+      result.shape);
+  // Small calls keep the GIL: handing it over costs more than they take.
+  constexpr std::int64_t kReleaseAbove = 1 << 14;
+  if (result.shape.numel() >= kReleaseAbove || backend != BackendId::kCpu) {
+    nb::gil_scoped_release released;
+    run_entry(*t, entry, backend, std::span<const TensorView>(inputs.data(), n), out, params);
+  } else {
+    run_entry(*t, entry, backend, std::span<const TensorView>(inputs.data(), n), out, params);
+  }
+  auto* widened = static_cast<float*>(buffer.buf);
+  for (std::size_t i = 0; i < bf16.size(); ++i) widened[i] = bf16_to_f32(bf16[i]);
+  return array;
+}
+
+// --- the registry -------------------------------------------------------------------
+
+std::optional<nb::dict> registry_probe(std::string_view op, const std::vector<std::string>& dtypes,
+                                       std::string_view backend, const std::string& role,
+                                       const std::string& fallback) {
+  const TableSnapshot t = table();
+  const DTypeList list = dtype_list(dtypes);
+  Result<const BindingEntry*> found =
+      probe_kernel(*t, {.key = value(parse_op(op)),
+                        .dtypes = list,
+                        .backend = value(parse_backend(backend)),
+                        .role = role.empty() ? kDispatchRole : std::string_view(role),
+                        .fallback = fallback.empty() ? std::string_view("no kernel") : fallback});
+  if (!found.is_ok()) {
+    if (found.status().code() == StatusCode::kNotFound) return std::nullopt;
+    raise(found.status());
+  }
+  return entry_dict(**found);
+}
+
+// The report as JSON (the package parses it); with `check`, a strict violation
+// raises instead, carrying the rendered report.
+std::string registry_seal(bool check) {
+  (void)table();
+  if (!check) return switchyard::seal().to_json();
+  return value(seal_or_error()).to_json();
+}
+
+void registry_reset() { global_registry().reset(); }
+
+std::string set_mask(std::string_view spec) {
+  (void)table();
+  const std::string before = current_kernel_mask().to_string();
+  value(set_kernel_mask(value(KernelMask::parse(spec))));
+  return before;
+}
+
+std::string kernel_mask() {
+  (void)table();
+  return current_kernel_mask().to_string();
+}
+
+// --- planning ---------------------------------------------------------------------
+
+// A graph under construction; values are integer ids.
+class PyGraph {
+ public:
+  std::int32_t input(std::string name, std::string_view dtype,
+                     const std::vector<std::int64_t>& shape) {
+    return checked(
+        builder_.input(std::move(name), value(parse_dtype(dtype)), value(make_shape(shape))));
+  }
+  std::int32_t constant(std::string name,
+                        nb::ndarray<const float, nb::c_contig, nb::device::cpu> data) {
+    std::vector<std::int64_t> dims;
+    for (std::size_t d = 0; d < data.ndim(); ++d)
+      dims.push_back(static_cast<std::int64_t>(data.shape(d)));
+    return checked(builder_.constant_f32(std::move(name), value(make_shape(dims)),
+                                         std::span<const float>(data.data(), data.size())));
+  }
+  std::int32_t op(std::string_view op, const std::vector<std::int32_t>& inputs, std::string name,
+                  const nb::dict& param_dict, std::string role,
+                  const std::optional<std::string>& out_dtype) {
+    OpParams params;
+    read_params(param_dict, params);
+    std::vector<ValueId> ids;
+    for (std::int32_t i : inputs) ids.push_back(ValueId{i});
+    std::optional<DType> out;
+    if (out_dtype) out = value(parse_dtype(*out_dtype));
+    return checked(
+        builder_.op(value(parse_op(op)), ids, std::move(name), params, std::move(role), out));
+  }
+  std::int32_t reshape(std::int32_t x, const std::vector<std::int64_t>& shape, std::string name) {
+    return checked(builder_.reshape(ValueId{x}, value(make_shape(shape)), std::move(name)));
+  }
+  void output(std::int32_t v) {
+    builder_.output(ValueId{v});
+    check(builder_.status());
+  }
+  const Graph& graph() {
+    check(builder_.status());
+    return builder_.graph();
+  }
+
+ private:
+  std::int32_t checked(ValueId v) {
+    check(builder_.status());
+    return v.index;
+  }
+  GraphBuilder builder_;
+};
+
+// Plans the graph; (whether it planned, the report as JSON, the explanation,
+// the error when it did not). A graph that cannot be planned still has a report.
+std::tuple<bool, std::string, std::string, std::string> plan(
+    PyGraph& graph, const std::vector<std::string>& prefer,
+    const std::vector<std::string>& fallback, bool fusion, bool casts, bool record) {
+  const Graph& g = graph.graph();
+  PlanOptions options;
+  if (!prefer.empty()) {
+    options.policy.preferred.clear();
+    for (const std::string& b : prefer) options.policy.preferred.push_back(value(parse_backend(b)));
+  }
+  for (const std::string& b : fallback) options.policy.fallbacks.push_back(value(parse_backend(b)));
+  options.enable_fusion = fusion;
+  options.enable_casts = casts;
+  options.record_in_registry = record;
+  const TableSnapshot t = table();
+  Result<ExecutionPlan> planned = [&] {
+    nb::gil_scoped_release released;
+    return plan_graph(g, t, options);
+  }();
+  if (planned.is_ok()) {
+    return {true, explain_json(planned->report()), explain_text(planned->report()), ""};
+  }
+  const PlanFailure* failure = planned.status().payload<PlanFailure>();
+  if (failure == nullptr) raise(planned.status());
+  return {false, explain_json(failure->report), explain_text(failure->report),
+          planned.status().to_string()};
 }
 
 // A loaded model with its tokenizer (when the file has one) and its own pool.
@@ -423,6 +937,45 @@ NB_MODULE(_switchyard, m) {
         "float32 values (a whole number of blocks) as the bytes of a GGUF block type.");
   m.def("dequantize", &dequantize, nb::arg("data"), nb::arg("type"), nb::arg("count"),
         "The float32 values of `count` elements stored as the block type in `data`.");
+
+  m.def("call", &call, nb::arg("op"), nb::arg("operands"), nb::arg("backend") = "cpu",
+        nb::arg("kernel") = nb::none(), nb::arg("out_dtype") = nb::none(),
+        nb::arg("params") = nb::dict(),
+        "Runs op on the operands through the table (switchyard.ops wraps it).");
+  m.def("registry_probe", &registry_probe, nb::arg("op"), nb::arg("dtypes"), nb::arg("backend"),
+        nb::arg("role") = "", nb::arg("fallback") = "",
+        "Asks the table what dispatch asks and records the answer in the process-wide registry; "
+        "the entry, or None on a miss.");
+  m.def("registry_seal", &registry_seal, nb::arg("check") = false,
+        "Seals the process-wide registry; its report as JSON.");
+  m.def("registry_reset", &registry_reset, "Forgets every record and unseals.");
+  m.def("set_kernel_mask", &set_mask, nb::arg("spec"),
+        "Replaces the kernel mask (backend:op:dtype patterns); returns the previous one.");
+  m.def("kernel_mask", &kernel_mask, "The kernel mask in force, as patterns.");
+  nb::class_<sy::StrictPolicy>(m, "StrictPolicy")
+      .def("__str__", &sy::StrictPolicy::to_string)
+      .def_prop_ro("enabled", &sy::StrictPolicy::enabled);
+  m.def(
+      "parse_strict_policy",
+      [](std::string_view text) { return value(sy::parse_strict_policy(text)); }, nb::arg("text"));
+  m.def(
+      "strict_policy", [] { return sy::global_registry().strict_policy(); },
+      "The process-wide registry's strict policy.");
+  m.def(
+      "set_strict_policy",
+      [](const sy::StrictPolicy& policy) { sy::global_registry().set_strict_policy(policy); },
+      nb::arg("policy"));
+  nb::class_<PyGraph>(m, "Graph")
+      .def(nb::init<>())
+      .def("input", &PyGraph::input, nb::arg("name"), nb::arg("dtype"), nb::arg("shape"))
+      .def("constant", &PyGraph::constant, nb::arg("name"), nb::arg("data"))
+      .def("op", &PyGraph::op, nb::arg("op"), nb::arg("inputs"), nb::arg("name"),
+           nb::arg("params") = nb::dict(), nb::arg("role") = "", nb::arg("out_dtype") = nb::none())
+      .def("reshape", &PyGraph::reshape, nb::arg("x"), nb::arg("shape"), nb::arg("name") = "")
+      .def("output", &PyGraph::output, nb::arg("value"));
+  m.def("plan", &plan, nb::arg("graph"), nb::arg("prefer"), nb::arg("fallback"),
+        nb::arg("fusion") = true, nb::arg("casts") = true, nb::arg("record") = true,
+        "Plans the graph: (planned, report JSON, explanation, error).");
 
   nb::class_<Model>(m, "Model")
       .def_static("load", &Model::load, nb::arg("path"), nb::arg("backend") = "cpu",

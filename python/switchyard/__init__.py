@@ -1,8 +1,12 @@
-"""Switchyard from Python: the kernel binding table, GGUF block quantization and
-the llama-family model runner.
+"""Switchyard from Python: the kernel binding table, the sealed lookup registry,
+every kernel on arrays, planning, GGUF block quantization and the llama-family
+model runner.
 
     import switchyard
     print(switchyard.lookup("matmul", ["f32", "q4_k", "f32"], "cpu")["name"])
+    y = switchyard.ops.matmul(a, switchyard.quant.quantize(w, "q4_k"))
+    with switchyard.mask("cpu:matmul:q4_k"):
+        ...                                   # the table as a build without that kernel
     model = switchyard.Model.load("model.gguf")
     for piece in model.generate("The kernel binding table", max_tokens=16):
         print(piece, end="", flush=True)
@@ -14,31 +18,169 @@ code's name ("not_found", "invalid_argument", ...).
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import contextlib
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
 from . import _switchyard
 from ._switchyard import (
     Error,
+    StrictPolicy,
     alternatives,
     backend_supports,
     compiled_backends,
     coverage,
     lookup,
+    strict_policy,
 )
+from . import ops, quant
 
 __all__ = [
     "Error",
+    "Graph",
     "Model",
+    "Plan",
+    "StrictPolicy",
     "alternatives",
     "backend_supports",
     "compiled_backends",
     "coverage",
     "dequantize",
     "lookup",
+    "mask",
+    "ops",
+    "plan",
+    "probe",
+    "quant",
     "quantize",
+    "reset_registry",
+    "seal",
+    "strict",
+    "strict_policy",
 ]
+
+
+# --- the registry ------------------------------------------------------------
+# The process-wide registry and kernel mask: what `Model.load` and `plan` record
+# into and read. They are process state, so the context managers below change
+# them for every thread until they exit.
+
+def probe(op: str, dtypes: Sequence[str], backend: str, role: str = "",
+          fallback: str = "") -> Optional[dict]:
+    """Asks the table what dispatch would ask for (op, dtypes, backend) and records
+    the answer, with `role`, as a build-phase hit or miss. The entry dispatch would
+    run, or None on a miss (the seal report then lists it, naming `fallback`)."""
+    return _switchyard.registry_probe(op, list(dtypes), backend, role, fallback)
+
+
+def seal(check: bool = False) -> dict:
+    """Seals the registry and returns its report: entries, misses, violations,
+    surprises, masked bindings and the strict policy. With `check`, a violation
+    the strict policy covers raises Error (code "failed_precondition") instead."""
+    return json.loads(_switchyard.registry_seal(check))
+
+
+def reset_registry() -> None:
+    """Forgets every record and unseals the registry."""
+    _switchyard.registry_reset()
+
+
+@contextlib.contextmanager
+def mask(*patterns: str) -> Iterator[None]:
+    """Hides the bindings that `backend:op:dtype` patterns match (with `*`
+    wildcards; several patterns or one comma-separated string), on top of the
+    mask already in force, so lookups, probes, plans and model loads see a build
+    without those kernels. The previous mask comes back on exit, also on an
+    exception."""
+    before = _switchyard.kernel_mask()
+    spec = ",".join(p for p in (before, *patterns) if p)
+    _switchyard.set_kernel_mask(spec)
+    try:
+        yield
+    finally:
+        _switchyard.set_kernel_mask(before)
+
+
+@contextlib.contextmanager
+def strict(policy: str = "all") -> Iterator[StrictPolicy]:
+    """Makes slow-path misses fatal at seal: "all", or op families, ops and
+    `role:<role>` items ("matmul,role:attn_v"), as SWITCHYARD_STRICT_KERNELS
+    reads them. The previous policy comes back on exit, also on an exception."""
+    parsed = _switchyard.parse_strict_policy(policy)
+    before = _switchyard.strict_policy()
+    _switchyard.set_strict_policy(parsed)
+    try:
+        yield parsed
+    finally:
+        _switchyard.set_strict_policy(before)
+
+
+# --- planning ----------------------------------------------------------------
+
+class Graph:
+    """A graph to plan, built value by value; each method returns the new value's
+    id. Shapes and dtypes are inferred as docs/ops.md says, and a mistake raises
+    Error at the call that makes it.
+
+        g = switchyard.Graph()
+        x = g.input("x", "f32", [4, 64])
+        w = g.input("w", "q4_k", [128, 64])
+        g.output(g.op("matmul", [x, w], "proj", role="attn_q"))
+        print(switchyard.plan(g).explain)
+    """
+
+    def __init__(self) -> None:
+        self._native = _switchyard.Graph()
+
+    def input(self, name: str, dtype: str, shape: Sequence[int]) -> int:
+        return self._native.input(name, dtype, list(shape))
+
+    def constant(self, name: str, values: Any) -> int:
+        """A float32 constant, copied."""
+        return self._native.constant(name, np.ascontiguousarray(values, dtype=np.float32))
+
+    def op(self, op: str, inputs: Sequence[int], name: str, role: str = "",
+           out_dtype: Optional[str] = None, **params: Any) -> int:
+        return self._native.op(op, list(inputs), name, params, role, out_dtype)
+
+    def reshape(self, value: int, shape: Sequence[int], name: str = "") -> int:
+        return self._native.reshape(value, list(shape), name)
+
+    def output(self, value: int) -> None:
+        self._native.output(value)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the planner decided. `report` is `switchyard explain --json`'s object
+    (buckets of nodes with the chosen kernel, its cost and precision, runners-up,
+    rejections; casts, fusions, violations); `explain` its text. `planned` is
+    False when some node has no route (`error` says which), with the report as
+    far as planning got."""
+
+    planned: bool
+    report: dict
+    explain: str
+    error: str
+
+    @property
+    def nodes(self) -> list:
+        """The first bucket's nodes."""
+        return self.report["buckets"][0]["nodes"] if self.report["buckets"] else []
+
+
+def plan(graph: Graph, prefer: Sequence[str] = ("cpu",), fallback: Sequence[str] = (),
+         fusion: bool = True, casts: bool = True, record: bool = True) -> Plan:
+    """Plans `graph` against the table: each node to a backend in `prefer` order
+    (then `fallback`), siblings ranked by cost. With `record`, planning is the
+    registry's build phase and seals it (a strict policy covering a violation
+    raises Error)."""
+    planned, report, text, error = _switchyard.plan(graph._native, list(prefer), list(fallback),
+                                                    fusion, casts, record)
+    return Plan(planned, json.loads(report), text, error)
 
 
 def quantize(values, type: str) -> np.ndarray:

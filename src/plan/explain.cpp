@@ -1,11 +1,104 @@
-// Text renderings of a PlanReport: the full per-node explanation and the
-// one-screen summary. The JSON form lives with the command-line tool.
+// Renderings of a PlanReport: the full per-node explanation, the one-screen
+// summary, and the JSON that `switchyard explain --json` and the Python package
+// hand to programs.
 #include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include "switchyard/plan.h"
 
 namespace switchyard {
 namespace {
+
+nlohmann::json precision_json(const PrecisionGuarantee& p) {
+  nlohmann::json j = {{"audit", name(p.audit)},
+                      {"bit_stable", p.bit_stable},
+                      {"deterministic_across_threads", p.deterministic_across_threads}};
+  if (p.max_ulp) j["max_ulp"] = *p.max_ulp;
+  if (p.max_rel) j["max_rel"] = *p.max_rel;
+  if (p.max_abs) j["max_abs"] = *p.max_abs;
+  return j;
+}
+
+nlohmann::json candidate_json(const RouteCandidate& c) {
+  nlohmann::json j = {{"kernel", c.kernel},         {"source", c.source},
+                      {"backend", name(c.backend)}, {"sibling", c.sibling},
+                      {"cost_known", c.cost_known}, {"precision", precision_json(c.precision)}};
+  if (c.cost_known) {
+    j["estimated_ns"] = {{"total", c.total_ns},
+                         {"kernel", c.kernel_ns},
+                         {"transfer", c.transfer_ns},
+                         {"casts", c.cast_ns}};
+  }
+  return j;
+}
+
+nlohmann::json report_json(const PlanReport& r) {
+  nlohmann::json out;
+  out["table_generation"] = r.table_generation;
+  out["fusions"] = nlohmann::json::array();
+  for (const AppliedFusion& f : r.fusions) {
+    out["fusions"].push_back({{"rule", f.rule}, {"node", f.fused_node}, {"replaced", f.replaced}});
+  }
+  out["skipped_fusions"] = nlohmann::json::array();
+  for (const SkippedFusion& f : r.skipped_fusions) {
+    out["skipped_fusions"].push_back(
+        {{"rule", f.rule}, {"anchor", f.anchor_node}, {"reason", f.reason}});
+  }
+  out["casts"] = nlohmann::json::array();
+  for (const InsertedCast& c : r.casts) {
+    out["casts"].push_back(
+        {{"node", c.cast_node},
+         {"for_node", c.for_node},
+         {"operand", c.operand < 0 ? nlohmann::json("output") : nlohmann::json(c.operand)},
+         {"from", name(c.from)},
+         {"to", name(c.to)}});
+  }
+  out["buckets"] = nlohmann::json::array();
+  for (const BucketReport& b : r.buckets) {
+    nlohmann::json bj = {{"name", b.name},
+                         {"sizes", nlohmann::json::object()},
+                         {"estimated_ns", b.estimated_ns},
+                         {"copies", b.copies},
+                         {"per_backend", nlohmann::json::array()},
+                         {"nodes", nlohmann::json::array()}};
+    for (const auto& [symbol, size] : b.sizes) bj["sizes"][symbol] = size;
+    for (const BackendTotal& t : b.per_backend) {
+      bj["per_backend"].push_back({{"backend", name(t.backend)},
+                                   {"nodes", t.nodes},
+                                   {"estimated_ns", t.estimated_ns},
+                                   {"peak_bytes", t.peak_bytes}});
+    }
+    for (const NodeReport& n : b.nodes) {
+      nlohmann::json nj = {{"name", n.name},
+                           {"role", n.role},
+                           {"op", n.op},
+                           {"dtypes", n.signature},
+                           {"shapes", n.shapes},
+                           {"precision_floor", describe(n.floor)},
+                           {"resolved", n.resolved},
+                           {"runners_up", nlohmann::json::array()},
+                           {"rejected", nlohmann::json::array()}};
+      if (n.resolved) {
+        nj["chosen"] = candidate_json(n.chosen);
+        nj["fallback"] = n.fallback;
+      } else {
+        nj["failure"] = n.failure;
+      }
+      for (const RouteCandidate& c : n.runners_up) nj["runners_up"].push_back(candidate_json(c));
+      for (const RejectedCandidate& c : n.rejected) {
+        nj["rejected"].push_back({{"backend", name(c.backend)},
+                                  {"kernel", c.kernel},
+                                  {"reason", name(c.reason)},
+                                  {"detail", c.detail}});
+      }
+      bj["nodes"].push_back(std::move(nj));
+    }
+    out["buckets"].push_back(std::move(bj));
+  }
+  out["violations"] = r.violations;
+  return out;
+}
 
 std::string time_text(double ns) {
   if (ns >= 1e6) return fmt::format("{:.2f} ms", ns / 1e6);
@@ -126,5 +219,7 @@ std::string explain_summary(const PlanReport& report) {
   }
   return out;
 }
+
+std::string explain_json(const PlanReport& report) { return report_json(report).dump(); }
 
 }  // namespace switchyard
