@@ -52,8 +52,10 @@ def test_quantize_round_trips_within_the_format(kind, bound):
     assert np.max(np.abs(back - x)) <= bound * np.max(np.abs(x))
 
 
-@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "mxfp4"])
 def test_quantize_gives_the_gguf_packages_bytes(kind):
+    # Every format the `gguf` package has a reference quantizer for (none for the
+    # k-quants and the iq4 types).
     gguf = pytest.importorskip("gguf")
     x = np.random.default_rng(2).standard_normal((4, 256)).astype(np.float32)
     ours = switchyard.quantize(x, kind)
