@@ -48,5 +48,9 @@ struct PrecisionGuarantee {
 [[nodiscard]] std::string_view name(AuditState state);
 // "bounded bit-stable thread-deterministic rel<=1e-06".
 [[nodiscard]] std::string describe(const PrecisionGuarantee& precision);
+// The claim as a JSON object: audit, bit_stable, deterministic_across_threads,
+// and max_ulp / max_rel / max_abs where set (what `coverage --json` and
+// `explain --json` print).
+[[nodiscard]] std::string to_json(const PrecisionGuarantee& precision);
 
 }  // namespace switchyard

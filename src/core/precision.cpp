@@ -46,4 +46,15 @@ std::string describe(const PrecisionGuarantee& p) {
   return text;
 }
 
+std::string to_json(const PrecisionGuarantee& p) {
+  std::string out =
+      fmt::format(R"({{"audit":"{}","bit_stable":{},"deterministic_across_threads":{})",
+                  name(p.audit), p.bit_stable, p.deterministic_across_threads);
+  // Shortest round-trip decimals: valid JSON for every finite bound.
+  if (p.max_ulp) out += fmt::format(R"(,"max_ulp":{})", *p.max_ulp);
+  if (p.max_rel) out += fmt::format(R"(,"max_rel":{})", *p.max_rel);
+  if (p.max_abs) out += fmt::format(R"(,"max_abs":{})", *p.max_abs);
+  return out + "}";
+}
+
 }  // namespace switchyard

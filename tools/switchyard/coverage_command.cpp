@@ -23,13 +23,7 @@ struct CoverageOptions {
 };
 
 nlohmann::json precision_json(const PrecisionGuarantee& p) {
-  nlohmann::json j = {{"audit", name(p.audit)},
-                      {"bit_stable", p.bit_stable},
-                      {"deterministic_across_threads", p.deterministic_across_threads}};
-  if (p.max_ulp) j["max_ulp"] = *p.max_ulp;
-  if (p.max_rel) j["max_rel"] = *p.max_rel;
-  if (p.max_abs) j["max_abs"] = *p.max_abs;
-  return j;
+  return nlohmann::json::parse(to_json(p));
 }
 
 int run_coverage(const CoverageOptions& options) {
