@@ -445,9 +445,12 @@ class DeviceBuffers {
   DeviceBuffers(const DeviceBuffers&) = delete;
   DeviceBuffers& operator=(const DeviceBuffers&) = delete;
   TensorView like(const TensorView& host, BackendId backend) {
+    // Rows of the last dimension (a scalar is one row of one), without dividing
+    // by a dimension that may be zero.
+    std::int64_t rows = 1;
+    for (int d = 0; d + 1 < host.rank(); ++d) rows *= host.dim(d);
     const std::int64_t bytes =
-        value(row_bytes(host.dtype(), host.rank() == 0 ? 1 : host.dim(host.rank() - 1))) *
-        (host.rank() <= 1 ? 1 : host.numel() / host.dim(host.rank() - 1));
+        rows * value(row_bytes(host.dtype(), host.rank() == 0 ? 1 : host.dim(host.rank() - 1)));
     void* p = value(memory_.allocate(bytes < 1 ? 1 : bytes));
     owned_.push_back(p);
     return TensorView::contiguous(p, host.dtype(), host.shape(), backend);
