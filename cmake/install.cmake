@@ -20,8 +20,11 @@ foreach(layer IN LISTS switchyard_layers)
 endforeach()
 
 # What the layers link beyond each other, for the combined libraries.
-set(switchyard_link_deps fmt::fmt Threads::Threads)
+set(switchyard_link_deps fmt::fmt Threads::Threads ${CMAKE_DL_LIBS})
 set(switchyard_pc_static_libs "-lfmt -pthread")
+if(CMAKE_DL_LIBS)  # the kernel-pack loader's dlopen
+  string(APPEND switchyard_pc_static_libs " -l${CMAKE_DL_LIBS}")
+endif()
 if(SWITCHYARD_OPENBLAS_LIBRARY AND SWITCHYARD_CBLAS_INCLUDE)
   list(APPEND switchyard_link_deps ${SWITCHYARD_OPENBLAS_LIBRARY})
   string(APPEND switchyard_pc_static_libs " ${SWITCHYARD_OPENBLAS_LIBRARY}")

@@ -48,7 +48,8 @@ void register_builtin_backends(KernelBindingTable& table);
 
 // Publishes the built-in table unless a table was already published
 // (publish_initial_table in dispatch.h); returns the generation now current.
-// Idempotent and thread-safe: call it at startup.
+// Then installs the kernel packs SWITCHYARD_KERNEL_PACKS names (kernel_packs.h),
+// once per process. Idempotent and thread-safe: call it at startup.
 [[nodiscard]] Result<std::uint64_t> install_builtin_table();
 
 }  // namespace switchyard

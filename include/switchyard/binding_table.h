@@ -166,6 +166,13 @@ struct KernelOptions {
   // Bump when the kernel's numerics change: the verification ledger keys audits by
   // (name, revision hash), so a new revision needs a new audit.
   std::uint32_t revision = 1;
+  // Handed to the kernel as KernelCall::data, and kept alive (with whatever it
+  // owns) as long as an entry holds it: a kernel loaded at run time shares one
+  // trampoline function and finds its own code here (kernel_packs.h).
+  std::shared_ptr<const void> data;
+  // Where a kernel loaded at run time was declared ("libfast.so, declared in
+  // fast.json kernels[0]"); empty for a compiled-in kernel, whose site says.
+  std::string declared_at;
 };
 
 // One alternative at a key.
@@ -182,6 +189,8 @@ struct BindingEntry {
   // Stable across runs and builds: a hash of name, source and revision.
   std::uint64_t revision_hash = 0;
   std::source_location site;
+  std::shared_ptr<const void> data;
+  std::string declared_at;
 
   [[nodiscard]] bool has_known_cost() const {
     return cost_expr != nullptr || cost != &unknown_cost;
@@ -202,6 +211,7 @@ struct CoverageBinding {
   DTypeList dtypes;
   std::string kernel_name;
   std::source_location site;
+  std::string declared_at;
 };
 
 // The typed payload of a lookup miss (code kNotFound).
@@ -501,5 +511,9 @@ class KernelBindingTable {
 [[nodiscard]] std::string describe_key(BindingKey key, const DTypeList& dtypes, BackendId backend);
 // "file.cpp:42".
 [[nodiscard]] std::string describe_site(const std::source_location& site);
+// Where a binding was declared: its declared_at when it has one (a kernel loaded
+// at run time), else its site.
+[[nodiscard]] std::string describe_site(const BindingEntry& entry);
+[[nodiscard]] std::string describe_site(const CoverageBinding& binding);
 
 }  // namespace switchyard

@@ -94,6 +94,9 @@ struct KernelCall {
   // BindingEntry::name, so a kernel never formats its own name. Empty when a caller
   // calls a kernel function directly without an entry.
   std::string_view name = {};
+  // What the entry was registered with (BindingEntry::data): null for a compiled-in
+  // kernel; a kernel loaded at run time finds its own code here.
+  const void* data = nullptr;
 };
 
 using KernelFn = Status (*)(const KernelCall& call);

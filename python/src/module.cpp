@@ -110,7 +110,7 @@ nb::dict entry_dict(const BindingEntry& e) {
   d["name"] = e.name;
   d["source"] = e.source;
   d["revision_hash"] = e.revision_hash;
-  d["site"] = fmt::format("{}:{}", e.site.file_name(), e.site.line());
+  d["site"] = describe_site(e);
   nb::dict caps;
   caps["strided_input"] = e.caps.strided_input;
   caps["broadcast_input"] = e.caps.broadcast_input;
@@ -472,7 +472,8 @@ void run_entry(const KernelBindingTable& t, const BindingEntry& entry, BackendId
                     .outputs = std::span<const TensorView>(&out, 1),
                     .params = params,
                     .ctx = ctx,
-                    .name = entry.name}));
+                    .name = entry.name,
+                    .data = entry.data.get()}));
     return;
   }
   check(memory->ready());
@@ -494,7 +495,8 @@ void run_entry(const KernelBindingTable& t, const BindingEntry& entry, BackendId
                   .outputs = std::span<const TensorView>(&device_out, 1),
                   .params = params,
                   .ctx = ctx,
-                  .name = entry.name}));
+                  .name = entry.name,
+                  .data = entry.data.get()}));
   check(memory->copy(device_out, out, stream));
   check(memory->synchronize(stream));
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "switchyard/dispatch.h"
+#include "switchyard/kernel_packs.h"
 
 namespace switchyard {
 
@@ -84,7 +85,9 @@ Result<KernelBindingTable> make_builtin_table() {
 }
 
 Result<std::uint64_t> install_builtin_table() {
-  return publish_initial_table([]() { return make_builtin_table(); });
+  SWITCHYARD_RETURN_IF_ERROR(publish_initial_table([]() { return make_builtin_table(); }).status());
+  SWITCHYARD_RETURN_IF_ERROR(install_environment_kernel_packs());
+  return current_generation();
 }
 
 }  // namespace switchyard

@@ -126,6 +126,14 @@ std::string describe_site(const std::source_location& site) {
   return fmt::format("{}:{}", file, site.line());
 }
 
+std::string describe_site(const BindingEntry& entry) {
+  return entry.declared_at.empty() ? describe_site(entry.site) : entry.declared_at;
+}
+
+std::string describe_site(const CoverageBinding& binding) {
+  return binding.declared_at.empty() ? describe_site(binding.site) : binding.declared_at;
+}
+
 KernelBindingTable::PackedKey KernelBindingTable::pack(BindingKey key, const DTypeList& dtypes,
                                                        BackendId backend) {
   static_assert(sizeof(DType) == 1 && kMaxOperands == 8, "dtypes must pack into one word");
@@ -175,6 +183,8 @@ void KernelBindingTable::register_kernel(BindingKey key, DTypeList dtypes, Backe
   entry.is_generic = options.is_generic;
   entry.admits = options.admits;
   entry.site = site;
+  entry.data = std::move(options.data);
+  entry.declared_at = std::move(options.declared_at);
 
   const PackedKey packed = pack(key, dtypes, backend);
   std::uint32_t slot = find_slot(packed);
@@ -197,6 +207,16 @@ void KernelBindingTable::register_rows(BackendId backend, std::span<const Row> r
     register_kernel(row.key, row.dtypes, backend, row.fn, row.options, row.site);
   }
 }
+
+namespace {
+
+// One kernel is one function with one registration datum: kernels loaded at run
+// time share a trampoline and differ only in their data.
+bool same_kernel(const BindingEntry& a, const BindingEntry& b) {
+  return a.fn == b.fn && a.data == b.data;
+}
+
+}  // namespace
 
 Status KernelBindingTable::finalize() {
   auto payload = std::make_shared<RegistrationProblems>();
@@ -221,18 +241,18 @@ Status KernelBindingTable::finalize() {
       if (e.fn == nullptr) add(fmt::format("{}: null kernel function", where), e.site);
       if (e.name.empty()) add(fmt::format("{}: kernel has no name", where), e.site);
       for (std::size_t j = 0; j < i; ++j) {
-        if (slot.alternatives[j].fn == e.fn && e.fn != nullptr) {
+        if (same_kernel(slot.alternatives[j], e) && e.fn != nullptr) {
           duplicate_fn = true;
           add(fmt::format("{}: kernel '{}' registered twice under one key (at {} and {})", where,
-                          e.name, describe_site(slot.alternatives[j].site), describe_site(e.site)),
+                          e.name, describe_site(slot.alternatives[j]), describe_site(e)),
               slot.alternatives[j].site, e.site);
         }
       }
       if (e.name.empty()) continue;
       auto [it, inserted] = by_name.try_emplace(e.name, &e);
-      if (!inserted && it->second->fn != e.fn) {
+      if (!inserted && !same_kernel(*it->second, e)) {
         add(fmt::format("kernel name '{}' names two different kernels (at {} and {})", e.name,
-                        describe_site(it->second->site), describe_site(e.site)),
+                        describe_site(*it->second), describe_site(e)),
             it->second->site, e.site);
       }
     }
@@ -340,8 +360,8 @@ std::vector<CoverageBinding> KernelBindingTable::coverage() const {
   std::vector<CoverageBinding> out;
   out.reserve(slots_.size());
   for (const Slot& s : slots_) {
-    out.push_back(
-        {s.backend, s.key, s.dtypes, s.alternatives.front().name, s.alternatives.front().site});
+    out.push_back({s.backend, s.key, s.dtypes, s.alternatives.front().name,
+                   s.alternatives.front().site, s.alternatives.front().declared_at});
   }
   return out;
 }
@@ -369,8 +389,9 @@ Status KernelBindingTable::miss_error(BindingKey key, const DTypeList& dtypes,
   payload->backend = backend;
   for (const Slot& s : slots_) {
     if (s.key == key) {
-      payload->available.push_back(
-          {s.backend, s.key, s.dtypes, s.alternatives.front().name, s.alternatives.front().site});
+      payload->available.push_back({s.backend, s.key, s.dtypes, s.alternatives.front().name,
+                                    s.alternatives.front().site,
+                                    s.alternatives.front().declared_at});
     }
   }
   for (BackendId b : kAllBackends) {
@@ -407,7 +428,7 @@ Status KernelBindingTable::miss_error(BindingKey key, const DTypeList& dtypes,
     message += "\n  registered combinations:";
     for (const CoverageBinding& c : payload->available) {
       message += fmt::format("\n    {} ({} at {})", describe_key(c.key, c.dtypes, c.backend),
-                             c.kernel_name, describe_site(c.site));
+                             c.kernel_name, describe_site(c));
     }
   } else {
     std::vector<std::string> names;
@@ -524,7 +545,7 @@ std::vector<CoverageBinding> KernelBindingTable::remove_if(
     auto kept = std::stable_partition(alts.begin(), alts.end(),
                                       [&](const BindingEntry& e) { return !hide(slot, e); });
     for (auto it = kept; it != alts.end(); ++it) {
-      removed.push_back({slot.backend, slot.key, slot.dtypes, it->name, it->site});
+      removed.push_back({slot.backend, slot.key, slot.dtypes, it->name, it->site, it->declared_at});
     }
     entry_count_ -= static_cast<std::size_t>(alts.end() - kept);
     alts.erase(kept, alts.end());

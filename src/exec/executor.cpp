@@ -326,8 +326,11 @@ struct Executor::State {
       if (step.kind == StepKind::kKernel) [[likely]] {
         ctx.stream = streams[static_cast<std::size_t>(step.backend)];
         const KernelCall call{std::span<const TensorView>(ops, step.num_inputs),
-                              std::span<const TensorView>(ops + step.num_inputs, 1), *step.params,
-                              ctx, step.entry->name};
+                              std::span<const TensorView>(ops + step.num_inputs, 1),
+                              *step.params,
+                              ctx,
+                              step.entry->name,
+                              step.entry->data.get()};
         Status st = step.fn(call);
         if (!st.is_ok()) [[unlikely]]
           return node_error(step, st);

@@ -27,9 +27,8 @@ std::string masked_lines(std::span<const CoverageBinding> masked) {
   if (masked.empty()) return {};
   std::string text = fmt::format("switchyard: kernel mask hid {} binding(s):\n", masked.size());
   for (const CoverageBinding& b : masked) {
-    text +=
-        fmt::format("switchyard:   {} {} (registered at {})\n",
-                    describe_key(b.key, b.dtypes, b.backend), b.kernel_name, describe_site(b.site));
+    text += fmt::format("switchyard:   {} {} (registered at {})\n",
+                        describe_key(b.key, b.dtypes, b.backend), b.kernel_name, describe_site(b));
   }
   return text;
 }
@@ -90,7 +89,7 @@ std::string json_masked(const std::vector<CoverageBinding>& masked) {
     out += fmt::format(R"({{"backend":{},"op":{},"dtypes":{},"kernel":{},"call_site":{}}})",
                        json_string(name(b.backend)), json_string(op),
                        json_string(b.dtypes.to_string()), json_string(b.kernel_name),
-                       json_string(describe_site(b.site)));
+                       json_string(describe_site(b)));
   }
   return out + "]";
 }

@@ -186,7 +186,8 @@ class CaseRunner {
                           .outputs = std::span<const TensorView>(&out_view, 1),
                           .params = params_,
                           .ctx = ctx,
-                          .name = entry_.name};
+                          .name = entry_.name,
+                          .data = entry_.data.get()};
     Status status = entry_.fn(call);
     // A device kernel's own errors may surface only once its stream is waited on.
     if (device_ != nullptr && status.is_ok()) status = device_->download_output(out_);

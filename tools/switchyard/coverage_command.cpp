@@ -74,7 +74,7 @@ int run_coverage(const CoverageOptions& options) {
              {"is_generic", e.is_generic},
              {"shape_restricted", e.admits != nullptr},
              {"revision_hash", fmt::format("{:016x}", e.revision_hash)},
-             {"site", describe_site(e.site)}});
+             {"site", describe_site(e)}});
       }
       out["bindings"].push_back(std::move(binding));
     }

@@ -4,12 +4,14 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "command.h"
 #include "switchyard/backends.h"
 #include "switchyard/environment.h"
+#include "switchyard/kernel_packs.h"
 #include "switchyard/registry.h"
 #include "switchyard/thread_pool.h"
 
@@ -55,6 +57,15 @@ int run_command_line(int argc, char** argv) {
   CLI::App app{"switchyard: kernel dispatch you can see"};
   app.require_subcommand(1);
   CommandMain selected;
+  // Kernel packs load before any command runs, so every command sees them; the
+  // option may stand before or after the command's name (fallthrough is set
+  // before the commands are added, so that they inherit it).
+  std::vector<std::string> kernel_packs;
+  app.add_option("--kernel-pack", kernel_packs,
+                 "Load the kernels of this kernel pack (a shared library with its manifest "
+                 "beside it; docs/kernel-packs.md); repeatable")
+      ->type_name("PATH");
+  app.fallthrough();
   add_coverage_command(app, selected);
   add_run_command(app, selected);
   add_explain_command(app, selected);
@@ -76,6 +87,15 @@ int run_command_line(int argc, char** argv) {
   // command reads.
   if (Result<std::uint64_t> table = install_builtin_table(); !table.is_ok()) {
     return report_failure(table.status());
+  }
+  if (!kernel_packs.empty()) {
+    Result<std::vector<KernelPackInfo>> packs = install_kernel_packs(kernel_packs);
+    if (!packs.is_ok()) return report_failure(packs.status());
+  }
+  // Kernels from outside the build are never silent: one line per pack on stderr.
+  for (const KernelPackInfo& pack : installed_kernel_packs()) {
+    std::fprintf(stderr, "switchyard: kernel pack %s from %s: %zu kernel(s)\n", pack.name.c_str(),
+                 one_line(pack.library_path).c_str(), pack.kernels.size());
   }
   // Every SWITCHYARD_* variable is read by now or here, and a misspelt name or an
   // unusable value is a usage error before any work starts.
