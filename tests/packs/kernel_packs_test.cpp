@@ -1,13 +1,15 @@
 // Kernel packs: the example pack enters the table as an ordinary sibling, wins the
-// route where its cost says it is cheaper and loses where it is not, runs, and
-// passes verification; every way a pack can misbehave is refused with its reason
+// route where its cost and claim let it and loses where its claim is too weak, runs,
+// and passes verification; every way a pack can misbehave is refused with its reason
 // and leaves the table as it was.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +29,7 @@ namespace {
 using ::testing::HasSubstr;
 
 const std::string kExamplePack = SWITCHYARD_EXAMPLE_PACK;
-constexpr std::string_view kExampleKernel = "add_f32__cpu_pack_small";
+constexpr std::string_view kExampleKernel = "gelu_erf_f32__cpu_pack_fast";
 
 std::string test_pack(std::string_view fault) {
   return std::string(SWITCHYARD_TEST_PACK_DIR) + "/sy_pack_" + std::string(fault) + ".so";
@@ -41,8 +43,11 @@ KernelBindingTable builtin() {
 
 const DTypeList kF32x3{DType::kF32, DType::kF32, DType::kF32};
 
+const DTypeList kF32x2{DType::kF32, DType::kF32};
+
 const BindingEntry* find_entry(const KernelBindingTable& t, OpKind op, std::string_view name) {
-  for (const BindingEntry& e : t.lookup_alternatives(op, kF32x3, BackendId::kCpu)) {
+  for (const BindingEntry& e :
+       t.lookup_alternatives(op, op == OpKind::kGeluErf ? kF32x2 : kF32x3, BackendId::kCpu)) {
     if (e.name == name) return &e;
   }
   return nullptr;
@@ -54,11 +59,13 @@ std::vector<std::string> names(const KernelBindingTable& t) {
   return out;
 }
 
-Graph add_graph(std::int64_t n) {
+// One gelu_erf node; with a floor, the node asks for that relative precision.
+Graph gelu_graph(std::int64_t n, std::optional<double> floor = std::nullopt) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::kF32, {n});
-  ValueId y = b.input("y", DType::kF32, {n});
-  b.output(b.add(x, y, "sum", "residual"));
+  ValueId y = b.op(OpKind::kGeluErf, {x}, "act", {}, "ffn_act");
+  if (floor) b.require_precision(y, PrecisionFloor::relative(*floor));
+  b.output(y);
   return std::move(b).build().value();
 }
 
@@ -69,25 +76,25 @@ TEST(KernelPacks, ThePackEntersAsASiblingWithItsSourceAndDeclarationSite) {
   const std::size_t before = t.size();
   Result<KernelPackInfo> pack = load_kernel_pack(t, kExamplePack);
   ASSERT_TRUE(pack.is_ok()) << pack.status().to_string();
-  EXPECT_EQ(pack->name, "small-add");
+  EXPECT_EQ(pack->name, "fast-gelu");
   EXPECT_EQ(pack->manifest_path, kernel_pack_manifest_path(kExamplePack));
   EXPECT_THAT(pack->kernels, ::testing::ElementsAre(std::string(kExampleKernel)));
   ASSERT_TRUE(t.finalize().is_ok());
   EXPECT_EQ(t.size(), before + 1);
 
-  const BindingEntry* e = find_entry(t, OpKind::kAdd, kExampleKernel);
+  const BindingEntry* e = find_entry(t, OpKind::kGeluErf, kExampleKernel);
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->source, "pack:small-add");
-  EXPECT_THAT(describe_site(*e), HasSubstr("small_add.so (declared in "));
-  EXPECT_THAT(describe_site(*e), HasSubstr("small_add.json kernels[0]"));
-  EXPECT_EQ(e->precision, PrecisionGuarantee::bounded(true, true, 0.5, std::nullopt, std::nullopt));
+  EXPECT_EQ(e->source, "pack:fast-gelu");
+  EXPECT_THAT(describe_site(*e), HasSubstr("fast_gelu.so (declared in "));
+  EXPECT_THAT(describe_site(*e), HasSubstr("fast_gelu.json kernels[0]"));
+  EXPECT_EQ(e->precision, PrecisionGuarantee::bounded(true, true, std::nullopt, 1e-6, 5e-7));
   ASSERT_NE(e->cost_expr, nullptr);
   EXPECT_NE(e->revision_hash, 0u);
   // The built-ins at the key are still there, ahead of it.
-  EXPECT_NE(t.lookup(OpKind::kAdd, kF32x3, BackendId::kCpu).value()->source, "pack:small-add");
+  EXPECT_NE(t.lookup(OpKind::kGeluErf, kF32x2, BackendId::kCpu).value()->source, "pack:fast-gelu");
 }
 
-TEST(KernelPacks, TheRouteTakesThePackWhereItIsCheaperAndTheBuiltinWhereItIsNot) {
+TEST(KernelPacks, TheRouteTakesThePackWhereItsClaimSufficesAndTheBuiltinWhereItDoesNot) {
   KernelBindingTable t = builtin();
   ASSERT_TRUE(load_kernel_pack(t, kExamplePack).is_ok());
   ASSERT_TRUE(t.finalize().is_ok());
@@ -95,33 +102,42 @@ TEST(KernelPacks, TheRouteTakesThePackWhereItIsCheaperAndTheBuiltinWhereItIsNot)
   PlanOptions options;
   options.record_in_registry = false;
 
-  Result<ExecutionPlan> small = plan_graph(add_graph(64), table, options);
-  ASSERT_TRUE(small.is_ok()) << small.status().to_string();
-  EXPECT_EQ(only_node(*small).chosen.kernel, kExampleKernel);
-  EXPECT_EQ(only_node(*small).chosen.source, "pack:small-add");
+  // No floor: the cheaper kernel, the pack's.
+  Result<ExecutionPlan> fast = plan_graph(gelu_graph(4096), table, options);
+  ASSERT_TRUE(fast.is_ok()) << fast.status().to_string();
+  EXPECT_EQ(only_node(*fast).chosen.kernel, kExampleKernel);
+  EXPECT_EQ(only_node(*fast).chosen.source, "pack:fast-gelu");
+  ASSERT_FALSE(only_node(*fast).runners_up.empty());
+  EXPECT_LT(only_node(*fast).chosen.total_ns, only_node(*fast).runners_up[0].total_ns);
 
-  Result<ExecutionPlan> large = plan_graph(add_graph(1 << 22), table, options);
-  ASSERT_TRUE(large.is_ok()) << large.status().to_string();
-  EXPECT_NE(only_node(*large).chosen.kernel, kExampleKernel);
-  bool runner_up = false;
-  for (const RouteCandidate& c : only_node(*large).runners_up) {
-    runner_up |= c.kernel == kExampleKernel;
+  // A floor of 2e-7 relative: the pack's claim (1e-6) is too weak, the reference's
+  // (one ulp of f32, 1.2e-7) is not.
+  Result<ExecutionPlan> exact = plan_graph(gelu_graph(4096, 2e-7), table, options);
+  ASSERT_TRUE(exact.is_ok()) << exact.status().to_string();
+  EXPECT_EQ(only_node(*exact).chosen.kernel, "gelu_erf_f32__cpu_ref");
+  bool rejected = false;
+  for (const RejectedCandidate& r : only_node(*exact).rejected) {
+    rejected |= r.kernel == kExampleKernel && r.reason == RejectReason::kPrecisionBelowFloor;
   }
-  EXPECT_TRUE(runner_up) << explain_text(large->report());
+  EXPECT_TRUE(rejected) << explain_text(exact->report());
 
-  // And the small plan runs the pack's kernel to the right answer.
-  std::vector<float> x(64), y(64), out(64, -1.0f);
-  for (int i = 0; i < 64; ++i) {
-    x[i] = 0.25f * static_cast<float>(i);
-    y[i] = 3.0f - static_cast<float>(i);
+  // Both plans run, and agree within the pack's claim.
+  constexpr std::int64_t n = 4096;
+  std::vector<float> x(n), a(n), b(n);
+  for (std::int64_t i = 0; i < n; ++i) x[i] = -8.0f + 16.0f * static_cast<float>(i) / n;
+  const TensorView in = TensorView::contiguous(x.data(), DType::kF32, {n});
+  const TensorView out_a = TensorView::contiguous(a.data(), DType::kF32, {n});
+  const TensorView out_b = TensorView::contiguous(b.data(), DType::kF32, {n});
+  ASSERT_TRUE(Executor::create(std::make_shared<ExecutionPlan>(std::move(*fast)))
+                  ->run({&in, 1}, {&out_a, 1})
+                  .is_ok());
+  ASSERT_TRUE(Executor::create(std::make_shared<ExecutionPlan>(std::move(*exact)))
+                  ->run({&in, 1}, {&out_b, 1})
+                  .is_ok());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double err = std::abs(static_cast<double>(a[i]) - b[i]);
+    EXPECT_TRUE(err <= 5e-7 + 1e-6 * std::abs(b[i])) << "x=" << x[i] << " " << a[i] << " " << b[i];
   }
-  const TensorView ins[] = {TensorView::contiguous(x.data(), DType::kF32, {64}),
-                            TensorView::contiguous(y.data(), DType::kF32, {64})};
-  const TensorView o = TensorView::contiguous(out.data(), DType::kF32, {64});
-  Result<Executor> exec = Executor::create(std::make_shared<ExecutionPlan>(std::move(*small)));
-  ASSERT_TRUE(exec.is_ok()) << exec.status().to_string();
-  ASSERT_TRUE(exec->run(ins, {&o, 1}).is_ok());
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], x[i] + y[i]) << i;
 }
 
 TEST(KernelPacks, TheHarnessVerifiesPackClaimsLikeBuiltinOnes) {
@@ -239,7 +255,7 @@ TEST_F(KernelPackFiles, AMissingLibraryOrManifestAndACorruptManifestAreClearErro
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("no such file"));
 
-  const std::filesystem::path lib = dir_ / "small_add.so";
+  const std::filesystem::path lib = dir_ / "fast_gelu.so";
   std::filesystem::copy_file(kExamplePack, lib);
   Result<KernelPackInfo> no_manifest = load_kernel_pack(t, lib.string());
   EXPECT_EQ(no_manifest.status().code(), StatusCode::kNotFound);
@@ -247,12 +263,12 @@ TEST_F(KernelPackFiles, AMissingLibraryOrManifestAndACorruptManifestAreClearErro
 
   std::ifstream in(kernel_pack_manifest_path(kExamplePack));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::ofstream(dir_ / "small_add.json") << text.substr(0, text.size() / 2);
+  std::ofstream(dir_ / "fast_gelu.json") << text.substr(0, text.size() / 2);
   Result<KernelPackInfo> truncated = load_kernel_pack(t, lib.string());
   EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
   EXPECT_THAT(truncated.status().message(), HasSubstr("truncated or corrupt"));
 
-  std::ofstream(dir_ / "small_add.json", std::ios::trunc)
+  std::ofstream(dir_ / "fast_gelu.json", std::ios::trunc)
       << R"({"format": "switchyard-kernel-pack", "version": 7, "pack": "x", "kernels": []})";
   Result<KernelPackInfo> future = load_kernel_pack(t, lib.string());
   EXPECT_EQ(future.status().code(), StatusCode::kInvalidArgument);
@@ -286,13 +302,13 @@ TEST(KernelPacks, InstalledPacksAreMaskedAndStrictModeRefusesWhatTheMaskHides) {
   Result<std::vector<KernelPackInfo>> packs = install_kernel_packs(good);
   ASSERT_TRUE(packs.is_ok()) << packs.status().to_string();
   EXPECT_EQ(current_generation(), start + 1);
-  EXPECT_NE(find_entry(*current_table(), OpKind::kAdd, kExampleKernel), nullptr);
+  EXPECT_NE(find_entry(*current_table(), OpKind::kGeluErf, kExampleKernel), nullptr);
   bool listed = false;
-  for (const KernelPackInfo& p : installed_kernel_packs()) listed |= p.name == "small-add";
+  for (const KernelPackInfo& p : installed_kernel_packs()) listed |= p.name == "fast-gelu";
   EXPECT_TRUE(listed);
 
-  ASSERT_TRUE(set_kernel_mask(KernelMask::parse("cpu:add:f32").value()).is_ok());
-  EXPECT_EQ(find_entry(*current_table(), OpKind::kAdd, kExampleKernel), nullptr);
+  ASSERT_TRUE(set_kernel_mask(KernelMask::parse("cpu:gelu_erf:f32").value()).is_ok());
+  EXPECT_EQ(find_entry(*current_table(), OpKind::kGeluErf, kExampleKernel), nullptr);
   bool masked = false;
   for (const CoverageBinding& b : masked_bindings()) {
     masked |= b.kernel_name == kExampleKernel;
@@ -301,16 +317,16 @@ TEST(KernelPacks, InstalledPacksAreMaskedAndStrictModeRefusesWhatTheMaskHides) {
   Registry strict({.strict = StrictPolicy::all(), .sink = [](std::string_view) {}});
   PlanOptions options;
   options.registry = &strict;
-  Result<ExecutionPlan> refused = plan_graph(add_graph(64), current_table(), options);
+  Result<ExecutionPlan> refused = plan_graph(gelu_graph(64), current_table(), options);
   ASSERT_TRUE(clear_kernel_mask().is_ok());
   EXPECT_FALSE(refused.is_ok());
 
-  Result<ExecutionPlan> routed = plan_graph(add_graph(64), current_table(), PlanOptions{});
+  Result<ExecutionPlan> routed = plan_graph(gelu_graph(64), current_table(), PlanOptions{});
   ASSERT_TRUE(routed.is_ok()) << routed.status().to_string();
   EXPECT_EQ(only_node(*routed).chosen.kernel, kExampleKernel);
 
   ASSERT_TRUE(publish_table(builtin()).is_ok());
-  EXPECT_EQ(find_entry(*current_table(), OpKind::kAdd, kExampleKernel), nullptr);
+  EXPECT_EQ(find_entry(*current_table(), OpKind::kGeluErf, kExampleKernel), nullptr);
 }
 
 }  // namespace

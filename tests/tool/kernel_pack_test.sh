@@ -10,7 +10,7 @@ faults=${3:?}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
-kernel=add_f32__cpu_pack_small
+kernel=gelu_erf_f32__cpu_pack_fast
 
 expect() {
   local want=$1 what=$2
@@ -44,25 +44,25 @@ export SWITCHYARD_THREADS=2
 unset SWITCHYARD_KERNEL_PACKS SWITCHYARD_MASK_KERNELS
 
 expect 0 "coverage with a pack before the command" -- \
-  "$tool" --kernel-pack "$pack" coverage --op add --backend cpu
-contains out "$kernel \[pack:small-add\]" "the pack's kernel is a sibling with its source"
-contains err "kernel pack small-add from" "loading a pack says so on stderr"
+  "$tool" --kernel-pack "$pack" coverage --op gelu_erf --backend cpu
+contains out "$kernel \[pack:fast-gelu\]" "the pack's kernel is a sibling with its source"
+contains err "kernel pack fast-gelu from" "loading a pack says so on stderr"
 expect 0 "coverage with a pack after the command" -- \
-  "$tool" coverage --op add --backend cpu --kernel-pack "$pack"
+  "$tool" coverage --op gelu_erf --backend cpu --kernel-pack "$pack"
 contains out "$kernel" "the option works after the command's name"
 expect 0 "coverage --json names the declaration site" -- \
-  "$tool" coverage --op add --json --kernel-pack "$pack"
-contains out "small_add.json kernels\[0\]" "the site is the manifest entry"
+  "$tool" coverage --op gelu_erf --json --kernel-pack "$pack"
+contains out "fast_gelu.json kernels\[0\]" "the site is the manifest entry"
 expect 0 "SWITCHYARD_KERNEL_PACKS" -- \
-  env SWITCHYARD_KERNEL_PACKS="$pack" "$tool" coverage --op add --backend cpu
+  env SWITCHYARD_KERNEL_PACKS="$pack" "$tool" coverage --op gelu_erf --backend cpu
 contains out "$kernel" "the environment loads the pack"
 
 expect 0 "the mask hides pack kernels" -- \
-  env SWITCHYARD_MASK_KERNELS=cpu:add:f32 "$tool" coverage --op add --kernel-pack "$pack"
+  env SWITCHYARD_MASK_KERNELS=cpu:gelu_erf:f32 "$tool" coverage --op gelu_erf --kernel-pack "$pack"
 lacks out "$kernel" "a masked pack kernel is not in the table"
 
 expect 0 "verify checks the pack's claim" -- \
-  "$tool" verify --op add --backend cpu --ledger "$work/ledger.json" --kernel-pack "$pack"
+  "$tool" verify --op gelu_erf --backend cpu --ledger "$work/ledger.json" --kernel-pack "$pack"
 contains out "$kernel" "verify lists the pack kernel"
 grep -- "$kernel" "$work/out" | grep -q "pass" || {
   echo "FAIL: the pack kernel does not pass verification"
@@ -71,11 +71,11 @@ grep -- "$kernel" "$work/out" | grep -q "pass" || {
 # --unverified lists every claim the ledger does not back (the other ops' too, so
 # it exits 1); the pack's, verified above, is not among them.
 expect 1 "a verified pack claim is not unverified" -- \
-  "$tool" verify --unverified --op add --backend cpu --ledger "$work/ledger.json" \
+  "$tool" verify --unverified --op gelu_erf --backend cpu --ledger "$work/ledger.json" \
   --kernel-pack "$pack"
 lacks out "$kernel" "the ledger backs the pack's claim"
 expect 1 "an unverified pack claim is listed" -- \
-  "$tool" verify --unverified --op add --backend cpu --ledger "$work/empty.json" \
+  "$tool" verify --unverified --op gelu_erf --backend cpu --ledger "$work/empty.json" \
   --kernel-pack "$pack"
 contains out "$kernel" "a fresh ledger lists the pack's claim"
 

@@ -119,6 +119,9 @@ PrecisionGuarantee f32_bound(double rel, std::optional<double> abs, DType out) {
 // Roofline cost: every operand read or written once, kFlops per output element, and
 // the fixed cost of a call that fans out to the thread pool.
 constexpr double kCallOverheadNs = 300;
+// What one element of a double-precision C library function (exp, erfc, tanh)
+// costs in flops of the default caps.
+constexpr int kScalarLibmFlops = 200;
 template <int kFlops>
 CostEstimate stream_cost(const CostInputs& in) {
   double bytes = 0;
@@ -192,9 +195,15 @@ void append_elementwise_rows(std::vector<Row>& rows) {
           const double rel = accuracy.simd_rel + (accuracy.f16_exp && t == kF16 ? 1e-5 : 0.0);
           p = f32_bound(rel, 1e-37, t);
         }
-        rows.push_back(
-            row(op, {t, t}, fn, variant_name(v),
-                options(v, p, &stream_cost<8>, v == Variant::kRef ? kStrided : KernelCaps{})));
+        // The references of transcendental ops call the C library in double, one
+        // element at a time: about 15 ns an element for gelu_erf on one core, some
+        // forty times the streaming model (docs/kernel-packs.md measures it). They
+        // are costed as such, so that a faster sibling with an honest cost of its
+        // own (a kernel pack's) ranks ahead of them.
+        const CostFn cost = v == Variant::kRef && !accuracy.exact ? &stream_cost<kScalarLibmFlops>
+                                                                  : &stream_cost<8>;
+        rows.push_back(row(op, {t, t}, fn, variant_name(v),
+                           options(v, p, cost, v == Variant::kRef ? kStrided : KernelCaps{})));
       }
     }
   }
