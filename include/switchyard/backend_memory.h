@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "switchyard/status.h"
 #include "switchyard/tensor.h"
@@ -53,6 +54,10 @@ class BackendMemory {
   // device backend compiled into a build that runs where it has no device, or whose
   // driver is too old, answers kUnavailable saying which, and so do its other calls.
   [[nodiscard]] virtual Status ready() const { return Status::ok(); }
+  // What a measurement on this memory's device depends on, for the fingerprint of
+  // a calibration profile ("NVIDIA H200 | 132 SMs | driver 13000"); empty for the
+  // host, which the calibration layer describes itself.
+  [[nodiscard]] virtual std::string device_description() const { return {}; }
   // A new stream for one user's work (an executor, the conformance harness), or
   // null where the backend has no streams. kUnavailable without a device.
   [[nodiscard]] virtual Result<void*> create_stream() { return static_cast<void*>(nullptr); }

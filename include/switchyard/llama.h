@@ -201,6 +201,8 @@ struct LlamaLoadOptions {
   // Progress of the weights' upload to a device backend
   // (ExecutorOptions::on_upload): bytes uploaded so far and in all.
   std::function<void(std::int64_t done, std::int64_t total)> on_upload;
+  // Measured costs for the planner (PlanOptions::calibration); null: modelled.
+  std::shared_ptr<const CalibrationProfile> calibration;
 };
 
 // Time spent per op family over the evals since the last reset_profile().

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "switchyard/binding_table.h"
+#include "switchyard/calibration.h"
 #include "switchyard/cost.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/graph.h"
@@ -120,6 +121,10 @@ struct PlanOptions {
   // runs, such as a KV cache that each step reads and appends to, which would
   // otherwise cross the bus twice per step.
   std::map<std::string, BackendId, std::less<>> external_backends;
+  // Measured costs (calibration.h): every entry the profile covers is ranked by
+  // its fitted time instead of its modelled one. Pass the profile's applicable()
+  // part, so that nothing measured elsewhere or for an older revision is used.
+  std::shared_ptr<const CalibrationProfile> calibration;
 };
 
 // Why a sibling was not chosen; machine-readable, with text beside it.
@@ -152,7 +157,11 @@ struct RouteCandidate {
   std::string source;
   int sibling = 0;
   bool cost_known = true;
+  // The time ranked: the calibration profile's fit when `measured`, else the
+  // modelled roofline (modelled_ns either way).
   double kernel_ns = 0;
+  double modelled_ns = 0;
+  bool measured = false;
   double transfer_ns = 0;
   double cast_ns = 0;
   double total_ns = 0;

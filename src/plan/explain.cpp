@@ -21,8 +21,10 @@ nlohmann::json candidate_json(const RouteCandidate& c) {
   if (c.cost_known) {
     j["estimated_ns"] = {{"total", c.total_ns},
                          {"kernel", c.kernel_ns},
+                         {"kernel_modelled", c.modelled_ns},
                          {"transfer", c.transfer_ns},
                          {"casts", c.cast_ns}};
+    j["ranked_by"] = c.measured ? "measured" : "modelled";
   }
   return j;
 }
@@ -114,9 +116,12 @@ std::string sizes_text(const BucketReport& b) {
 
 std::string candidate_text(const RouteCandidate& c) {
   const std::string cost =
-      c.cost_known ? fmt::format("est {} (kernel {} + transfer {})", time_text(c.total_ns),
-                                 time_text(c.kernel_ns), time_text(c.transfer_ns))
-                   : std::string("no cost estimate");
+      !c.cost_known ? std::string("no cost estimate")
+      : c.measured  ? fmt::format("est {} (kernel {} measured, {} modelled + transfer {})",
+                                  time_text(c.total_ns), time_text(c.kernel_ns),
+                                  time_text(c.modelled_ns), time_text(c.transfer_ns))
+                   : fmt::format("est {} (kernel {} modelled + transfer {})", time_text(c.total_ns),
+                                 time_text(c.kernel_ns), time_text(c.transfer_ns));
   return fmt::format("{} [{}] on {}, sibling {}: {}; precision {}", c.kernel, c.source,
                      name(c.backend), c.sibling, cost, describe(c.precision));
 }

@@ -355,7 +355,11 @@ struct Router {
         } else {
           est = e.cost(cost_in);
         }
-        const double kernel_ns = est.known ? est.time_ns(caps) : 0.0;
+        const double modelled_ns = est.known ? est.time_ns(caps) : 0.0;
+        double kernel_ns = modelled_ns;
+        const FittedCost* measured =
+            est.known && options.calibration ? options.calibration->find(e.revision_hash) : nullptr;
+        if (measured != nullptr) kernel_ns = measured->predict_ns(est.bytes, est.flops);
         if (est.known && !std::isfinite(kernel_ns)) {
           reject(RejectReason::kShapeNotAdmitted,
                  fmt::format("its cost function refuses shapes {}", nr.shapes));
@@ -368,6 +372,8 @@ struct Router {
         c.sibling = static_cast<int>(s);
         c.cost_known = est.known;
         c.kernel_ns = kernel_ns;
+        c.modelled_ns = modelled_ns;
+        c.measured = measured != nullptr;
         c.transfer_ns = move_ns;
         c.total_ns = kernel_ns + move_ns;
         c.precision = e.precision;

@@ -399,6 +399,23 @@ expect 0 "verify one op" -- "$tool" verify --op rms_norm
 expect 2 "verify an unknown op" -- "$tool" verify --op no_such_op
 expect 0 "coverage" -- "$tool" coverage
 
+# calibrate, and the planner ranking by the profile
+expect 0 "calibrate the CPU's add kernels" -- \
+  "$tool" calibrate --backend cpu --op add --budget-s 2 --threads 2 --out "$work/cal.json"
+contains out "add_f32__cpu_ref" "calibrate lists what it measured"
+expect 0 "explain with the profile" -- "$tool" explain --graph mlp --calibration "$work/cal.json"
+contains out "measured" "explain says which candidates ranked by measurement"
+expect 0 "SWITCHYARD_CALIBRATION" -- \
+  env SWITCHYARD_CALIBRATION="$work/cal.json" SWITCHYARD_THREADS=2 "$tool" explain --graph mlp
+contains err "kernel(s) measured on this machine" "the profile in the environment is used"
+expect 0 "a profile of another thread count is ignored" -- \
+  env SWITCHYARD_THREADS=1 "$tool" explain --graph mlp --calibration "$work/cal.json"
+contains err "ignored: cpu: measured on" "the mismatch is reported"
+head -c 100 "$work/cal.json" >"$work/cut.json"
+expect 2 "a truncated profile" -- "$tool" explain --calibration "$work/cut.json"
+contains err "truncated or corrupt" "the refusal says why"
+expect 2 "calibrate an unknown op" -- "$tool" calibrate --op no_such_op --out "$work/x.json"
+
 if ((failures)); then
   echo "$failures check(s) failed"
   exit 1

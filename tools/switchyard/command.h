@@ -5,10 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "guard.h"
+#include "switchyard/calibration.h"
 #include "switchyard/status.h"
 #include "switchyard/thread_pool.h"
 
@@ -34,5 +37,12 @@ void add_verify_command(CLI::App& app, CommandMain& selected);
 void add_inspect_command(CLI::App& app, CommandMain& selected);
 void add_quantize_command(CLI::App& app, CommandMain& selected);
 void add_perplexity_command(CLI::App& app, CommandMain& selected);
+void add_calibrate_command(CLI::App& app, CommandMain& selected);
+
+// The calibration profile the planner should use: the file `flag` names, else
+// SWITCHYARD_CALIBRATION's, else none (null). What it ignores (another machine,
+// changed kernels) is printed on stderr.
+[[nodiscard]] Result<std::shared_ptr<const CalibrationProfile>> planning_calibration(
+    const std::string& flag, int threads);
 
 }  // namespace switchyard::tool

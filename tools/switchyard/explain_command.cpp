@@ -28,6 +28,7 @@ struct ExplainOptions {
   bool no_casts = false;
   std::string floor;
   std::int64_t max_tokens = 512;
+  std::string calibration;
 };
 
 Result<std::vector<BackendId>> parse_backends(const std::vector<std::string>& names) {
@@ -76,6 +77,10 @@ int run_explain(const ExplainOptions& options) {
   Result<std::vector<BackendId>> fallback = parse_backends(options.fallback);
   if (!fallback.is_ok()) return report_failure(fallback.status());
   plan_options.policy.fallbacks = *fallback;
+  Result<std::shared_ptr<const CalibrationProfile>> calibration =
+      planning_calibration(options.calibration, default_thread_count());
+  if (!calibration.is_ok()) return report_failure(calibration.status());
+  plan_options.calibration = *calibration;
 
   Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), plan_options);
   const PlanReport* report = nullptr;
@@ -122,6 +127,9 @@ void add_explain_command(CLI::App& app, CommandMain& selected) {
   sub->add_option("--max-tokens", options->max_tokens,
                   "Largest token count of the prefill bucket (default 512)")
       ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+  sub->add_option("--calibration", options->calibration,
+                  "Rank by the measured costs of this calibration profile (switchyard calibrate; "
+                  "default: SWITCHYARD_CALIBRATION)");
   sub->callback([options, &selected] { selected = [options] { return run_explain(*options); }; });
 }
 

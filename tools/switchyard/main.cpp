@@ -73,6 +73,7 @@ int run_command_line(int argc, char** argv) {
   add_inspect_command(app, selected);
   add_quantize_command(app, selected);
   add_perplexity_command(app, selected);
+  add_calibrate_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -87,6 +87,7 @@ struct RunOptions {
   bool record = true;
   // The KV cache's dtype: f16 (the default) or f32.
   std::string cache_type = "f16";
+  std::string calibration;
   // Where to write the logits each token was chosen from, as .npy; empty: nowhere.
   std::string logits_out;
   // Generation stops at the model's end-of-sequence tokens unless ignore_eos, and
@@ -273,6 +274,10 @@ int run(const RunOptions& o) {
   load.profile_device_time = o.device_profile;
   load.record_steps = o.record;
   load.cache_dtype = o.cache_type == "f32" ? DType::kF32 : DType::kF16;
+  Result<std::shared_ptr<const CalibrationProfile>> calibration =
+      planning_calibration(o.calibration, runner->num_threads());
+  if (!calibration.is_ok()) return report_failure(calibration.status());
+  load.calibration = *calibration;
   // The weights' upload to a device: a bar, and its rate from the first constant's
   // end to the last's (the clock starts once a copy has finished).
   struct {
@@ -607,6 +612,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       ->excludes(prompt_tokens)
       ->excludes(prompt);
   cmd->add_option("--tokens", options->tokens, "tokens to generate (32)")->check(kTokenRange);
+  cmd->add_option("--calibration", options->calibration,
+                  "Plan with the measured costs of this calibration profile (switchyard "
+                  "calibrate; default: SWITCHYARD_CALIBRATION)");
   cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");

@@ -168,6 +168,20 @@ class CudaMemory final : public BackendMemory {
 
   bool host_addressable() const override { return false; }
 
+  std::string device_description() const override {
+    if (!readiness().is_ok()) return "no usable CUDA device";
+    int device = 0;
+    cudaDeviceProp prop{};
+    int driver = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess ||
+        cudaDriverGetVersion(&driver) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return "CUDA device (properties unavailable)";
+    }
+    return fmt::format("{} | {} SMs | driver {}", prop.name, prop.multiProcessorCount, driver);
+  }
+
   Result<void*> create_stream() override {
     SWITCHYARD_RETURN_IF_ERROR(readiness());
     auto s = std::make_unique<CudaStream>();

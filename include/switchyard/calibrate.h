@@ -1,0 +1,67 @@
+// Measuring kernels for a calibration profile (calibration.h), and finding the
+// part of a profile that may be used on this machine.
+//
+// calibrate() times every alternative the options select over a log-spaced grid
+// of shapes for its op family, on the backend's own memory and stream, and fits
+// each one's cost (fit_cost). Families with a grid today: elementwise binary and
+// unary ops, casts, copy, the row-wise norms and softmax (one input), and matmul
+// (dense and quantized weights). Entries of other families are listed as skipped
+// with the reason, and the planner keeps their modelled cost.
+//
+// Each shape is run once to warm up, then timed call by call until the budget
+// for that shape is spent (at least 3 calls; the median counts). The budget is
+// shared evenly between the entries; an entry stops taking larger shapes when its
+// share is spent, and one with fewer than 3 timed shapes is skipped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "switchyard/binding_table.h"
+#include "switchyard/calibration.h"
+#include "switchyard/kernel.h"
+#include "switchyard/status.h"
+
+namespace switchyard {
+
+struct CalibrateOptions {
+  std::optional<BackendId> backend;
+  std::optional<OpKind> op;
+  // Wall-clock seconds for the whole table.
+  double budget_s = 180.0;
+  // The CPU threads kernels run on (a pool of this size is made); recorded in the
+  // CPU fingerprint.
+  int threads = 1;
+  // Called before each entry: (index, count, kernel name).
+  std::function<void(std::size_t, std::size_t, std::string_view)> progress;
+};
+
+struct CalibrateReport {
+  CalibrationProfile profile;
+  // "kernel: reason" for each selected entry that has no fit.
+  std::vector<std::string> skipped;
+  std::size_t calibrated = 0;
+  double seconds = 0;
+};
+
+[[nodiscard]] Result<CalibrateReport> calibrate(const KernelBindingTable& table,
+                                                const CalibrateOptions& options);
+
+// This machine as calibration sees it, per backend in `table` that is ready: the
+// CPU's model name, a hash of its feature flags and `threads`; a device's
+// BackendMemory::device_description().
+[[nodiscard]] std::vector<BackendFingerprint> machine_fingerprints(const KernelBindingTable& table,
+                                                                   int threads);
+
+// Loads the profile at `path` and keeps what applies to `table` on this machine
+// with `threads` CPU threads; what it leaves out is appended to `ignored`.
+[[nodiscard]] Result<std::shared_ptr<const CalibrationProfile>> load_calibration(
+    const std::string& path, const KernelBindingTable& table, int threads,
+    std::vector<std::string>& ignored);
+
+}  // namespace switchyard
