@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "switchyard/file_io.h"
+
 namespace switchyard {
 
 namespace {
@@ -241,19 +243,7 @@ Result<CalibrationProfile> CalibrationProfile::load(const std::string& path) {
 }
 
 Status CalibrationProfile::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return unavailable_error(fmt::format("cannot write {}", tmp));
-    out << to_json();
-    out.flush();
-    if (!out) return unavailable_error(fmt::format("writing {} failed (disk full?)", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return unavailable_error(fmt::format("cannot replace {}", path));
-  }
-  return Status::ok();
+  return write_file_atomically(path, to_json(), "the calibration profile");
 }
 
 }  // namespace switchyard

@@ -18,6 +18,8 @@
 
 #include "switchyard/verify.h"
 
+#include "switchyard/file_io.h"
+
 namespace switchyard {
 namespace {
 
@@ -356,19 +358,7 @@ Result<VerificationLedger> VerificationLedger::load(const std::string& path) {
 }
 
 Status VerificationLedger::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return unavailable_error(fmt::format("cannot write '{}'", tmp));
-    out << to_json();
-    out.flush();
-    if (!out) return unavailable_error(fmt::format("cannot write '{}'", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return unavailable_error(fmt::format("cannot replace the ledger '{}'", path));
-  }
-  return Status::ok();
+  return write_file_atomically(path, to_json(), "the ledger");
 }
 
 std::vector<UnverifiedClaim> unverified_claims(const KernelBindingTable& table,
