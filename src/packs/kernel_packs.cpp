@@ -71,6 +71,9 @@ struct PackKernel {
   sy_kernel_fn fn = nullptr;
   void* data = nullptr;
   std::shared_ptr<const Library> library;
+  // The registered name, NUL-terminated for sy_kernel_call.name without a copy
+  // per call.
+  std::string name;
 };
 
 std::string dl_error() {
@@ -122,14 +125,13 @@ Status pack_trampoline(const KernelCall& call) {
                             .rope_base = p.rope_base,
                             .rope_dims = p.rope_dims,
                             .query_offset = p.query_offset};
-  const std::string name(call.name);
   std::array<char, kErrorBytes> error{};
   const sy_kernel_call c{.inputs = inputs.data(),
                          .num_inputs = static_cast<int32_t>(call.inputs.size()),
                          .outputs = outputs.data(),
                          .num_outputs = static_cast<int32_t>(call.outputs.size()),
                          .params = &params,
-                         .name = name.c_str(),
+                         .name = kernel->name.c_str(),
                          .kernel_data = kernel->data,
                          .stream = call.ctx.stream,
                          .num_threads = call.ctx.num_threads(),
@@ -490,7 +492,7 @@ Result<Staged> stage(const KernelBindingTable& table, const Declared& d,
   }
   SWITCHYARD_ASSIGN_OR_RETURN(CostExpr cost,
                               CostExpr::compile(d.cost_flops, d.cost_bytes, d.cost_overhead_ns));
-  auto kernel = std::make_shared<PackKernel>(PackKernel{d.fn, d.data, library});
+  auto kernel = std::make_shared<PackKernel>(PackKernel{d.fn, d.data, library, d.name});
   s.options = KernelOptions{.name = d.name,
                             .caps = {.strided_input = (d.caps & SY_CAP_STRIDED_INPUT) != 0,
                                      .broadcast_input = (d.caps & SY_CAP_BROADCAST_INPUT) != 0,
