@@ -20,23 +20,38 @@ namespace {
 
 using namespace quant;  // NOLINT(google-build-using-namespace): the block layouts
 
-// Row r's output of one format's unpacking: its bytes, and per group the scale
-// and the offset.
+// Row r's output of one format's unpacking, in either AmxPanelLayout: where
+// its groups' bytes, scales and offsets go.
 struct RowOut {
-  std::int8_t* q;
-  float* scale;
-  float* offset;
+  std::int8_t* q;       // group 0's bytes
+  float* scale;         // group 0's scale
+  float* offset;        // group 0's offset
+  std::int64_t group;   // elements per group: 16 or 32
+  std::int64_t q_step;  // bytes from one group's bytes to the next's
+  std::int64_t s_step;  // floats from one group's scale (and offset) to the next's
+
+  // Elements e..e+31 (e a multiple of 32) of the row.
+  void put32(std::int64_t e, __m256i v) const {
+    if (group == 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + e / 32 * q_step), v);
+      return;
+    }
+    std::int8_t* first = q + e / 16 * q_step;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(first), _mm256_castsi256_si128(v));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(first + q_step), _mm256_extracti128_si256(v, 1));
+  }
+  void set_scale(std::int64_t g, float value) const { scale[g * s_step] = value; }
+  void set_offset(std::int64_t g, float value) const { offset[g * s_step] = value; }
 };
 
 // The 32-element formats: element j of a block is the low nibble of qs[j] for
-// j < 16 and the high nibble of qs[j - 16] otherwise (quant_blocks.h).
+// j < 16 and the high nibble of qs[j - 16] otherwise (quant_blocks.h). `decode`
+// returns the block's 32 levels and sets the block's scale (and offset).
 template <typename Block, typename Decode>
-void unpack_block32(const std::uint8_t* row, std::int64_t blocks, RowOut out, Decode decode) {
+void unpack_block32(const std::uint8_t* row, std::int64_t blocks, const RowOut& out,
+                    Decode decode) {
   const auto* b = reinterpret_cast<const Block*>(row);
-  for (std::int64_t i = 0; i < blocks; ++i) {
-    std::int8_t* q = out.q + 32 * i;
-    decode(b[i], q, out.scale[i], out.offset[i]);
-  }
+  for (std::int64_t i = 0; i < blocks; ++i) out.put32(32 * i, decode(b[i], i));
 }
 
 // The 32 nibbles of a 32-element block's 16 bytes in element order: the low
@@ -60,82 +75,67 @@ inline __m256i fifth_bits(const std::uint8_t* p) {
   return _mm256_and_si256(_mm256_movm_epi8(load_u32(p)), _mm256_set1_epi8(16));
 }
 
-inline void store32(std::int8_t* q, __m256i v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), v);
-}
-
 // The two-bit fields of a q2_k / q3_k half: element 32 r + l of the half is bits
 // 2r of byte l of its 32 bytes.
 inline __m256i two_bits(__m256i bytes, int r) {
   return _mm256_and_si256(_mm256_srli_epi16(bytes, 2 * r), _mm256_set1_epi8(3));
 }
 
-void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
+void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, const RowOut& out) {
   switch (w) {
     case DType::kQ4_0:
-      return unpack_block32<BlockQ4_0>(
-          row, k / kQK, out,
-          [](const BlockQ4_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            store32(q, _mm256_sub_epi8(block_nibbles(b.qs), _mm256_set1_epi8(8)));
-            scale = load_f16(b.d);
-          });
+      return unpack_block32<BlockQ4_0>(row, k / kQK, out, [&](const BlockQ4_0& b, std::int64_t i) {
+        out.set_scale(i, load_f16(b.d));
+        return _mm256_sub_epi8(block_nibbles(b.qs), _mm256_set1_epi8(8));
+      });
     case DType::kQ4_1:
-      return unpack_block32<BlockQ4_1>(
-          row, k / kQK, out, [](const BlockQ4_1& b, std::int8_t* q, float& scale, float& offset) {
-            store32(q, block_nibbles(b.qs));
-            scale = load_f16(b.d);
-            offset = load_f16(b.m);
-          });
+      return unpack_block32<BlockQ4_1>(row, k / kQK, out, [&](const BlockQ4_1& b, std::int64_t i) {
+        out.set_scale(i, load_f16(b.d));
+        out.set_offset(i, load_f16(b.m));
+        return block_nibbles(b.qs);
+      });
     case DType::kQ5_0:
-      return unpack_block32<BlockQ5_0>(
-          row, k / kQK, out,
-          [](const BlockQ5_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            const __m256i v = _mm256_or_si256(block_nibbles(b.qs), fifth_bits(b.qh));
-            store32(q, _mm256_sub_epi8(v, _mm256_set1_epi8(16)));
-            scale = load_f16(b.d);
-          });
+      return unpack_block32<BlockQ5_0>(row, k / kQK, out, [&](const BlockQ5_0& b, std::int64_t i) {
+        out.set_scale(i, load_f16(b.d));
+        const __m256i v = _mm256_or_si256(block_nibbles(b.qs), fifth_bits(b.qh));
+        return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+      });
     case DType::kQ5_1:
-      return unpack_block32<BlockQ5_1>(
-          row, k / kQK, out, [](const BlockQ5_1& b, std::int8_t* q, float& scale, float& offset) {
-            store32(q, _mm256_or_si256(block_nibbles(b.qs), fifth_bits(b.qh)));
-            scale = load_f16(b.d);
-            offset = load_f16(b.m);
-          });
+      return unpack_block32<BlockQ5_1>(row, k / kQK, out, [&](const BlockQ5_1& b, std::int64_t i) {
+        out.set_scale(i, load_f16(b.d));
+        out.set_offset(i, load_f16(b.m));
+        return _mm256_or_si256(block_nibbles(b.qs), fifth_bits(b.qh));
+      });
     case DType::kQ8_0:
-      return unpack_block32<BlockQ8_0>(
-          row, k / kQK, out,
-          [](const BlockQ8_0& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            std::memcpy(q, b.qs, sizeof b.qs);
-            scale = load_f16(b.d);
-          });
+      return unpack_block32<BlockQ8_0>(row, k / kQK, out, [&](const BlockQ8_0& b, std::int64_t i) {
+        out.set_scale(i, load_f16(b.d));
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+      });
     case DType::kIQ4_NL:
-      return unpack_block32<BlockIQ4_NL>(
-          row, k / kQK, out,
-          [](const BlockIQ4_NL& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            store32(q, lookup_levels(block_nibbles(b.qs), kIQ4NLValues));
-            scale = load_f16(b.d);
-          });
+      return unpack_block32<BlockIQ4_NL>(row, k / kQK, out,
+                                         [&](const BlockIQ4_NL& b, std::int64_t i) {
+                                           out.set_scale(i, load_f16(b.d));
+                                           return lookup_levels(block_nibbles(b.qs), kIQ4NLValues);
+                                         });
     case DType::kMXFP4:
-      return unpack_block32<BlockMXFP4>(
-          row, k / kQK, out,
-          [](const BlockMXFP4& b, std::int8_t* q, float& scale, float& /*offset*/) {
-            store32(q, lookup_levels(block_nibbles(b.qs), kMXFP4Values));
-            scale = e8m0_half(b.e);
-          });
+      return unpack_block32<BlockMXFP4>(row, k / kQK, out,
+                                        [&](const BlockMXFP4& b, std::int64_t i) {
+                                          out.set_scale(i, e8m0_half(b.e));
+                                          return lookup_levels(block_nibbles(b.qs), kMXFP4Values);
+                                        });
     case DType::kQ2_K: {
       const auto* blocks = reinterpret_cast<const BlockQ2_K*>(row);
       for (std::int64_t i = 0; i < k / kQKK; ++i) {
         const BlockQ2_K& b = blocks[i];
         const float d = load_f16(b.d);
         const float dmin = load_f16(b.dmin);
-        std::int8_t* q = out.q + kQKK * i;
         for (int h = 0; h < 2; ++h) {
           const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-          for (int r = 0; r < 4; ++r) store32(q + 128 * h + 32 * r, two_bits(bytes, r));
+          for (int r = 0; r < 4; ++r) out.put32(kQKK * i + 128 * h + 32 * r, two_bits(bytes, r));
         }
         for (int g = 0; g < 16; ++g) {
-          out.scale[16 * i + g] = d * static_cast<float>(b.scales[g] & 0xf);
-          out.offset[16 * i + g] = -(dmin * static_cast<float>(b.scales[g] >> 4));
+          out.set_scale(16 * i + g, d * static_cast<float>(b.scales[g] & 0xf));
+          out.set_offset(16 * i + g, -(dmin * static_cast<float>(b.scales[g] >> 4)));
         }
       }
       return;
@@ -145,7 +145,6 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
       for (std::int64_t i = 0; i < k / kQKK; ++i) {
         const BlockQ3_K& b = blocks[i];
         const float d = load_f16(b.d);
-        std::int8_t* q = out.q + kQKK * i;
         // Element 32 j + l (j = 4h + r) takes bit j of hmask[l] as its third bit;
         // the level is that 3-bit value minus 4.
         const __m256i hmask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
@@ -155,11 +154,11 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
             const int j = 4 * h + r;
             const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, j), _mm256_set1_epi8(1));
             const __m256i v = _mm256_or_si256(two_bits(bytes, r), _mm256_slli_epi16(high, 2));
-            store32(q + 32 * j, _mm256_sub_epi8(v, _mm256_set1_epi8(4)));
+            out.put32(kQKK * i + 32 * j, _mm256_sub_epi8(v, _mm256_set1_epi8(4)));
           }
         }
         for (int g = 0; g < 16; ++g)
-          out.scale[16 * i + g] = d * static_cast<float>(q3k_scale(g, b.scales));
+          out.set_scale(16 * i + g, d * static_cast<float>(q3k_scale(g, b.scales)));
       }
       return;
     }
@@ -179,8 +178,8 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
           int sc = 0;
           int m = 0;
           k4_scale_min(g, head.scales, sc, m);
-          out.scale[8 * i + g] = d * static_cast<float>(sc);
-          out.offset[8 * i + g] = -(dmin * static_cast<float>(m));
+          out.set_scale(8 * i + g, d * static_cast<float>(sc));
+          out.set_offset(8 * i + g, -(dmin * static_cast<float>(m)));
         }
         // Groups 2j and 2j + 1 are the low and high nibbles of qs[32j..32j+31];
         // q5_k's fifth bit of element l of group g is bit g of qh[l].
@@ -198,9 +197,8 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
             low = _mm256_or_si256(low, _mm256_slli_epi16(b0, 4));
             high = _mm256_or_si256(high, _mm256_slli_epi16(b1, 4));
           }
-          std::int8_t* q = out.q + kQKK * i + 64 * j;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), low);
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), high);
+          out.put32(kQKK * i + 64 * j, low);
+          out.put32(kQKK * i + 64 * j + 32, high);
         }
       }
       return;
@@ -210,7 +208,6 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
       for (std::int64_t i = 0; i < k / kQKK; ++i) {
         const BlockQ6_K& b = blocks[i];
         const float d = load_f16(b.d);
-        std::int8_t* q = out.q + kQKK * i;
         // Within a half h: quarter r takes ql[64h + l + 32 (r % 2)], nibble r / 2,
         // and bits 2r of qh[32h + l].
         const __m256i mask = _mm256_set1_epi8(0xf);
@@ -227,11 +224,10 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
           for (int r = 0; r < 4; ++r) {
             const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * r), three);
             const __m256i v = _mm256_or_si256(lows[r], _mm256_slli_epi16(high, 4));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 128 * h + 32 * r),
-                                _mm256_sub_epi8(v, bias));
+            out.put32(kQKK * i + 128 * h + 32 * r, _mm256_sub_epi8(v, bias));
           }
         }
-        for (int g = 0; g < 16; ++g) out.scale[16 * i + g] = d * static_cast<float>(b.scales[g]);
+        for (int g = 0; g < 16; ++g) out.set_scale(16 * i + g, d * static_cast<float>(b.scales[g]));
       }
       return;
     }
@@ -241,9 +237,8 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
         const BlockIQ4_XS& b = blocks[i];
         const float d = load_f16(b.d);
         for (int g = 0; g < 8; ++g) {
-          out.scale[8 * i + g] = d * static_cast<float>(iq4xs_scale(g, b));
-          store32(out.q + kQKK * i + 32 * g,
-                  lookup_levels(block_nibbles(b.qs + 16 * g), kIQ4NLValues));
+          out.set_scale(8 * i + g, d * static_cast<float>(iq4xs_scale(g, b)));
+          out.put32(kQKK * i + 32 * g, lookup_levels(block_nibbles(b.qs + 16 * g), kIQ4NLValues));
         }
       }
       return;
@@ -254,8 +249,8 @@ void unpack_row(DType w, const std::uint8_t* row, std::int64_t k, RowOut out) {
 
 // The tile palette: tmm0 and tmm1 accumulate (16 x 16 int32), tmm2 and tmm3 hold
 // weight bytes (16 rows x group), tmm4 and tmm5 activation bytes (group / 4 rows
-// of 16 x 4). Two of each, so one group's product runs while the previous
-// group's result is scaled.
+// of 16 x 4). Two of each, so that one group's product runs on the tile unit
+// while the vector units scale the previous group's.
 void configure_tiles(std::int64_t group) {
   AmxTileConfig config;
   for (int t = 0; t < 6; ++t) {
@@ -273,64 +268,82 @@ struct Acc {
   __m512 v[kAmxTileRows];
 };
 
-// GCC's tile intrinsics paste their tile numbers into the instruction text, so
-// the numbers must be literals: one product, from bytes at a (rows `a_stride`
-// apart) and b into tmm<C> through tmm<A> and tmm<B>, stored to buf.
-#define SWITCHYARD_AMX_PRODUCT(C, A, B, a, a_stride, b, buf) \
-  do {                                                       \
-    _tile_loadd(A, a, a_stride);                             \
-    _tile_loadd(B, b, 64);                                   \
-    _tile_zero(C);                                           \
-    _tile_dpbssd(C, A, B);                                   \
-    _tile_stored(C, buf, 64);                                \
-  } while (false)
+// Where group g of one activation tile and of a tile-major panel are.
+struct GroupOperands {
+  const std::int8_t* w;  // 16 weight rows x group bytes, one piece
+  const std::int8_t* x;  // group / 4 rows x 64 bytes, one piece
+  std::int64_t group;
+};
 
-// One group g of one activation tile: the tile product (in the first or the
-// second set of tiles), then scaled into acc through `buf`.
-template <bool kSecondTiles, bool kOffset>
-inline void group_product(const AmxPanel& panel, const AmxActivations& x, std::int64_t group,
-                          const std::int8_t* xq_tile, const float* xs_tile, const float* xsum_tile,
-                          std::int64_t g, std::int32_t* buf, Acc& acc) {
-  const std::int8_t* a = panel.q + g * group;
-  const std::int8_t* b = xq_tile + g * group * kAmxTileRows;
-  if constexpr (kSecondTiles) {
-    SWITCHYARD_AMX_PRODUCT(1, 3, 5, a, x.k, b, buf);
+// One group's tile product into buf (16 x 16 int32), on the first or the second
+// set of tiles. GCC's tile intrinsics paste their tile numbers into the
+// instruction text, so the numbers must be literals.
+template <int kSet>
+inline void group_product(const GroupOperands& op, std::int32_t* buf) {
+  if constexpr (kSet == 0) {
+    _tile_loadd(2, op.w, op.group);
+    _tile_loadd(4, op.x, 64);
+    _tile_zero(0);
+    _tile_dpbssd(0, 2, 4);
+    _tile_stored(0, buf, 64);
   } else {
-    SWITCHYARD_AMX_PRODUCT(0, 2, 4, a, x.k, b, buf);
-  }
-  const __m512 xs = _mm512_loadu_ps(xs_tile + g * kAmxTileRows);
-  [[maybe_unused]] const __m512 xsum =
-      kOffset ? _mm512_loadu_ps(xsum_tile + g * kAmxTileRows) : _mm512_setzero_ps();
-  const float* scale = panel.scale + g;
-  const float* offset = panel.offset + g;
-#pragma GCC unroll 16
-  for (int r = 0; r < kAmxTileRows; ++r) {
-    const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + 16 * r)), xs);
-    acc.v[r] = _mm512_fmadd_ps(dot, _mm512_set1_ps(scale[r * x.groups]), acc.v[r]);
-    if constexpr (kOffset) {
-      acc.v[r] = _mm512_fmadd_ps(xsum, _mm512_set1_ps(offset[r * x.groups]), acc.v[r]);
-    }
+    _tile_loadd(3, op.w, op.group);
+    _tile_loadd(5, op.x, 64);
+    _tile_zero(1);
+    _tile_dpbssd(1, 3, 5);
+    _tile_stored(1, buf, 64);
   }
 }
 
+// acc[r] += scale[r] * xs * buf row r (+ offset[r] * xsum): one group's product
+// scaled into the accumulators. scale and offset are the group's 16 weight rows'
+// (tile-major: consecutive), xs and xsum its 16 activation rows'.
+template <bool kOffset>
+inline void scale_group(const std::int32_t* buf, const float* scale, const float* offset,
+                        const float* xs_tile, const float* xsum_tile, Acc& acc) {
+  const __m512 xs = _mm512_loadu_ps(xs_tile);
+  [[maybe_unused]] const __m512 xsum = kOffset ? _mm512_loadu_ps(xsum_tile) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int r = 0; r < kAmxTileRows; ++r) {
+    const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + 16 * r)), xs);
+    acc.v[r] = _mm512_fmadd_ps(dot, _mm512_set1_ps(scale[r]), acc.v[r]);
+    if constexpr (kOffset) acc.v[r] = _mm512_fmadd_ps(xsum, _mm512_set1_ps(offset[r]), acc.v[r]);
+  }
+}
+
+// The panel (tile-major) against every activation tile. Software-pipelined: group
+// g + 1's tile product is issued before group g's scaling, into the other tile
+// set and the other buffer, so that the tile unit and the vector units overlap
+// and no scaling waits on the tile store just before it.
 template <bool kOffset>
 void panel_product(const AmxPanel& panel, const AmxActivations& x, std::int64_t group,
                    std::int64_t rows, float* out, std::int64_t ldo, std::int64_t cols) {
   alignas(64) std::int32_t buf[2][kAmxTileRows * 16];
   alignas(64) float result[kAmxTileRows][16];
   const std::int64_t groups = x.groups;
+  const std::int64_t w_step = kAmxTileRows * group;  // bytes per group, either operand
   for (std::int64_t t = 0; t * kAmxTileRows < rows; ++t) {
     const std::int8_t* xq = x.q + t * kAmxTileRows * x.k;
     const float* xs = x.scale + t * groups * kAmxTileRows;
     const float* xsum = x.sum + t * groups * kAmxTileRows;
+    const auto operands = [&](std::int64_t g) {
+      return GroupOperands{.w = panel.q + g * w_step, .x = xq + g * w_step, .group = group};
+    };
     Acc acc;
     for (__m512& v : acc.v) v = _mm512_setzero_ps();
-    std::int64_t g = 0;
-    for (; g + 2 <= groups; g += 2) {
-      group_product<false, kOffset>(panel, x, group, xq, xs, xsum, g, buf[0], acc);
-      group_product<true, kOffset>(panel, x, group, xq, xs, xsum, g + 1, buf[1], acc);
+    group_product<0>(operands(0), buf[0]);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      if (g + 1 < groups) {
+        if (g % 2 == 0) {
+          group_product<1>(operands(g + 1), buf[1]);
+        } else {
+          group_product<0>(operands(g + 1), buf[0]);
+        }
+      }
+      const std::int64_t slot = g * kAmxTileRows;
+      scale_group<kOffset>(buf[g % 2], panel.scale + slot, panel.offset + slot, xs + slot,
+                           xsum + slot, acc);
     }
-    if (g < groups) group_product<false, kOffset>(panel, x, group, xq, xs, xsum, g, buf[0], acc);
     // acc.v[j] holds weight row j against activation rows 16t..16t+15: written
     // back transposed.
     for (int j = 0; j < kAmxTileRows; ++j) _mm512_store_ps(result[j], acc.v[j]);
@@ -431,12 +444,19 @@ AmxFormat amx_format(DType w) {
 
 void amx_unpack_rows(DType w, const std::uint8_t* w_rows, std::int64_t row_bytes, std::int64_t rows,
                      std::int64_t k, const AmxPanel& panel) {
-  const std::int64_t groups = k / amx_format(w).group;
+  const std::int64_t group = amx_format(w).group;
+  const std::int64_t groups = k / group;
+  const bool tiles = panel.layout == AmxPanelLayout::kTiles;
   for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t q0 = tiles ? r * group : r * k;
+    const std::int64_t s0 = tiles ? r : r * groups;
     unpack_row(w, w_rows + r * row_bytes, k,
-               {.q = panel.q + r * k,
-                .scale = panel.scale + r * groups,
-                .offset = panel.offset + r * groups});
+               {.q = panel.q + q0,
+                .scale = panel.scale + s0,
+                .offset = panel.offset + s0,
+                .group = group,
+                .q_step = tiles ? kAmxTileRows * group : group,
+                .s_step = tiles ? kAmxTileRows : 1});
   }
 }
 

@@ -12,10 +12,12 @@
 //
 // one tile product per group (K = 16 or 32), because every group has its own
 // scale; each product is scaled into f32 accumulators that stay in registers for
-// the whole row of K. The weights are the tiles' first operand (row-major bytes,
-// as the file stores them: the unpacking needs no transpose) and the activations
-// the second (four consecutive k of one row per 32-bit column), so the results
-// come out transposed and are written back row by row at the end.
+// the whole row of K. The weights are the tiles' first operand (each group's 16
+// rows unpacked as one contiguous tile: AmxPanelLayout::kTiles) and the
+// activations the second (four consecutive k of one row per 32-bit column), so
+// the results come out transposed and are written back row by row at the end.
+// The loop is software-pipelined: group g + 1's tile product is issued before
+// group g is scaled, on a second set of tiles.
 //
 // A panel is unpacked once per call and used by every 16 activation rows, so the
 // unpacking costs about what reading the weights costs; for a handful of
@@ -49,14 +51,24 @@ struct AmxActivations {
   std::int64_t groups = 0;  // k / group
 };
 
-// 16 weight rows unpacked: element e of row r is
-//   scale[r * groups + g] * q[r * k + e] + offset[r * groups + g],  g = e / group,
+// Where unpacking puts 16 weight rows of k elements in groups of `group`:
+//   kRows:  element e of row r at q[r * k + e]; its group g's scale and offset at
+//           scale[r * groups + g] and offset[r * groups + g];
+//   kTiles: group g of every row as one 16 x group tile, q[g][r][e % group], and
+//           its scales and offsets as scale[g][r] and offset[g][r]: the AMX-INT8
+//           product loads each group's weights as one contiguous 512- or 256-byte
+//           tile (rows k bytes apart would map 16 rows onto one L1 set).
+enum class AmxPanelLayout { kRows, kTiles };
+
+// 16 weight rows unpacked: element e of row r, in group g, is
+//   scale(r, g) * q(r, e) + offset(r, g)
 // equal in f32 to what the format's dequantization gives. The formats without an
 // offset leave theirs as they found it (all three arrays must be there).
 struct AmxPanel {
   std::int8_t* q = nullptr;
   float* scale = nullptr;
   float* offset = nullptr;
+  AmxPanelLayout layout = AmxPanelLayout::kRows;
 };
 
 // How a weight format is unpacked: its group size (32, or 16 for q2_k, q3_k and
@@ -82,7 +94,8 @@ struct AmxFormat {
 void amx_unpack_rows(DType w, const std::uint8_t* w_rows, std::int64_t row_bytes, std::int64_t rows,
                      std::int64_t k, const AmxPanel& panel);
 
-// out[m * ldo + j] = the dot product of activation row m and panel row j, for
+// out[m * ldo + j] = the dot product of activation row m and panel row j (panel
+// in the kTiles layout), for
 // m < rows (the call's activation rows) and j < cols (at most 16).
 void amx_panel_product(const AmxPanel& panel, const AmxActivations& x, AmxFormat format,
                        std::int64_t rows, float* out, std::int64_t ldo, std::int64_t cols);

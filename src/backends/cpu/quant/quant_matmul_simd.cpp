@@ -226,7 +226,8 @@ Status matmul_quant_amx(const KernelCall& call, DType w) {
     std::vector<float> offset(scale.size(), 0.0f);
     const AmxPanel panel{.q = reinterpret_cast<std::int8_t*>(q.data()),
                          .scale = scale.data(),
-                         .offset = offset.data()};
+                         .offset = offset.data(),
+                         .layout = AmxPanelLayout::kTiles};
     for (std::int64_t p = begin; p < end; ++p) {
       const std::int64_t j0 = p * kAmxTileRows;
       const std::int64_t cols = std::min(kAmxTileRows, args.n - j0);
