@@ -241,13 +241,10 @@ Status matmul_quant_amx(const KernelCall& call, DType w) {
 
 namespace {
 
-// The AMX-BF16 sibling's blocking: weight rows per parallel task (nc, a multiple
-// of 32, at most 256, and about an eighth of N so that even short matrices give
-// every thread work) and K per pass (kc, 1024: with nc = 256 the bf16 weight
-// block is 512 KiB and stays in L2 while every 32 activation rows pass over it).
-std::int64_t amx_bf16_rows_per_task(std::int64_t n) {
-  return std::clamp<std::int64_t>(n / 8 / kAmxBf16Block * kAmxBf16Block, kAmxBf16Block, 256);
-}
+// The AMX-BF16 sibling's blocking: weight rows per block (nc) and K per pass
+// (kc): the block's bf16 weights, 512 KiB, stay in L2 while every 32 activation
+// rows pass over them.
+constexpr std::int64_t kAmxBf16Nc = 256;
 constexpr std::int64_t kAmxBf16Kc = 1024;
 
 }  // namespace
@@ -280,40 +277,50 @@ Status matmul_quant_amx_bf16(const KernelCall& call, DType w) {
   float* c = direct ? args.out : padded.data();
   const std::int64_t ldc = n_pad;
   const auto* w_bytes = reinterpret_cast<const std::uint8_t*>(args.w);
-  const std::int64_t nc = amx_bf16_rows_per_task(n_pad);
-  const std::int64_t groups_max = std::min(k, kAmxBf16Kc) / format.group;
-  call.ctx.parallel_for(
-      n_pad / kAmxBf16Block, nc / kAmxBf16Block, [&](std::int64_t b0, std::int64_t b1) {
-        const std::int64_t kc_max = std::min(k, kAmxBf16Kc);
-        // One 16-row chunk unpacked to bytes, and the block's bf16 tiles.
-        std::vector<CacheLine> q(static_cast<std::size_t>(kAmxTileRows * kc_max / 64));
-        std::vector<float> scale(static_cast<std::size_t>(kAmxTileRows * groups_max), 0.0f);
-        std::vector<float> offset(scale.size(), 0.0f);
-        std::vector<CacheLine> tile_lines(
-            static_cast<std::size_t>((b1 - b0) * kAmxBf16Block * kc_max * 2 / 64));
-        auto* tiles = reinterpret_cast<std::uint16_t*>(tile_lines.data());
-        const AmxPanel panel{.q = reinterpret_cast<std::int8_t*>(q.data()),
-                             .scale = scale.data(),
-                             .offset = offset.data()};
-        const std::int64_t j0 = b0 * kAmxBf16Block;
-        const std::int64_t cols = (b1 - b0) * kAmxBf16Block;
-        for (std::int64_t k0 = 0; k0 < k; k0 += kAmxBf16Kc) {
-          const std::int64_t kc = std::min(kAmxBf16Kc, k - k0);
-          const std::int64_t k0_bytes = k0 / block_elems(w) * block_bytes(w);
-          for (std::int64_t chunk = 0; chunk < cols / kAmxTileRows; ++chunk) {
-            const std::int64_t row0 = j0 + chunk * kAmxTileRows;
-            const std::int64_t rows = std::clamp<std::int64_t>(args.n - row0, 0, kAmxTileRows);
-            // Rows past N: zero scale and offset give zero weights.
-            std::fill(scale.begin(), scale.end(), 0.0f);
-            std::fill(offset.begin(), offset.end(), 0.0f);
-            amx_unpack_rows(w, w_bytes + row0 * args.row_bytes + k0_bytes, args.row_bytes, rows, kc,
-                            panel);
-            amx_bf16_pack_rows(panel, format.group, kc, tiles + chunk * (kc / 32) * 512);
-          }
-          amx_bf16_block_product(a16 + k0 / 32 * 512, a_column, tiles, kc, cols,
-                                 m_pad / kAmxBf16Block, c + j0, ldc, k0 > 0);
+  constexpr std::int64_t nc = kAmxBf16Nc;
+  const std::int64_t kc_max = std::min(k, kAmxBf16Kc);
+  const std::int64_t groups_max = kc_max / format.group;
+  // Threads claim blocks of 32 weight rows (Note [Claimed chunks] in
+  // thread_pool.cpp: early claims are large), and walk their range nc rows at a
+  // time, so that a block's bf16 tiles stay in L2 whatever the claim's size.
+  call.ctx.parallel_for(n_pad / kAmxBf16Block, 1, [&](std::int64_t b0, std::int64_t b1) {
+    // One 16-row chunk unpacked to bytes, and the block's bf16 tiles.
+    std::vector<CacheLine> q(static_cast<std::size_t>(kAmxTileRows * kc_max / 64));
+    std::vector<float> scale(static_cast<std::size_t>(kAmxTileRows * groups_max), 0.0f);
+    std::vector<float> offset(scale.size(), 0.0f);
+    std::vector<CacheLine> tile_lines(static_cast<std::size_t>(nc * kc_max * 2 / 64));
+    auto* tiles = reinterpret_cast<std::uint16_t*>(tile_lines.data());
+    // The block's outputs, rows nc floats apart: the tiles reload them per pass of
+    // K from memory they own, not from rows of `c` that lie N floats apart.
+    std::vector<CacheLine> c_lines(static_cast<std::size_t>(m_pad * nc * 4 / 64));
+    auto* c_block = reinterpret_cast<float*>(c_lines.data());
+    const AmxPanel panel{.q = reinterpret_cast<std::int8_t*>(q.data()),
+                         .scale = scale.data(),
+                         .offset = offset.data()};
+    for (std::int64_t block = b0; block < b1; block += nc / kAmxBf16Block) {
+      const std::int64_t j0 = block * kAmxBf16Block;
+      const std::int64_t cols = std::min(nc, (b1 - block) * kAmxBf16Block);
+      for (std::int64_t k0 = 0; k0 < k; k0 += kAmxBf16Kc) {
+        const std::int64_t kc = std::min(kAmxBf16Kc, k - k0);
+        const std::int64_t k0_bytes = k0 / block_elems(w) * block_bytes(w);
+        for (std::int64_t chunk = 0; chunk < cols / kAmxTileRows; ++chunk) {
+          const std::int64_t row0 = j0 + chunk * kAmxTileRows;
+          const std::int64_t rows = std::clamp<std::int64_t>(args.n - row0, 0, kAmxTileRows);
+          // Rows past N: zero scale and offset give zero weights.
+          std::fill(scale.begin(), scale.end(), 0.0f);
+          std::fill(offset.begin(), offset.end(), 0.0f);
+          amx_unpack_rows(w, w_bytes + row0 * args.row_bytes + k0_bytes, args.row_bytes, rows, kc,
+                          panel);
+          amx_bf16_pack_rows(panel, format.group, kc, tiles + chunk * (kc / 32) * 512);
         }
-      });
+        amx_bf16_block_product(a16 + k0 / 32 * 512, a_column, tiles, kc, cols,
+                               m_pad / kAmxBf16Block, c_block, nc, k0 > 0);
+      }
+      for (std::int64_t r = 0; r < m_pad; ++r) {
+        std::copy(c_block + r * nc, c_block + r * nc + cols, c + r * ldc + j0);
+      }
+    }
+  });
   if (!direct) {
     for (std::int64_t r = 0; r < args.rows; ++r) {
       std::copy(c + r * ldc, c + r * ldc + args.n, args.out + r * args.n);
