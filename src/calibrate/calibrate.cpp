@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "switchyard/half.h"
+#include "calibrate/timing.h"
 #include "switchyard/thread_pool.h"
 
 namespace switchyard {
@@ -73,116 +73,6 @@ Result<std::vector<Point>> grid(OpKind op, const DTypeList& dtypes) {
   }
   return unimplemented_error(fmt::format(
       "no calibration grid for {} ({} family) at {} operands yet", name(op), name(family), n));
-}
-
-// --- operands -------------------------------------------------------------------
-
-struct HostBuffer {
-  std::vector<std::byte> bytes;
-  std::byte* aligned = nullptr;
-};
-
-// Values that keep every kernel on its ordinary path: floats in [-1, 1) that vary
-// along the tensor, integers 0 (a valid row index), quantized blocks of zeros
-// (scale 0: valid, and as fast to decode as any other).
-Result<HostBuffer> make_host(DType t, const Shape& shape) {
-  SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t size, row_bytes(t, shape.numel()));
-  HostBuffer b;
-  b.bytes.assign(static_cast<std::size_t>(size) + 64, std::byte{0});
-  auto address = reinterpret_cast<std::uintptr_t>(b.bytes.data());
-  b.aligned = b.bytes.data() + ((64 - address % 64) % 64);
-  const std::int64_t n = shape.numel();
-  auto value = [](std::int64_t i) { return static_cast<float>((i * 37) % 2001) / 1000.0f - 1.0f; };
-  if (t == DType::kF32) {
-    auto* p = reinterpret_cast<float*>(b.aligned);
-    for (std::int64_t i = 0; i < n; ++i) p[i] = value(i);
-  } else if (t == DType::kF16 || t == DType::kBF16) {
-    auto* p = reinterpret_cast<std::uint16_t*>(b.aligned);
-    for (std::int64_t i = 0; i < n; ++i) {
-      p[i] = t == DType::kF16 ? f32_to_f16(value(i)) : f32_to_bf16(value(i));
-    }
-  }
-  return b;
-}
-
-// The operands of one point on `backend`, freed when it goes.
-class Operands {
- public:
-  Operands(BackendMemory* memory, BackendId backend) : memory_(memory), backend_(backend) {}
-  Operands(const Operands&) = delete;
-  Operands& operator=(const Operands&) = delete;
-  ~Operands() {
-    for (void* p : device_) memory_->deallocate(p);
-  }
-
-  Status add(DType t, const Shape& shape, void* stream) {
-    SWITCHYARD_ASSIGN_OR_RETURN(HostBuffer host, make_host(t, shape));
-    const TensorView host_view = TensorView::contiguous(host.aligned, t, shape);
-    if (memory_ == nullptr || memory_->host_addressable()) {
-      views_.push_back(host_view);
-      host_.push_back(std::move(host));
-      return Status::ok();
-    }
-    SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t size, row_bytes(t, shape.numel()));
-    SWITCHYARD_ASSIGN_OR_RETURN(void* p, memory_->allocate(size));
-    device_.push_back(p);
-    views_.push_back(TensorView::contiguous(p, t, shape, backend_));
-    return memory_->copy(host_view, views_.back(), stream);
-  }
-  [[nodiscard]] std::span<const TensorView> views() const { return views_; }
-
- private:
-  BackendMemory* memory_;
-  BackendId backend_;
-  std::vector<HostBuffer> host_;
-  std::vector<void*> device_;
-  std::vector<TensorView> views_;
-};
-
-struct Stream {
-  BackendMemory* memory = nullptr;
-  void* handle = nullptr;
-  ~Stream() {
-    if (memory != nullptr) memory->destroy_stream(handle);
-  }
-};
-
-// Times one entry at one point: the median of the timed calls, in ns.
-Result<double> time_point(const KernelBindingTable::Slot& slot, const BindingEntry& entry,
-                          const Point& shapes, BackendMemory* memory, ParallelRunner& runner,
-                          double budget_s) {
-  Stream stream;
-  if (memory != nullptr && !memory->host_addressable()) {
-    SWITCHYARD_ASSIGN_OR_RETURN(stream.handle, memory->create_stream());
-    stream.memory = memory;
-  }
-  Operands ops(memory, slot.backend);
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    SWITCHYARD_RETURN_IF_ERROR(ops.add(slot.dtypes[i], shapes[i], stream.handle));
-  }
-  const std::span<const TensorView> views = ops.views();
-  const std::size_t inputs = views.size() - 1;
-  OpParams params;
-  ExecContext ctx{.runner = &runner, .stream = stream.handle};
-  const KernelCall call{views.first(inputs), views.subspan(inputs, 1), params, ctx,
-                        entry.name,          entry.data.get()};
-  auto run_once = [&]() -> Result<double> {
-    const Clock::time_point start = Clock::now();
-    SWITCHYARD_RETURN_IF_ERROR(entry.fn(call));
-    if (memory != nullptr) SWITCHYARD_RETURN_IF_ERROR(memory->synchronize(stream.handle));
-    return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-  };
-  SWITCHYARD_RETURN_IF_ERROR(run_once().status());  // warm-up: caches, pages, lazy setup
-  std::vector<double> times;
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(budget_s));
-  while (times.size() < 3 || (Clock::now() < deadline && times.size() < 1000)) {
-    SWITCHYARD_ASSIGN_OR_RETURN(double ns, run_once());
-    times.push_back(ns);
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
-                   times.end());
-  return times[times.size() / 2];
 }
 
 // The entry's own estimate at a point: the terms its fit is written in.
@@ -283,7 +173,8 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
     for (const Point& p : job.points) {
       if (samples.size() >= 3 && Clock::now() >= entry_deadline) break;
       const double point_s = per_entry_s / static_cast<double>(job.points.size());
-      Result<double> ns = time_point(*job.slot, *job.entry, p, memory, pool, point_s);
+      Result<double> ns = time_entry(*job.entry, job.slot->backend, job.slot->dtypes.span(), p,
+                                     OpParams{}, memory, pool, point_s);
       if (!ns.is_ok()) {
         failure = std::string(ns.status().message());
         break;

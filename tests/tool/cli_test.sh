@@ -394,6 +394,20 @@ expect 2 "a truncated profile" -- "$tool" explain --calibration "$work/cut.json"
 contains err "truncated or corrupt" "the refusal says why"
 expect 2 "calibrate an unknown op" -- "$tool" calibrate --op no_such_op --out "$work/x.json"
 
+# regret: every node's siblings timed, with and without the profile
+expect 0 "regret on the example graphs" -- \
+  "$tool" regret --graph mlp,block --threads 2 --budget-ms 1 --calibration "$work/cal.json"
+contains out "routing regret on 2 threads" "regret says what it measured"
+contains out "mlp (modelled costs)" "the modelled plan is judged"
+contains out "mlp (profile costs)" "and the profile's"
+expect 0 "regret as JSON" -- "$tool" regret --graph mlp --threads 2 --budget-ms 1 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[0]["nodes"][0]["candidates"]' \
+  "$work/out" || { echo "FAIL: regret --json is not the documented JSON"; failures=$((failures + 1)); }
+expect 0 "regret on the embedded llama" -- \
+  "$tool" regret --graph llama --threads 2 --budget-ms 1 --max-tokens 16
+contains out "llama (modelled costs)" "the llama plan is judged"
+expect 2 "regret on an unknown graph" -- "$tool" regret --graph nope
+
 if ((failures)); then
   echo "$failures check(s) failed"
   exit 1

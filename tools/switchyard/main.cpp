@@ -74,6 +74,7 @@ int run_command_line(int argc, char** argv) {
   add_quantize_command(app, selected);
   add_perplexity_command(app, selected);
   add_calibrate_command(app, selected);
+  add_regret_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

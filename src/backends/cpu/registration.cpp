@@ -383,6 +383,21 @@ PrecisionGuarantee blocked_dot(DType out) {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, rel, abs);
 }
 
+// The portable matmul family is a scalar loop: one multiply-add per instruction
+// where the AVX-512 GEMM does sixteen. Its roofline counts sixteen times the
+// flops, so that a SIMD sibling whose cost adds packing and a call's fan-out is
+// still ranked ahead of it (`switchyard regret` measured the reference 16-34x
+// slower, and chosen by the plain roofline for small products).
+template <CostFn kCost>
+CostEstimate scalar_dot_cost(const CostInputs& in) {
+  CostEstimate e = kCost(in);
+  e.flops *= 16.0;
+  return e;
+}
+KernelOptions scalar_dot_reference(PrecisionGuarantee precision, CostFn cost) {
+  return {.precision = precision, .cost = cost, .source = "portable"};
+}
+
 // OpenBLAS splits its sums differently at different thread counts.
 PrecisionGuarantee openblas_dot() {
   return PrecisionGuarantee::bounded(true, false, std::nullopt, 1e-4, std::nullopt);
@@ -422,7 +437,8 @@ void add_matmul_rows(std::vector<Row>& rows, const CpuFeatures& cpu, KernelFn re
   }
 #endif
   rows.push_back(row(kOp, key, reference_fn, "ref",
-                     reference(O == kF32 ? sequential_dot() : blocked_dot(O), kOp)));
+                     scalar_dot_reference(O == kF32 ? sequential_dot() : blocked_dot(O),
+                                          &scalar_dot_cost<&gemm_cost>)));
 }
 
 template <DType W>
@@ -449,8 +465,8 @@ void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
     rows.push_back(row(kLinear, linear_key, &linear_matvec<Isa::kAvx2, W>, "avx2_matvec",
                        simd(kF32, &matvec_cost, "avx2", &admits_single_row)));
   }
-  rows.push_back(
-      row(kLinear, linear_key, &linear_ref<W>, "ref", reference(sequential_dot(), kLinear)));
+  rows.push_back(row(kLinear, linear_key, &linear_ref<W>, "ref",
+                     scalar_dot_reference(sequential_dot(), &scalar_dot_cost<&gemm_cost>)));
   if (avx512) {
     rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_fused<Isa::kAvx512, W>, "avx512",
                        simd(kF32, &ffn_swiglu_cost, "avx512")));
@@ -459,9 +475,8 @@ void add_fused_rows(std::vector<Row>& rows, const CpuFeatures& cpu) {
     rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_fused<Isa::kAvx2, W>, "avx2",
                        simd(kF32, &ffn_swiglu_cost, "avx2")));
   }
-  KernelOptions ffn_reference = reference(sequential_dot(), kFfn);
-  ffn_reference.cost = &ffn_swiglu_cost;
-  rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_ref<W>, "ref", std::move(ffn_reference)));
+  rows.push_back(row(kFfn, ffn_key, &ffn_swiglu_ref<W>, "ref",
+                     scalar_dot_reference(sequential_dot(), &scalar_dot_cost<&ffn_swiglu_cost>)));
 }
 
 const std::vector<Row>& dense_rows() {

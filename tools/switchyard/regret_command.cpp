@@ -1,0 +1,291 @@
+// `switchyard regret`: how much time the planner's routing leaves on the table.
+// Plans a llama model (the embedded synthetic one by default, or a GGUF file) and
+// the built-in example graphs, times every sibling each node could have taken on
+// its backend (measure_regret, switchyard/regret.h), and reports per bucket the
+// total regret (time of the chosen kernels over time of the fastest ones) and the
+// nodes that cost the most. With --calibration it plans each graph twice, with
+// the modelled costs and with the profile's, and judges both by the same timings.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "model_source.h"
+#include "progress.h"
+#include "switchyard/dispatch.h"
+#include "switchyard/example_graphs.h"
+#include "switchyard/llama.h"
+#include "switchyard/plan.h"
+#include "switchyard/registry.h"
+#include "switchyard/regret.h"
+
+namespace switchyard::tool {
+namespace {
+
+struct RegretCommandOptions {
+  std::string model;
+  std::string synthetic = "tiny";
+  std::string model_type = "mix";
+  std::vector<std::string> graphs = {"llama", "block", "mlp"};
+  std::string calibration;
+  int threads = 0;
+  double budget_ms = 50;
+  std::int64_t max_tokens = 512;
+  int top = 8;
+  bool json = false;
+};
+
+// One graph's plans: without and (when a profile is given) with the profile.
+struct Subject {
+  std::string graph;
+  std::vector<std::pair<std::string, RegretReport>> reports;  // "modelled" / "profile"
+};
+
+// The plans of `graph`, by ranking: "modelled", then "profile" when one is given.
+// A llama model is loaded once per ranking (its own plan); an example graph is
+// planned with the buckets `explain` uses.
+Result<std::vector<std::pair<std::string, std::shared_ptr<const void>>>> plans_of(
+    const std::string& graph, const RegretCommandOptions& o, ParallelRunner* runner,
+    const std::shared_ptr<const CalibrationProfile>& profile,
+    std::vector<const ExecutionPlan*>& out) {
+  std::vector<std::pair<std::string, std::shared_ptr<const void>>> keep;
+  std::vector<std::pair<std::string, std::shared_ptr<const CalibrationProfile>>> rankings = {
+      {"modelled", nullptr}};
+  if (profile) rankings.emplace_back("profile", profile);
+  if (graph == "llama") {
+    SWITCHYARD_ASSIGN_OR_RETURN(
+        GgufFile file, o.model.empty() ? synthetic_file(o.synthetic, o.model_type, std::string())
+                                       : GgufFile::open(o.model));
+    for (const auto& [label, calibration] : rankings) {
+      auto registry = std::make_shared<Registry>(RegistryConfig{.sink = [](std::string_view) {}});
+      LlamaLoadOptions load;
+      load.registry = registry.get();
+      load.runner = runner;
+      load.max_batch = o.max_tokens;
+      load.max_context = std::max<std::int64_t>(o.max_tokens, 1) * 2;
+      load.record_steps = false;
+      load.calibration = calibration;
+      SWITCHYARD_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::load(file, load));
+      auto held = std::make_shared<std::pair<std::shared_ptr<Registry>, LlamaModel>>(
+          registry, std::move(model));
+      out.push_back(&held->second.plan());
+      keep.emplace_back(label, std::move(held));
+    }
+    return keep;
+  }
+  Result<Graph> g =
+      invalid_argument_error(fmt::format("--graph: unknown graph '{}' (llama, block, mlp)", graph));
+  if (graph == "block") g = transformer_block_graph({});
+  if (graph == "mlp") g = mlp_graph();
+  if (!g.is_ok()) return g.status();
+  for (const auto& [label, calibration] : rankings) {
+    PlanOptions options;
+    options.buckets = example_buckets(o.max_tokens);
+    options.record_in_registry = false;
+    options.calibration = calibration;
+    SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan plan, plan_graph(*g, current_table(), options));
+    auto held = std::make_shared<ExecutionPlan>(std::move(plan));
+    out.push_back(held.get());
+    keep.emplace_back(label, std::move(held));
+  }
+  return keep;
+}
+
+std::string percent(double x) { return fmt::format("{:.1f} %", 100.0 * x); }
+
+std::vector<std::string> buckets_of(const RegretReport& r) {
+  std::vector<std::string> names;
+  for (const RegretNode& n : r.nodes) {
+    if (std::find(names.begin(), names.end(), n.bucket) == names.end()) names.push_back(n.bucket);
+  }
+  return names;
+}
+
+void print_text(const std::vector<Subject>& subjects, int top) {
+  for (const Subject& s : subjects) {
+    for (const auto& [label, r] : s.reports) {
+      fmt::print("\n{} ({} costs)\n", s.graph, label);
+      fmt::print("  {:<10} {:>6} {:>12} {:>12} {:>8} {:>8}\n", "bucket", "nodes", "chosen ms",
+                 "fastest ms", "regret", "worst");
+      for (const std::string& b : buckets_of(r)) {
+        int nodes = 0;
+        double worst = 0;
+        for (const RegretNode& n : r.nodes) {
+          if (n.bucket != b) continue;
+          ++nodes;
+          worst = std::max(worst, n.regret());
+        }
+        fmt::print("  {:<10} {:>6} {:>12.3f} {:>12.3f} {:>8} {:>8}\n", b, nodes,
+                   r.chosen_ns(b) * 1e-6, r.fastest_ns(b) * 1e-6, percent(r.total_regret(b)),
+                   percent(worst));
+      }
+      fmt::print("  {:<10} {:>6} {:>12.3f} {:>12.3f} {:>8} {:>8}\n", "all", r.nodes.size(),
+                 r.chosen_ns() * 1e-6, r.fastest_ns() * 1e-6, percent(r.total_regret()),
+                 percent(r.worst_regret()));
+      // The nodes that lose the most time, largest first.
+      std::vector<const RegretNode*> lossy;
+      for (const RegretNode& n : r.nodes) {
+        if (n.fastest != 0) lossy.push_back(&n);
+      }
+      std::sort(lossy.begin(), lossy.end(), [](const RegretNode* a, const RegretNode* b) {
+        return a->chosen_ns() - a->fastest_ns() > b->chosen_ns() - b->fastest_ns();
+      });
+      if (lossy.empty()) {
+        fmt::print("  every node took its fastest sibling\n");
+        continue;
+      }
+      fmt::print("  {} node(s) did not take their fastest sibling{}:\n", lossy.size(),
+                 lossy.size() > static_cast<std::size_t>(top)
+                     ? fmt::format(", the {} costliest", top)
+                     : "");
+      for (std::size_t i = 0; i < lossy.size() && i < static_cast<std::size_t>(top); ++i) {
+        const RegretNode& n = *lossy[i];
+        fmt::print("    {} / {} {}: {} {:.1f} us, {} {:.1f} us faster (+{})\n", n.bucket, n.node,
+                   n.shapes, n.candidates.front().kernel, n.chosen_ns() * 1e-3,
+                   n.candidates[n.fastest].kernel, n.fastest_ns() * 1e-3, percent(n.regret()));
+      }
+    }
+  }
+}
+
+nlohmann::json to_json(const std::vector<Subject>& subjects) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Subject& s : subjects) {
+    for (const auto& [label, r] : s.reports) {
+      nlohmann::json j;
+      j["graph"] = s.graph;
+      j["costs"] = label;
+      j["total_regret"] = r.total_regret();
+      j["worst_regret"] = r.worst_regret();
+      j["chosen_ns"] = r.chosen_ns();
+      j["fastest_ns"] = r.fastest_ns();
+      j["skipped"] = r.skipped;
+      for (const std::string& b : buckets_of(r)) {
+        j["buckets"][b] = {{"total_regret", r.total_regret(b)},
+                           {"chosen_ns", r.chosen_ns(b)},
+                           {"fastest_ns", r.fastest_ns(b)}};
+      }
+      j["nodes"] = nlohmann::json::array();
+      for (const RegretNode& n : r.nodes) {
+        nlohmann::json node = {{"bucket", n.bucket},
+                               {"node", n.node},
+                               {"op", n.op},
+                               {"shapes", n.shapes},
+                               {"backend", name(n.backend)},
+                               {"regret", n.regret()},
+                               {"chosen", n.candidates.front().kernel},
+                               {"fastest", n.candidates[n.fastest].kernel}};
+        for (const RegretCandidate& c : n.candidates) {
+          node["candidates"].push_back({{"kernel", c.kernel},
+                                        {"measured_ns", c.measured_ns},
+                                        {"ranked_ns", c.ranked_ns},
+                                        {"ranked_by", c.ranked_by_profile ? "profile" : "model"}});
+        }
+        j["nodes"].push_back(std::move(node));
+      }
+      out.push_back(std::move(j));
+    }
+  }
+  return out;
+}
+
+int run_regret(const RegretCommandOptions& o) {
+  std::unique_ptr<ThreadPool> own_pool;
+  ParallelRunner* runner = &default_thread_pool();
+  if (o.threads > 0) {
+    own_pool = std::make_unique<ThreadPool>(o.threads);
+    runner = own_pool.get();
+  }
+  Result<std::shared_ptr<const CalibrationProfile>> profile =
+      planning_calibration(o.calibration, runner->num_threads());
+  if (!profile.is_ok()) return report_failure(profile.status());
+  if (!o.calibration.empty() && *profile == nullptr) {
+    return report_failure(invalid_argument_error(
+        fmt::format("regret: --calibration {}: nothing in it applies here", o.calibration)));
+  }
+  RegretOptions options;
+  options.threads = runner->num_threads();
+  options.budget_s = o.budget_ms * 1e-3;
+  Progress progress(!o.json);
+  RegretTimings timings;
+  std::vector<Subject> subjects;
+  for (const std::string& graph : o.graphs) {
+    progress.show(graph, 0, 1, "planning");
+    std::vector<const ExecutionPlan*> plans;
+    auto held = plans_of(graph, o, runner, *profile, plans);
+    if (!held.is_ok()) {
+      progress.clear();
+      return report_failure(held.status());
+    }
+    Subject subject{.graph = graph, .reports = {}};
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      options.progress = [&](std::size_t done, std::size_t total, std::string_view kernel) {
+        progress.show(graph, static_cast<std::int64_t>(done), static_cast<std::int64_t>(total),
+                      kernel);
+      };
+      Result<RegretReport> r = measure_regret(*plans[i], options, timings);
+      if (!r.is_ok()) {
+        progress.clear();
+        return report_failure(r.status());
+      }
+      subject.reports.emplace_back((*held)[i].first, std::move(*r));
+    }
+    subjects.push_back(std::move(subject));
+  }
+  progress.clear();
+  if (o.json) {
+    fmt::print("{}\n", to_json(subjects).dump(2));
+  } else {
+    fmt::print(
+        "routing regret on {} thread{}: the planner's kernels against the fastest "
+        "sibling of each node, {} kernel timing(s)\n",
+        runner->num_threads(), runner->num_threads() == 1 ? "" : "s", timings.size());
+    print_text(subjects, o.top);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_regret_command(CLI::App& app, CommandMain& selected) {
+  auto options = std::make_shared<RegretCommandOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "regret",
+      "Time every sibling each planned node could have taken and report how much slower "
+      "the planner's choices are than the fastest (per bucket and per node)");
+  sub->add_option("model", options->model,
+                  "GGUF model file for the llama graph (omit for the embedded synthetic model)");
+  sub->add_option("--synthetic", options->synthetic,
+                  fmt::format("embedded model: its shape ({}; tiny is the default)",
+                              fmt::join(synthetic_llama_presets(), ", ")))
+      ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
+                                                     synthetic_llama_presets().end())));
+  sub->add_option("--model-type", options->model_type,
+                  "embedded model: weight storage, 'mix' (the default) or one dtype for every "
+                  "matrix");
+  sub->add_option("--graph", options->graphs,
+                  "Graphs to measure: llama, block, mlp (default: all three)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"llama", "block", "mlp"}));
+  sub->add_option("--calibration", options->calibration,
+                  "Also plan with this calibration profile's costs and judge both plans "
+                  "(default: SWITCHYARD_CALIBRATION)");
+  sub->add_option("--threads", options->threads, "CPU threads (default: all)")->check(kThreadRange);
+  sub->add_option("--budget-ms", options->budget_ms,
+                  "Milliseconds of timed calls per kernel and shape (at least 3 calls; default 50)")
+      ->check(CLI::Range(0.0, 60000.0));
+  sub->add_option("--max-tokens", options->max_tokens, "Tokens of the prefill bucket (default 512)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+  sub->add_option("--top", options->top, "Nodes listed per plan (default 8)")
+      ->check(CLI::Range(0, 1000));
+  sub->add_flag("--json", options->json, "Print every node's timings as JSON");
+  sub->callback([options, &selected] { selected = [options] { return run_regret(*options); }; });
+}
+
+}  // namespace switchyard::tool
