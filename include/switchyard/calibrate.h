@@ -2,11 +2,11 @@
 // part of a profile that may be used on this machine.
 //
 // calibrate() times every alternative the options select over a log-spaced grid
-// of shapes for its op family, on the backend's own memory and stream, and fits
-// each one's cost (fit_cost). Families with a grid today: elementwise binary and
-// unary ops, casts, copy, the row-wise norms and softmax (one input), and matmul
-// (dense and quantized weights). Entries of other families are listed as skipped
-// with the reason, and the planner keeps their modelled cost.
+// of shapes for its op family (and, given a plan's shapes, at those too), on the
+// backend's own memory and stream, and fits each one's cost (fit_cost). Families with a grid today:
+// elementwise binary and unary ops, casts, copy, the row-wise norms and softmax (one input), and
+// matmul (dense and quantized weights). Entries of other families are listed as skipped with the
+// reason, and the planner keeps their modelled cost.
 //
 // Each shape is run once to warm up, then timed call by call until the budget
 // for that shape is spent (at least 3 calls; the median counts). The budget is
@@ -29,9 +29,23 @@
 
 namespace switchyard {
 
+// A shape a plan runs a kernel at (planned_shapes in regret.h): calibrated
+// besides the kernel's grid, so that the profile has a measurement at the very
+// shapes the model runs.
+struct PlannedShape {
+  std::string kernel;
+  std::vector<Shape> shapes;  // key order: inputs, then the output
+  OpParams params;
+  // The output is the first input's memory (set_rows' cache).
+  bool in_place = false;
+};
+
 struct CalibrateOptions {
   std::optional<BackendId> backend;
   std::optional<OpKind> op;
+  // When not empty: only the kernels named here are calibrated, at their grid's
+  // shapes and at these.
+  std::vector<PlannedShape> planned;
   // Wall-clock seconds for the whole table.
   double budget_s = 180.0;
   // The CPU threads kernels run on (a pool of this size is made); recorded in the

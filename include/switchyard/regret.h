@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "switchyard/bucket_plan.h"
+#include "switchyard/calibrate.h"
 #include "switchyard/status.h"
 
 namespace switchyard {
@@ -89,6 +90,12 @@ struct RegretReport {
   // The largest node regret.
   [[nodiscard]] double worst_regret() const;
 };
+
+// Every shape at which a node of `plan` runs, or could run, a kernel: per kernel
+// step, the chosen kernel and its runners-up on the same backend at the step's
+// shapes and parameters (what measure_regret times), each (kernel, shapes,
+// parameters) once. For CalibrateOptions::planned.
+[[nodiscard]] std::vector<PlannedShape> planned_shapes(const ExecutionPlan& plan);
 
 // Measures `plan` (see the file comment). Errors: a kernel that fails on its
 // operands (the message names it, the bucket and the node); a device backend

@@ -30,6 +30,33 @@ using Point = std::vector<Shape>;
 constexpr std::int64_t kStreamSizes[] = {1 << 12, 1 << 14, 1 << 16, 1 << 18,
                                          1 << 20, 1 << 22, 1 << 24};
 
+// Matmul's (rows, n = k): decode (one row) over growing weights, then
+// prompt-sized row counts.
+constexpr std::pair<std::int64_t, std::int64_t> kMatmulPoints[] = {
+    {1, 512}, {1, 2048}, {1, 4096}, {8, 2048}, {32, 2048}, {128, 2048}, {256, 4096}};
+
+// The fused ops' grids (linear as matmul with a bias; ffn_swiglu at a small
+// model's width; rms_norm_mul as a weighted norm), or none.
+std::vector<Point> fused_grid(OpKind op, std::size_t n) {
+  std::vector<Point> points;
+  if (op == OpKind::kLinear && n == 4) {
+    for (auto [m, nk] : kMatmulPoints) {
+      points.push_back({Shape{m, nk}, Shape{nk, nk}, Shape{nk}, Shape{m, nk}});
+    }
+  } else if (op == OpKind::kFfnSwiglu && n == 5) {
+    // x [rows, 1024] through gate and up [2816, 1024] and down [1024, 2816].
+    for (std::int64_t m : {1, 8, 32, 128, 512}) {
+      const Shape x{m, 1024}, up{2816, 1024};
+      points.push_back({x, up, up, Shape{1024, 2816}, x});
+    }
+  } else if (op == OpKind::kRmsNormMul && n == 3) {
+    for (std::int64_t rows : {1, 16, 256, 4096}) {
+      points.push_back({Shape{rows, 4096}, Shape{4096}, Shape{rows, 4096}});
+    }
+  }
+  return points;
+}
+
 // Why the op at these dtypes has no grid, or its grid.
 Result<std::vector<Point>> grid(OpKind op, const DTypeList& dtypes) {
   const std::size_t n = dtypes.size();
@@ -46,28 +73,79 @@ Result<std::vector<Point>> grid(OpKind op, const DTypeList& dtypes) {
       for (std::int64_t s : kStreamSizes) points.push_back({Shape{s}, Shape{s}});
       return points;
     case OpFamily::kLayout:
+      if (op == OpKind::kTranspose && n == 2) {
+        for (std::int64_t s : {64, 256, 1024, 4096}) points.push_back({Shape{s, s}, Shape{s, s}});
+        return points;
+      }
       if (op != OpKind::kCopy || n != 2) break;
       for (std::int64_t s : kStreamSizes) points.push_back({Shape{s}, Shape{s}});
       return points;
     case OpFamily::kNorm:
     case OpFamily::kSoftmax:
-      if (n != 2) break;
+      // One input; a norm's weight (and bias) of one row; a softmax's mask as
+      // large as its input.
+      if (n < 2 || n > 4 || (family == OpFamily::kSoftmax && n > 3)) break;
       for (std::int64_t rows : {1, 4, 16, 64, 256, 1024, 4096}) {
-        points.push_back({Shape{rows, 4096}, Shape{rows, 4096}});
+        Point p(n, Shape{rows, 4096});
+        if (family == OpFamily::kNorm) {
+          for (std::size_t i = 1; i + 1 < n; ++i) p[i] = Shape{4096};
+        }
+        points.push_back(std::move(p));
+      }
+      return points;
+    case OpFamily::kRope:
+      // x [tokens, 32 heads, 64], positions [tokens], per-pair factors [32].
+      if (n != 3 && n != 4) break;
+      for (std::int64_t tokens : {1, 16, 128, 512, 2048}) {
+        const Shape x{tokens, 32, 64};
+        Point p = {x, Shape{tokens}};
+        if (n == 4) p.push_back(Shape{32});
+        p.push_back(x);
+        points.push_back(std::move(p));
+      }
+      return points;
+    case OpFamily::kGetRows:
+      if (op == OpKind::kGetRows && n == 3) {
+        // Rows of a [4096, 2048] table.
+        for (std::int64_t rows : {1, 16, 128, 512, 2048}) {
+          points.push_back({Shape{4096, 2048}, Shape{rows}, Shape{rows, 2048}});
+        }
+        return points;
+      }
+      if (op == OpKind::kSetRows && n == 4) {
+        // Rows written into a [4096, 512] cache.
+        for (std::int64_t rows : {1, 16, 128, 512, 2048}) {
+          points.push_back({Shape{4096, 512}, Shape{rows, 512}, Shape{rows}, Shape{4096, 512}});
+        }
+        return points;
+      }
+      break;
+    case OpFamily::kAttention:
+      // 32 query heads over 8 kv heads of 64: one query against growing caches
+      // (decoding), then prompts against themselves.
+      if (n != 4 && n != 5) break;
+      for (auto [sq, skv] : {std::pair<std::int64_t, std::int64_t>{1, 256},
+                             {1, 1024},
+                             {1, 4096},
+                             {64, 64},
+                             {256, 256},
+                             {1024, 1024}}) {
+        const Shape q{sq, 32, 64}, kv{skv, 8, 64};
+        Point p = {q, kv, kv};
+        if (n == 5) p.push_back(Shape{sq, skv});
+        p.push_back(q);
+        points.push_back(std::move(p));
       }
       return points;
     case OpFamily::kMatmul:
       if (op != OpKind::kMatmul || n != 3) break;
-      // Decode (one row) over growing weights, then prompt-sized row counts.
-      for (auto [m, nk] : {std::pair<std::int64_t, std::int64_t>{1, 512},
-                           {1, 2048},
-                           {1, 4096},
-                           {8, 2048},
-                           {32, 2048},
-                           {128, 2048},
-                           {256, 4096}}) {
+      for (auto [m, nk] : kMatmulPoints) {
         points.push_back({Shape{m, nk}, Shape{nk, nk}, Shape{m, nk}});
       }
+      return points;
+    case OpFamily::kFused:
+      points = fused_grid(op, n);
+      if (points.empty()) break;
       return points;
     default: break;
   }
@@ -75,12 +153,19 @@ Result<std::vector<Point>> grid(OpKind op, const DTypeList& dtypes) {
       "no calibration grid for {} ({} family) at {} operands yet", name(op), name(family), n));
 }
 
+// One timing of a calibration job: a grid point (default parameters) or a
+// plan's shape (its node's).
+struct Timing {
+  Point shapes;
+  OpParams params;
+  bool in_place = false;
+};
+
 // The entry's own estimate at a point: the terms its fit is written in.
 CostEstimate estimate_at(const KernelBindingTable::Slot& slot, const BindingEntry& entry, OpKind op,
-                         const Point& shapes) {
+                         const Timing& t) {
   std::vector<DType> dtypes(slot.dtypes.span().begin(), slot.dtypes.span().end());
-  const OpParams params;
-  return entry.estimate({op, shapes, dtypes, &params, nullptr});
+  return entry.estimate({op, t.shapes, dtypes, &t.params, nullptr});
 }
 
 std::string cpu_text(int threads) {
@@ -129,12 +214,18 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
     const KernelBindingTable::Slot* slot;
     const BindingEntry* entry;
     OpKind op;
-    std::vector<Point> points;
+    std::vector<Timing> planned;  // always timed
+    std::vector<Timing> grid;     // while the entry's budget lasts
   };
   std::vector<Job> jobs;
   for (const auto& ref : table.entries()) {
     const KernelBindingTable::Slot& slot = ref.slot;
     if (options.backend && slot.backend != *options.backend) continue;
+    std::vector<Timing> planned;
+    for (const PlannedShape& s : options.planned) {
+      if (s.kernel == ref.entry.name) planned.push_back({s.shapes, s.params, s.in_place});
+    }
+    if (!options.planned.empty() && planned.empty()) continue;
     const std::optional<OpKind> op = slot.key.static_op();
     if (!op) {
       report.skipped.push_back(fmt::format("{}: a runtime-fused kernel (no grid)", ref.entry.name));
@@ -148,56 +239,118 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
     }
     Result<std::vector<Point>> points = grid(*op, slot.dtypes);
     if (!points.is_ok()) {
-      report.skipped.push_back(fmt::format("{}: {}", ref.entry.name, points.status().message()));
-      continue;
+      if (planned.empty()) {
+        report.skipped.push_back(fmt::format("{}: {}", ref.entry.name, points.status().message()));
+        continue;
+      }
+      points = std::vector<Point>{};  // the plan's shapes alone
     }
-    std::vector<Point> admitted;
+    std::vector<Timing> admitted;
     for (Point& p : *points) {
-      if (ref.entry.admits_shapes(p)) admitted.push_back(std::move(p));
+      // set_rows is timed as graphs run it: in place (Note [Rows written in place]).
+      if (ref.entry.admits_shapes(p))
+        admitted.push_back({std::move(p), {}, *op == OpKind::kSetRows});
     }
-    jobs.push_back({&slot, &ref.entry, *op, std::move(admitted)});
+    jobs.push_back({&slot, &ref.entry, *op, std::move(planned), std::move(admitted)});
   }
   if (jobs.empty()) return report;
 
   ThreadPool pool(options.threads);
   const double per_entry_s = options.budget_s / static_cast<double>(jobs.size());
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    const Job& job = jobs[j];
-    if (options.progress) options.progress(j, jobs.size(), job.entry->name);
-    BackendMemory* memory = table.backend_memory(job.slot->backend);
-    const Clock::time_point entry_deadline =
-        Clock::now() +
-        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(per_entry_s));
-    std::vector<CostSample> samples;
-    std::string failure;
-    for (const Point& p : job.points) {
-      if (samples.size() >= 3 && Clock::now() >= entry_deadline) break;
-      const double point_s = per_entry_s / static_cast<double>(job.points.size());
-      Result<double> ns = time_entry(*job.entry, job.slot->backend, job.slot->dtypes.span(), p,
-                                     OpParams{}, memory, pool, point_s);
-      if (!ns.is_ok()) {
-        failure = std::string(ns.status().message());
-        break;
+  // The siblings at one key are timed together, point by point and in turn
+  // (Note [Timing in alternation] in timing.h): the plans' shapes first, then the
+  // grid's while the key's share of the budget lasts (and until each sibling has
+  // three sizes).
+  std::size_t done = 0;
+  for (std::size_t first = 0; first < jobs.size();) {
+    std::size_t last = first;
+    while (last < jobs.size() && jobs[last].slot == jobs[first].slot) ++last;
+    const std::size_t count = last - first;
+    if (options.progress) options.progress(done, jobs.size(), jobs[first].entry->name);
+    done += count;
+    const KernelBindingTable::Slot& slot = *jobs[first].slot;
+    BackendMemory* memory = table.backend_memory(slot.backend);
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(per_entry_s * static_cast<double>(count)));
+    // Each point once, with the jobs that take it: planned points, then the grid.
+    struct Shared {
+      Timing timing;
+      bool planned = false;
+      std::vector<std::size_t> jobs;
+    };
+    std::vector<Shared> points;
+    const auto add = [&](const Timing& t, bool planned, std::size_t j) {
+      const std::string key = timing_key(t.in_place ? "in place" : "", t.shapes, t.params);
+      for (Shared& p : points) {
+        if (p.planned == planned && timing_key(p.timing.in_place ? "in place" : "", p.timing.shapes,
+                                               p.timing.params) == key) {
+          p.jobs.push_back(j);
+          return;
+        }
       }
-      const CostEstimate est = estimate_at(*job.slot, *job.entry, job.op, p);
-      if (!est.known) {
-        failure = "the entry has no cost estimate to fit against";
-        break;
+      points.push_back({t, planned, {j}});
+    };
+    for (std::size_t j = first; j < last; ++j) {
+      for (const Timing& t : jobs[j].planned) add(t, true, j);
+    }
+    for (std::size_t j = first; j < last; ++j) {
+      for (const Timing& t : jobs[j].grid) add(t, false, j);
+    }
+    std::vector<std::vector<CostSample>> samples(count);
+    std::vector<std::string> failure(count);
+    const double point_s =
+        per_entry_s / static_cast<double>(std::max<std::size_t>(1, points.size()));
+    for (const Shared& p : points) {
+      bool enough = true;
+      for (std::size_t j = first; j < last; ++j) {
+        enough = enough && (!failure[j - first].empty() || samples[j - first].size() >= 3);
       }
-      samples.push_back({est.bytes, est.flops, *ns});
+      if (!p.planned && enough && Clock::now() >= deadline) break;
+      std::vector<KernelTimer> timers;
+      std::vector<std::size_t> owners;
+      for (std::size_t j : p.jobs) {
+        if (!failure[j - first].empty()) continue;
+        Result<KernelTimer> timer =
+            KernelTimer::make(*jobs[j].entry, slot.backend, slot.dtypes.span(), p.timing.shapes,
+                              p.timing.params, memory, pool, p.timing.in_place);
+        if (!timer.is_ok()) {
+          failure[j - first] = std::string(timer.status().message());
+          continue;
+        }
+        timers.push_back(std::move(*timer));
+        owners.push_back(j);
+      }
+      const std::vector<Result<double>> ns = time_in_turn(timers, point_s, /*min_rounds=*/3);
+      for (std::size_t i = 0; i < owners.size(); ++i) {
+        const std::size_t j = owners[i];
+        if (!ns[i].is_ok()) {
+          failure[j - first] = std::string(ns[i].status().message());
+          continue;
+        }
+        const CostEstimate est = estimate_at(slot, *jobs[j].entry, jobs[j].op, p.timing);
+        if (!est.known) {
+          failure[j - first] = "the entry has no cost estimate to fit against";
+          continue;
+        }
+        samples[j - first].push_back({est.bytes, est.flops, *ns[i]});
+      }
     }
-    if (!failure.empty()) {
-      report.skipped.push_back(fmt::format("{}: {}", job.entry->name, failure));
-      continue;
+    for (std::size_t j = first; j < last; ++j) {
+      const BindingEntry& entry = *jobs[j].entry;
+      if (!failure[j - first].empty()) {
+        report.skipped.push_back(fmt::format("{}: {}", entry.name, failure[j - first]));
+        continue;
+      }
+      Result<FittedCost> fit = fit_cost(samples[j - first]);
+      if (!fit.is_ok()) {
+        report.skipped.push_back(fmt::format("{}: {}", entry.name, fit.status().message()));
+        continue;
+      }
+      report.profile.add({entry.name, slot.backend, entry.revision_hash, std::move(*fit)});
+      ++report.calibrated;
     }
-    Result<FittedCost> fit = fit_cost(samples);
-    if (!fit.is_ok()) {
-      report.skipped.push_back(fmt::format("{}: {}", job.entry->name, fit.status().message()));
-      continue;
-    }
-    report.profile.add(
-        {job.entry->name, job.slot->backend, job.entry->revision_hash, std::move(*fit)});
-    ++report.calibrated;
+    first = last;
   }
   report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return report;

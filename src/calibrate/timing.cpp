@@ -20,7 +20,7 @@ struct HostBuffer {
   std::byte* aligned = nullptr;
 };
 
-// The operand values time_entry promises (quantized blocks of zeros have scale 0:
+// The operand values KernelTimer promises (quantized blocks of zeros have scale 0:
 // valid, and as fast to decode as any other).
 Result<HostBuffer> make_host(DType t, const Shape& shape) {
   SWITCHYARD_ASSIGN_OR_RETURN(std::int64_t size, row_bytes(t, shape.numel()));
@@ -38,6 +38,9 @@ Result<HostBuffer> make_host(DType t, const Shape& shape) {
     for (std::int64_t i = 0; i < n; ++i) {
       p[i] = t == DType::kF16 ? f32_to_f16(value(i)) : f32_to_bf16(value(i));
     }
+  } else if (t == DType::kI32) {
+    auto* p = reinterpret_cast<std::int32_t*>(b.aligned);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<std::int32_t>(i);
   }
   return b;
 }
@@ -90,10 +93,14 @@ KernelTimer::~KernelTimer() {
 Result<KernelTimer> KernelTimer::make(const BindingEntry& entry, BackendId backend,
                                       std::span<const DType> dtypes, std::span<const Shape> shapes,
                                       const OpParams& params, BackendMemory* memory,
-                                      ParallelRunner& runner) {
-  if (dtypes.size() != shapes.size() || shapes.empty()) {
+                                      ParallelRunner& runner, bool in_place) {
+  if (dtypes.size() != shapes.size() || shapes.size() < (in_place ? 2u : 1u)) {
     return invalid_argument_error(fmt::format("{}: {} dtypes for {} operand shapes", entry.name,
                                               dtypes.size(), shapes.size()));
+  }
+  if (in_place && (dtypes.front() != dtypes.back() || !(shapes.front() == shapes.back()))) {
+    return invalid_argument_error(
+        fmt::format("{}: an output in place of the first input must match it", entry.name));
   }
   KernelTimer t;
   t.entry_ = &entry;
@@ -103,7 +110,8 @@ Result<KernelTimer> KernelTimer::make(const BindingEntry& entry, BackendId backe
     SWITCHYARD_ASSIGN_OR_RETURN(t.stream_, memory->create_stream());
   }
   t.operands_ = std::make_unique<Operands>(memory, backend);
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
+  t.in_place_ = in_place;
+  for (std::size_t i = 0; i + (in_place ? 1 : 0) < shapes.size(); ++i) {
     SWITCHYARD_RETURN_IF_ERROR(t.operands_->add(dtypes[i], shapes[i], t.stream_));
   }
   t.ctx_ = ExecContext{.runner = &runner, .stream = t.stream_};
@@ -112,13 +120,51 @@ Result<KernelTimer> KernelTimer::make(const BindingEntry& entry, BackendId backe
 
 Result<double> KernelTimer::call_ns() {
   const std::span<const TensorView> views = operands_->views();
-  const std::size_t inputs = views.size() - 1;
-  const KernelCall call{views.first(inputs), views.subspan(inputs, 1), params_, ctx_,
-                        entry_->name,        entry_->data.get()};
+  const std::size_t inputs = in_place_ ? views.size() : views.size() - 1;
+  const std::span<const TensorView> out = in_place_ ? views.first(1) : views.subspan(inputs, 1);
+  const KernelCall call{views.first(inputs), out, params_, ctx_, entry_->name, entry_->data.get()};
   const Clock::time_point start = Clock::now();
   SWITCHYARD_RETURN_IF_ERROR(entry_->fn(call));
   if (memory_ != nullptr) SWITCHYARD_RETURN_IF_ERROR(memory_->synchronize(stream_));
   return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+}
+
+std::vector<Result<double>> time_in_turn(std::vector<KernelTimer>& timers, double budget_s,
+                                         int min_rounds) {
+  std::vector<Result<double>> out(timers.size(), Result<double>(0.0));
+  std::vector<std::vector<double>> times(timers.size());
+  std::vector<bool> live(timers.size(), true);
+  const auto call = [&](std::size_t i) {
+    Result<double> ns = timers[i].call_ns();
+    if (!ns.is_ok()) {
+      out[i] = ns.status();
+      live[i] = false;
+    }
+    return ns;
+  };
+  for (std::size_t i = 0; i < timers.size(); ++i) (void)call(i);  // warm-up
+  const auto budget = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(budget_s * static_cast<double>(timers.size())));
+  const Clock::time_point deadline = Clock::now() + budget;
+  for (int round = 0; round < 1000; ++round) {
+    if (round >= min_rounds && Clock::now() >= deadline) break;
+    for (std::size_t i = 0; i < timers.size(); ++i) {
+      if (!live[i]) continue;
+      if (Result<double> ns = call(i); ns.is_ok()) times[i].push_back(*ns);
+    }
+  }
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    if (live[i]) out[i] = median(std::move(times[i]));
+  }
+  return out;
+}
+
+std::string timing_key(std::string_view kernel, std::span<const Shape> shapes, const OpParams& p) {
+  std::string key(kernel);
+  for (const Shape& s : shapes) key += " " + s.to_string();
+  key += fmt::format(" | {} {} {} {} {} {} {} {}", p.scale, p.eps, p.axis, p.causal,
+                     static_cast<int>(p.rope_mode), p.rope_base, p.rope_dims, p.query_offset);
+  return key;
 }
 
 double median(std::vector<double> times) {
@@ -126,23 +172,6 @@ double median(std::vector<double> times) {
   std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
                    times.end());
   return times[times.size() / 2];
-}
-
-Result<double> time_entry(const BindingEntry& entry, BackendId backend,
-                          std::span<const DType> dtypes, std::span<const Shape> shapes,
-                          const OpParams& params, BackendMemory* memory, ParallelRunner& runner,
-                          double budget_s) {
-  SWITCHYARD_ASSIGN_OR_RETURN(
-      KernelTimer timer, KernelTimer::make(entry, backend, dtypes, shapes, params, memory, runner));
-  SWITCHYARD_RETURN_IF_ERROR(timer.call_ns().status());
-  std::vector<double> times;
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(budget_s));
-  while (times.size() < 3 || (Clock::now() < deadline && times.size() < 1000)) {
-    SWITCHYARD_ASSIGN_OR_RETURN(double ns, timer.call_ns());
-    times.push_back(ns);
-  }
-  return median(std::move(times));
 }
 
 }  // namespace switchyard

@@ -14,6 +14,7 @@
 #include "switchyard/dispatch.h"
 #include "switchyard/graph.h"
 #include "switchyard/plan.h"
+#include "switchyard/regret.h"
 
 namespace switchyard {
 namespace {
@@ -175,12 +176,45 @@ TEST(Calibration, CalibrateMeasuresTheSelectedKernelsAndSkipsFamiliesWithoutAGri
   ASSERT_EQ(report->profile.fingerprints().size(), 1u);
   EXPECT_THAT(report->profile.fingerprints()[0].text, HasSubstr("2 threads"));
 
-  options.op = OpKind::kAttention;
+  options.op = OpKind::kSum;
   Result<CalibrateReport> none = calibrate(*current_table(), options);
   ASSERT_TRUE(none.is_ok());
   EXPECT_EQ(none->calibrated, 0u);
   ASSERT_FALSE(none->skipped.empty());
-  EXPECT_THAT(none->skipped[0], HasSubstr("no calibration grid for attention"));
+  EXPECT_THAT(none->skipped[0], HasSubstr("no calibration grid for sum"));
+}
+
+// Given a plan's shapes, calibrate measures only the kernels the plan may run,
+// and each at those shapes (a sample at each one's estimate) besides its grid.
+TEST(Calibration, APlansShapesAreMeasuredBesidesTheGrid) {
+  PlanOptions plan_options;
+  plan_options.record_in_registry = false;
+  Result<ExecutionPlan> plan = plan_graph(add_graph(3000), current_table(), plan_options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  CalibrateOptions options;
+  options.backend = BackendId::kCpu;
+  options.budget_s = 0.5;
+  options.threads = 2;
+  options.planned = planned_shapes(*plan);
+  ASSERT_FALSE(options.planned.empty());
+  Result<CalibrateReport> report = calibrate(*current_table(), options);
+  ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+  EXPECT_EQ(report->calibrated, options.planned.size());
+  for (const PlannedShape& s : options.planned) {
+    const BindingEntry* entry = nullptr;
+    for (const BindingEntry& e : current_table()->lookup_alternatives(
+             OpKind::kAdd, {DType::kF32, DType::kF32, DType::kF32}, BackendId::kCpu)) {
+      if (e.name == s.kernel) entry = &e;
+    }
+    ASSERT_NE(entry, nullptr) << s.kernel;
+    const FittedCost* fit = report->profile.find(entry->revision_hash);
+    ASSERT_NE(fit, nullptr) << s.kernel;
+    const std::vector<DType> dtypes(3, DType::kF32);
+    const CostEstimate at = entry->estimate({OpKind::kAdd, s.shapes, dtypes, &s.params, nullptr});
+    bool sampled = false;
+    for (const CostSample& c : fit->samples) sampled = sampled || c.bytes == at.bytes;
+    EXPECT_TRUE(sampled) << s.kernel << " has no sample at the plan's shape";
+  }
 }
 
 }  // namespace

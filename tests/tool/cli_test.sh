@@ -394,6 +394,14 @@ expect 2 "a truncated profile" -- "$tool" explain --calibration "$work/cut.json"
 contains err "truncated or corrupt" "the refusal says why"
 expect 2 "calibrate an unknown op" -- "$tool" calibrate --op no_such_op --out "$work/x.json"
 
+# calibrate at a plan's own shapes
+expect 0 "calibrate the kernels the mlp plan may run" -- \
+  "$tool" calibrate --backend cpu --graph mlp --budget-s 2 --threads 2 --out "$work/mlp.json"
+contains out "matmul_f32__cpu_avx512\|matmul_f32__cpu_avx2\|matmul_f32__cpu_ref" \
+  "the plan's matmul siblings are calibrated"
+lacks out "softmax" "kernels the plan cannot run are not"
+expect 2 "calibrate for an unknown graph" -- "$tool" calibrate --graph nope --out "$work/x.json"
+
 # regret: every node's siblings timed, with and without the profile
 expect 0 "regret on the example graphs" -- \
   "$tool" regret --graph mlp,block --threads 2 --budget-ms 1 --calibration "$work/cal.json"

@@ -10,11 +10,14 @@
 #include <fmt/format.h>
 
 #include "command.h"
+#include "plan_source.h"
 #include "progress.h"
 #include "switchyard/backends.h"
 #include "switchyard/calibrate.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/environment.h"
+#include "switchyard/llama.h"
+#include "switchyard/regret.h"
 
 namespace switchyard::tool {
 
@@ -42,6 +45,9 @@ namespace {
 struct CalibrateCommandOptions {
   std::string backend;
   std::string op;
+  // Graphs whose plans' shapes to calibrate at (only their kernels then).
+  std::vector<std::string> graphs;
+  PlanSource source;
   double budget_s = 180;
   std::string out = "switchyard-calibration.json";
   int threads = 0;
@@ -63,6 +69,23 @@ int run_calibrate(const CalibrateCommandOptions& o) {
     options.op = *op;
   }
   Progress progress(true);
+  if (!o.graphs.empty()) {
+    // The shapes the plans run each candidate at, planned with the modelled costs
+    // on a pool of the calibration's size.
+    ThreadPool pool(options.threads);
+    for (const std::string& graph : o.graphs) {
+      progress.show(graph, 0, 1, "planning");
+      Result<std::vector<HeldPlan>> plans = plans_of(graph, o.source, &pool, {nullptr});
+      if (!plans.is_ok()) {
+        progress.clear();
+        return report_failure(plans.status());
+      }
+      for (const HeldPlan& held : *plans) {
+        for (PlannedShape& s : planned_shapes(*held.plan)) options.planned.push_back(std::move(s));
+      }
+    }
+    progress.clear();
+  }
   options.progress = [&](std::size_t i, std::size_t n, std::string_view kernel) {
     progress.show("calibrate", static_cast<std::int64_t>(i), static_cast<std::int64_t>(n), kernel);
   };
@@ -111,6 +134,23 @@ void add_calibrate_command(CLI::App& app, CommandMain& selected) {
   sub->add_option("--out", options->out, "The profile to write")->capture_default_str();
   sub->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS)")
       ->check(kThreadRange);
+  sub->add_option("--graph", options->graphs,
+                  "Calibrate only the kernels these graphs' plans may run (llama, block, mlp), "
+                  "at the grid's shapes and at the plans' own")
+      ->delimiter(',')
+      ->check(CLI::IsMember(kPlanGraphs));
+  sub->add_option("--model", options->source.model,
+                  "GGUF model file for the llama graph (default: the embedded synthetic model)");
+  sub->add_option("--synthetic", options->source.synthetic,
+                  fmt::format("embedded model: its shape ({}; tiny is the default)",
+                              fmt::join(synthetic_llama_presets(), ", ")))
+      ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
+                                                     synthetic_llama_presets().end())));
+  sub->add_option("--model-type", options->source.model_type,
+                  "embedded model: weight storage, 'mix' (the default) or one dtype");
+  sub->add_option("--max-tokens", options->source.max_tokens,
+                  "Tokens of the planned prefill bucket (default 512)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
   sub->add_flag("--verbose", options->verbose, "List the kernels skipped and why");
   sub->callback([options, &selected] { selected = [options] { return run_calibrate(*options); }; });
 }

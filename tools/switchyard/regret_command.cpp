@@ -16,86 +16,30 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "model_source.h"
+#include "plan_source.h"
 #include "progress.h"
-#include "switchyard/dispatch.h"
-#include "switchyard/example_graphs.h"
 #include "switchyard/llama.h"
-#include "switchyard/plan.h"
-#include "switchyard/registry.h"
 #include "switchyard/regret.h"
 
 namespace switchyard::tool {
 namespace {
 
 struct RegretCommandOptions {
-  std::string model;
-  std::string synthetic = "tiny";
-  std::string model_type = "mix";
-  std::vector<std::string> graphs = {"llama", "block", "mlp"};
+  PlanSource source;
+  std::vector<std::string> graphs = kPlanGraphs;
   std::string calibration;
   int threads = 0;
   double budget_ms = 50;
-  std::int64_t max_tokens = 512;
   int top = 8;
   bool json = false;
 };
 
-// One graph's plans: without and (when a profile is given) with the profile.
+// One graph's reports: with the modelled costs and (given a profile) with the
+// profile's.
 struct Subject {
   std::string graph;
   std::vector<std::pair<std::string, RegretReport>> reports;  // "modelled" / "profile"
 };
-
-// The plans of `graph`, by ranking: "modelled", then "profile" when one is given.
-// A llama model is loaded once per ranking (its own plan); an example graph is
-// planned with the buckets `explain` uses.
-Result<std::vector<std::pair<std::string, std::shared_ptr<const void>>>> plans_of(
-    const std::string& graph, const RegretCommandOptions& o, ParallelRunner* runner,
-    const std::shared_ptr<const CalibrationProfile>& profile,
-    std::vector<const ExecutionPlan*>& out) {
-  std::vector<std::pair<std::string, std::shared_ptr<const void>>> keep;
-  std::vector<std::pair<std::string, std::shared_ptr<const CalibrationProfile>>> rankings = {
-      {"modelled", nullptr}};
-  if (profile) rankings.emplace_back("profile", profile);
-  if (graph == "llama") {
-    SWITCHYARD_ASSIGN_OR_RETURN(
-        GgufFile file, o.model.empty() ? synthetic_file(o.synthetic, o.model_type, std::string())
-                                       : GgufFile::open(o.model));
-    for (const auto& [label, calibration] : rankings) {
-      auto registry = std::make_shared<Registry>(RegistryConfig{.sink = [](std::string_view) {}});
-      LlamaLoadOptions load;
-      load.registry = registry.get();
-      load.runner = runner;
-      load.max_batch = o.max_tokens;
-      load.max_context = std::max<std::int64_t>(o.max_tokens, 1) * 2;
-      load.record_steps = false;
-      load.calibration = calibration;
-      SWITCHYARD_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::load(file, load));
-      auto held = std::make_shared<std::pair<std::shared_ptr<Registry>, LlamaModel>>(
-          registry, std::move(model));
-      out.push_back(&held->second.plan());
-      keep.emplace_back(label, std::move(held));
-    }
-    return keep;
-  }
-  Result<Graph> g =
-      invalid_argument_error(fmt::format("--graph: unknown graph '{}' (llama, block, mlp)", graph));
-  if (graph == "block") g = transformer_block_graph({});
-  if (graph == "mlp") g = mlp_graph();
-  if (!g.is_ok()) return g.status();
-  for (const auto& [label, calibration] : rankings) {
-    PlanOptions options;
-    options.buckets = example_buckets(o.max_tokens);
-    options.record_in_registry = false;
-    options.calibration = calibration;
-    SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan plan, plan_graph(*g, current_table(), options));
-    auto held = std::make_shared<ExecutionPlan>(std::move(plan));
-    out.push_back(held.get());
-    keep.emplace_back(label, std::move(held));
-  }
-  return keep;
-}
 
 std::string percent(double x) { return fmt::format("{:.1f} %", 100.0 * x); }
 
@@ -217,24 +161,25 @@ int run_regret(const RegretCommandOptions& o) {
   std::vector<Subject> subjects;
   for (const std::string& graph : o.graphs) {
     progress.show(graph, 0, 1, "planning");
-    std::vector<const ExecutionPlan*> plans;
-    auto held = plans_of(graph, o, runner, *profile, plans);
-    if (!held.is_ok()) {
+    std::vector<std::shared_ptr<const CalibrationProfile>> rankings = {nullptr};
+    if (*profile) rankings.push_back(*profile);
+    Result<std::vector<HeldPlan>> plans = plans_of(graph, o.source, runner, rankings);
+    if (!plans.is_ok()) {
       progress.clear();
-      return report_failure(held.status());
+      return report_failure(plans.status());
     }
     Subject subject{.graph = graph, .reports = {}};
-    for (std::size_t i = 0; i < plans.size(); ++i) {
+    for (std::size_t i = 0; i < plans->size(); ++i) {
       options.progress = [&](std::size_t done, std::size_t total, std::string_view kernel) {
         progress.show(graph, static_cast<std::int64_t>(done), static_cast<std::int64_t>(total),
                       kernel);
       };
-      Result<RegretReport> r = measure_regret(*plans[i], options, timings);
+      Result<RegretReport> r = measure_regret(*(*plans)[i].plan, options, timings);
       if (!r.is_ok()) {
         progress.clear();
         return report_failure(r.status());
       }
-      subject.reports.emplace_back((*held)[i].first, std::move(*r));
+      subject.reports.emplace_back(i == 0 ? "modelled" : "profile", std::move(*r));
     }
     subjects.push_back(std::move(subject));
   }
@@ -259,14 +204,14 @@ void add_regret_command(CLI::App& app, CommandMain& selected) {
       "regret",
       "Time every sibling each planned node could have taken and report how much slower "
       "the planner's choices are than the fastest (per bucket and per node)");
-  sub->add_option("model", options->model,
+  sub->add_option("model", options->source.model,
                   "GGUF model file for the llama graph (omit for the embedded synthetic model)");
-  sub->add_option("--synthetic", options->synthetic,
+  sub->add_option("--synthetic", options->source.synthetic,
                   fmt::format("embedded model: its shape ({}; tiny is the default)",
                               fmt::join(synthetic_llama_presets(), ", ")))
       ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
                                                      synthetic_llama_presets().end())));
-  sub->add_option("--model-type", options->model_type,
+  sub->add_option("--model-type", options->source.model_type,
                   "embedded model: weight storage, 'mix' (the default) or one dtype for every "
                   "matrix");
   sub->add_option("--graph", options->graphs,
@@ -280,7 +225,8 @@ void add_regret_command(CLI::App& app, CommandMain& selected) {
   sub->add_option("--budget-ms", options->budget_ms,
                   "Milliseconds of timed calls per kernel and shape (at least 3 calls; default 50)")
       ->check(CLI::Range(0.0, 60000.0));
-  sub->add_option("--max-tokens", options->max_tokens, "Tokens of the prefill bucket (default 512)")
+  sub->add_option("--max-tokens", options->source.max_tokens,
+                  "Tokens of the prefill bucket (default 512)")
       ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
   sub->add_option("--top", options->top, "Nodes listed per plan (default 8)")
       ->check(CLI::Range(0, 1000));

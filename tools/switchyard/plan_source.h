@@ -1,0 +1,42 @@
+// The plans `regret` and `calibrate --graph` measure: a llama model's (the
+// embedded synthetic one, or a GGUF file) and the built-in example graphs'.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "switchyard/calibration.h"
+#include "switchyard/kernel.h"
+#include "switchyard/plan.h"
+#include "switchyard/status.h"
+
+namespace switchyard::tool {
+
+// Where the llama graph comes from, and the prefill bucket's size.
+struct PlanSource {
+  std::string model;               // a GGUF file; empty: the embedded model
+  std::string synthetic = "tiny";  // the embedded model's preset
+  std::string model_type = "mix";  // the embedded model's weight storage
+  std::int64_t max_tokens = 512;   // tokens of the prefill bucket
+};
+
+// One plan and what keeps it alive (the model it belongs to, or the plan).
+struct HeldPlan {
+  std::shared_ptr<const void> owner;
+  const ExecutionPlan* plan = nullptr;
+};
+
+// The graph names plans_of takes.
+inline const std::vector<std::string> kPlanGraphs = {"llama", "block", "mlp"};
+
+// `graph` ("llama", "block" or "mlp") planned for the CPU and its fallbacks as
+// `run` and `explain` plan it, once per entry of `calibrations` (null: the
+// modelled costs). A llama model is loaded once per ranking, with a registry of
+// its own so that its probes do not reach the process-wide one.
+[[nodiscard]] Result<std::vector<HeldPlan>> plans_of(
+    const std::string& graph, const PlanSource& source, ParallelRunner* runner,
+    const std::vector<std::shared_ptr<const CalibrationProfile>>& calibrations);
+
+}  // namespace switchyard::tool
