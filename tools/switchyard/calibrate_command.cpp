@@ -141,16 +141,7 @@ void add_calibrate_command(CLI::App& app, CommandMain& selected) {
       ->check(CLI::IsMember(kPlanGraphs));
   sub->add_option("--model", options->source.model,
                   "GGUF model file for the llama graph (default: the embedded synthetic model)");
-  sub->add_option("--synthetic", options->source.synthetic,
-                  fmt::format("embedded model: its shape ({}; tiny is the default)",
-                              fmt::join(synthetic_llama_presets(), ", ")))
-      ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
-                                                     synthetic_llama_presets().end())));
-  sub->add_option("--model-type", options->source.model_type,
-                  "embedded model: weight storage, 'mix' (the default) or one dtype");
-  sub->add_option("--max-tokens", options->source.max_tokens,
-                  "Tokens of the planned prefill bucket (default 512)")
-      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+  add_plan_source_options(sub, options->source);
   sub->add_flag("--verbose", options->verbose, "List the kernels skipped and why");
   sub->callback([options, &selected] { selected = [options] { return run_calibrate(*options); }; });
 }

@@ -4,6 +4,9 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "command.h"
 
 #include "model_source.h"
 #include "switchyard/dispatch.h"
@@ -12,6 +15,20 @@
 #include "switchyard/registry.h"
 
 namespace switchyard::tool {
+
+void add_plan_source_options(CLI::App* sub, PlanSource& source) {
+  sub->add_option("--synthetic", source.synthetic,
+                  fmt::format("embedded model: its shape ({}; tiny is the default)",
+                              fmt::join(synthetic_llama_presets(), ", ")))
+      ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
+                                                     synthetic_llama_presets().end())));
+  sub->add_option("--model-type", source.model_type,
+                  "embedded model: weight storage, 'mix' (the default) or one dtype for every "
+                  "matrix");
+  sub->add_option("--max-tokens", source.max_tokens,
+                  "Tokens of the planned prefill bucket (default 512)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
+}
 
 Result<std::vector<HeldPlan>> plans_of(
     const std::string& graph, const PlanSource& source, ParallelRunner* runner,

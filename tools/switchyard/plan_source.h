@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "switchyard/calibration.h"
 #include "switchyard/kernel.h"
 #include "switchyard/plan.h"
@@ -27,6 +29,10 @@ struct HeldPlan {
   std::shared_ptr<const void> owner;
   const ExecutionPlan* plan = nullptr;
 };
+
+// Declares --synthetic, --model-type and --max-tokens on `sub` (the model file
+// is each command's own: an argument or --model).
+void add_plan_source_options(CLI::App* sub, PlanSource& source);
 
 // The graph names plans_of takes.
 inline const std::vector<std::string> kPlanGraphs = {"llama", "block", "mlp"};

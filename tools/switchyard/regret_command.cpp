@@ -206,28 +206,19 @@ void add_regret_command(CLI::App& app, CommandMain& selected) {
       "the planner's choices are than the fastest (per bucket and per node)");
   sub->add_option("model", options->source.model,
                   "GGUF model file for the llama graph (omit for the embedded synthetic model)");
-  sub->add_option("--synthetic", options->source.synthetic,
-                  fmt::format("embedded model: its shape ({}; tiny is the default)",
-                              fmt::join(synthetic_llama_presets(), ", ")))
-      ->check(CLI::IsMember(std::vector<std::string>(synthetic_llama_presets().begin(),
-                                                     synthetic_llama_presets().end())));
-  sub->add_option("--model-type", options->source.model_type,
-                  "embedded model: weight storage, 'mix' (the default) or one dtype for every "
-                  "matrix");
+  add_plan_source_options(sub, options->source);
   sub->add_option("--graph", options->graphs,
                   "Graphs to measure: llama, block, mlp (default: all three)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"llama", "block", "mlp"}));
+      ->check(CLI::IsMember(kPlanGraphs));
   sub->add_option("--calibration", options->calibration,
                   "Also plan with this calibration profile's costs and judge both plans "
                   "(default: SWITCHYARD_CALIBRATION)");
   sub->add_option("--threads", options->threads, "CPU threads (default: all)")->check(kThreadRange);
-  sub->add_option("--budget-ms", options->budget_ms,
-                  "Milliseconds of timed calls per kernel and shape (at least 3 calls; default 50)")
+  sub->add_option(
+         "--budget-ms", options->budget_ms,
+         "Milliseconds of timed calls per kernel and shape (at least 5 rounds; default 50)")
       ->check(CLI::Range(0.0, 60000.0));
-  sub->add_option("--max-tokens", options->source.max_tokens,
-                  "Tokens of the prefill bucket (default 512)")
-      ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));
   sub->add_option("--top", options->top, "Nodes listed per plan (default 8)")
       ->check(CLI::Range(0, 1000));
   sub->add_flag("--json", options->json, "Print every node's timings as JSON");
