@@ -161,7 +161,10 @@ std::vector<Result<double>> time_in_turn(std::vector<KernelTimer>& timers, doubl
 
 std::string timing_key(std::string_view kernel, std::span<const Shape> shapes, const OpParams& p) {
   std::string key(kernel);
-  for (const Shape& s : shapes) key += " " + s.to_string();
+  for (const Shape& s : shapes) {
+    key += ' ';
+    key += s.to_string();
+  }
   key += fmt::format(" | {} {} {} {} {} {} {} {}", p.scale, p.eps, p.axis, p.causal,
                      static_cast<int>(p.rope_mode), p.rope_base, p.rope_dims, p.query_offset);
   return key;
