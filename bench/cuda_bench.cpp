@@ -26,6 +26,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #if SWITCHYARD_BENCH_CUDA_PEER
@@ -501,20 +502,23 @@ BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f32_batch16, DType::kF32, DType::kF32,
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch1, DType::kF16, DType::kF16, 1)->UseRealTime();
 
 // Causal self-attention over a prompt of `tokens` (one sequence, Llama-3-8B's 32
-// query heads over 8 kv heads of 128), f32 as the llama model runs it, in TFLOP/s
-// of the useful work (4 x head_dim flops per query, head and visible key).
-void BM_CudaPrefillAttention(benchmark::State& state, std::int64_t tokens) {
+// query heads over 8 kv heads of 128), f32 queries as the llama model runs them
+// against a K/V cache of `kv_type`, through the sibling `variant` (the SIMT kernel
+// or the tensor cores, Note [Prompt attention on the tensor cores]), in TFLOP/s of
+// the useful work (4 x head_dim flops per query, head and visible key).
+void BM_CudaPrefillAttention(benchmark::State& state, DType kv_type, std::string_view variant,
+                             std::int64_t tokens) {
   BackendMemory* memory = cuda_memory_or_skip(state);
   if (memory == nullptr) return;
   constexpr std::int64_t kHeads = 32, kKvHeads = 8, kDh = 128;
-  const DTypeList key{DType::kF32, DType::kF32, DType::kF32, DType::kF32};
+  const DTypeList key{DType::kF32, kv_type, kv_type, DType::kF32};
   const BindingEntry* e = find_entry(
-      OpKind::kAttention, key, kernel_name(OpKind::kAttention, key, BackendId::kCuda, "simt"));
+      OpKind::kAttention, key, kernel_name(OpKind::kAttention, key, BackendId::kCuda, variant));
   if (e == nullptr) return state.SkipWithError("no attention entry");
   Workspace ws(*memory);
   const TensorView inputs[] = {ws.tensor(DType::kF32, Shape{1, tokens, kHeads, kDh}),
-                               ws.tensor(DType::kF32, Shape{1, tokens, kKvHeads, kDh}),
-                               ws.tensor(DType::kF32, Shape{1, tokens, kKvHeads, kDh})};
+                               ws.tensor(kv_type, Shape{1, tokens, kKvHeads, kDh}),
+                               ws.tensor(kv_type, Shape{1, tokens, kKvHeads, kDh})};
   const TensorView out = ws.tensor(DType::kF32, Shape{1, tokens, kHeads, kDh});
   if (!ws.ok()) return state.SkipWithError("could not set up the operands");
   OpParams params;
@@ -526,8 +530,13 @@ void BM_CudaPrefillAttention(benchmark::State& state, std::int64_t tokens) {
       benchmark::Counter(4.0 * visible * kHeads * kDh * kCallsPerIteration * 1e-12,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f32_512, 512)->UseRealTime();
-BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f32_4096, 4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f32_simt_512, DType::kF32, "simt", 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f32_simt_4096, DType::kF32, "simt", 4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f16_simt_512, DType::kF16, "simt", 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f16_simt_4096, DType::kF16, "simt", 4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f16_tc_512, DType::kF16, "tc", 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, f16_tc_4096, DType::kF16, "tc", 4096)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaPrefillAttention, bf16_tc_4096, DType::kBF16, "tc", 4096)->UseRealTime();
 
 void BM_CudaAdd(benchmark::State& state) {
   BackendMemory* memory = cuda_memory_or_skip(state);

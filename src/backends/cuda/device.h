@@ -127,6 +127,17 @@ cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, c
                       bool causal, std::int64_t query_offset, std::int64_t splits, float* partial,
                       cudaStream_t stream);
 
+// --- attention_tc.cu ------------------------------------------------------------
+// The largest head dimension the tensor-core kernel takes.
+inline constexpr std::int64_t kMaxTensorCoreHeadDim = 128;
+// attention() on the tensor cores (Note [Prompt attention on the tensor cores]):
+// the same operands, for (q, k/v) of (f32, f16), (f32, bf16), (f16, f16) and
+// (bf16, bf16), head_dim at most kMaxTensorCoreHeadDim, no key splits.
+cudaError_t attention_tensor_cores(Type q_type, Type kv_type, const void* q, const void* k,
+                                   const void* v, const void* mask, void* out,
+                                   const AttentionShape& shape, float scale, bool causal,
+                                   std::int64_t query_offset, cudaStream_t stream);
+
 // --- matmul_simt.cu -------------------------------------------------------------
 // out [batch, m, n] = a [batch, m, k] . w [n, k]^T (w_batch_stride 0) or per batch.
 cudaError_t matmul_simt(Type a_type, Type w_type, Type out_type, const void* a, const void* w,

@@ -484,13 +484,24 @@ Status set_rows_kernel(const KernelCall& call) {
                   call);
 }
 
-Status attention_kernel(const KernelCall& call) {
+namespace {
+
+// One attention call's operands, checked: both siblings take the same.
+struct AttentionOperands {
+  cudaStream_t stream = nullptr;
+  device::Type qt{}, kvt{};
+  device::AttentionShape s;
+  const void* mask = nullptr;
+};
+
+Result<AttentionOperands> check_attention(const KernelCall& call) {
   const std::size_t inputs = call.inputs.size();
   if (inputs != 3 && inputs != 4) {
     return invalid_argument_error(fmt::format(
         "{}: expected q, k, v and an optional mask, got {} inputs", label(call), inputs));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, inputs));
+  AttentionOperands a;
+  SWITCHYARD_ASSIGN_OR_RETURN(a.stream, prepare(call, inputs));
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const TensorView& out = call.outputs[0];
   const std::optional<device::Type> qt = device_type(q.dtype()), kvt = device_type(k.dtype());
@@ -510,7 +521,7 @@ Status attention_kernel(const KernelCall& call) {
   const int rank = q.rank();
   bool ok = rank >= 3 && k.rank() == rank;
   for (int d = 0; ok && d < rank - 3; ++d) ok = q.dim(d) == k.dim(d);
-  device::AttentionShape s;
+  device::AttentionShape& s = a.s;
   if (ok) {
     s.sq = q.dim(rank - 3);
     s.heads = q.dim(rank - 2);
@@ -531,18 +542,27 @@ Status attention_kernel(const KernelCall& call) {
     return invalid_argument_error(fmt::format("{}: head dimension {} is above the kernel's {}",
                                               label(call), s.head_dim, device::kMaxHeadDim));
   }
-  const void* mask = nullptr;
   if (inputs == 4) {
     const TensorView& m = call.inputs[3];
     if (m.rank() != 2 || m.dim(0) != s.sq || m.dim(1) != s.skv) {
       return invalid_argument_error(fmt::format("{}: mask must have shape [{}, {}], got {}",
                                                 label(call), s.sq, s.skv, m.shape().to_string()));
     }
-    mask = m.first();
+    a.mask = m.first();
   }
+  a.qt = *qt;
+  a.kvt = *kvt;
+  return a;
+}
+
+}  // namespace
+
+Status attention_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(const AttentionOperands a, check_attention(call));
+  const device::AttentionShape& s = a.s;
   // Note [Splitting the keys across blocks] (device.h): the partial results live
   // in the stream's scratch.
-  const std::int64_t splits = device::attention_splits(s, *kvt);
+  const std::int64_t splits = device::attention_splits(s, a.kvt);
   float* partial = nullptr;
   if (splits > 1) {
     SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * cs, stream_of(call));
@@ -552,10 +572,34 @@ Status attention_kernel(const KernelCall& call) {
     SWITCHYARD_ASSIGN_OR_RETURN(void* p, scratch(*cs, bytes));
     partial = static_cast<float*>(p);
   }
-  return launched(device::attention(*qt, *kvt, q.first(), k.first(), v.first(), mask, out.first(),
-                                    s, call.params.scale, call.params.causal,
-                                    call.params.query_offset, splits, partial, stream),
+  return launched(device::attention(a.qt, a.kvt, call.inputs[0].first(), call.inputs[1].first(),
+                                    call.inputs[2].first(), a.mask, call.outputs[0].first(), s,
+                                    call.params.scale, call.params.causal, call.params.query_offset,
+                                    splits, partial, a.stream),
                   call);
+}
+
+Status attention_tc_kernel(const KernelCall& call) {
+  SWITCHYARD_ASSIGN_OR_RETURN(const AttentionOperands a, check_attention(call));
+  if (a.s.head_dim > device::kMaxTensorCoreHeadDim) {
+    return invalid_argument_error(
+        fmt::format("{}: head dimension {} is above the tensor-core kernel's {}", label(call),
+                    a.s.head_dim, device::kMaxTensorCoreHeadDim));
+  }
+  if (a.qt == device::Type::kF32 && a.kvt == device::Type::kF32) {
+    return invalid_argument_error(
+        fmt::format("{}: f32 k and v have no tensor-core path", label(call)));
+  }
+  return launched(device::attention_tensor_cores(
+                      a.qt, a.kvt, call.inputs[0].first(), call.inputs[1].first(),
+                      call.inputs[2].first(), a.mask, call.outputs[0].first(), a.s,
+                      call.params.scale, call.params.causal, call.params.query_offset, a.stream),
+                  call);
+}
+
+bool admits_tensor_core_attention(std::span<const Shape> shapes) {
+  if (shapes.empty() || shapes[0].rank() < 3) return false;
+  return shapes[0][shapes[0].rank() - 1] <= device::kMaxTensorCoreHeadDim;
 }
 
 }  // namespace switchyard::cuda

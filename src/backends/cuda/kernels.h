@@ -33,11 +33,15 @@ Status softmax_kernel(const KernelCall& call);
 
 // rope, get_rows and set_rows (tensor/tensor.cu; set_rows in place when the
 // output is dst's memory, Note [Rows written in place] in the CPU's get_rows.cpp);
-// attention (attention/attention.cu).
+// attention (attention/attention.cu) and its tensor-core sibling for f16 and
+// bf16 K and V (attention/attention_tc.cu), which admits head dimensions up to
+// device::kMaxTensorCoreHeadDim.
 Status rope_kernel(const KernelCall& call);
 Status get_rows_kernel(const KernelCall& call);
 Status set_rows_kernel(const KernelCall& call);
 Status attention_kernel(const KernelCall& call);
+Status attention_tc_kernel(const KernelCall& call);
+[[nodiscard]] bool admits_tensor_core_attention(std::span<const Shape> shapes);
 
 // Dense matmul: the portable tiled kernel (gemm/matmul_simt.cu) and cuBLASLt in
 // exact f32, TF32, and f16 / bf16 with f32 accumulation (gemm/matmul.cpp).

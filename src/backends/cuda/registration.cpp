@@ -41,6 +41,8 @@
 // (SWITCHYARD_MASK_KERNELS) or by a future precision policy that admits it.
 #include "backends/cuda/registration.h"
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <source_location>
 #include <string>
@@ -115,6 +117,46 @@ PrecisionGuarantee quant_integer_dot() {
 // activations (Note [Quantized prompts on the tensor cores] in quant/quant_kernels.cpp).
 PrecisionGuarantee quant_bf16_dot() {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, 1.0 / 128.0, std::nullopt);
+}
+
+// The tensor-core attention (Note [Prompt attention on the tensor cores] in
+// attention/attention_tc.cu): scores off by at most u * scale * sum |q k| when f32
+// queries are rounded to the compute type (f16 for f16 K and V, bf16 for bf16; u
+// its half ULP), probabilities rounded once, so the output is within
+// 2 (u * scale * sum |q k|) + 2u of sum p |v|. The claim takes scale * sum |q k| up
+// to 4 (head dimension 128 with entries in [-1, 1] gives 2.8 on average), plus the
+// output's rounding.
+PrecisionGuarantee tensor_core_attention_bound(DType q, DType kv) {
+  const double u = half_ulp_rel(kv);
+  const double score = q == kF32 ? u * 4.0 : 0.0;
+  return f32_bound(2.0 * score + 2.0 * u, std::nullopt, q);
+}
+
+// Ranks the tensor-core attention against the SIMT kernels: its blocks take 64
+// query rows of one head (rows padded up, K and V read once per block and per
+// query head), and its two products run on the tensor cores, taken as 16 times the
+// SIMT rate the backend's peak describes; the softmax stays on the SIMT units. A
+// decode step (one query row) so costs several times the grouped SIMT kernel, and
+// a prompt a fraction of it.
+CostEstimate tensor_core_attention_cost(const CostInputs& in) {
+  if (in.shapes.size() < 3 || in.shapes[0].rank() < 3 || in.shapes[1].rank() < 3) {
+    return default_cost_for(OpKind::kAttention)(in);
+  }
+  const Shape& q = in.shapes[0];
+  const Shape& k = in.shapes[1];
+  const double heads = static_cast<double>(q[q.rank() - 2]);
+  const double kv_heads = std::max<double>(1.0, static_cast<double>(k[k.rank() - 2]));
+  const double head_dim = static_cast<double>(q.inner());
+  const double rows = static_cast<double>(q.numel()) / (heads * head_dim);  // batch * sq
+  const double sq = static_cast<double>(q[q.rank() - 3]);
+  const double batch = sq > 0 ? rows / sq : 0.0;
+  const double blocks = std::ceil(sq / 64.0);
+  const double padded = batch * blocks * 64.0;
+  const double skv = static_cast<double>(k[k.rank() - 3]);
+  const double kv_bytes = 2.0 * static_cast<double>(k.numel()) * element_bytes(in.dtypes[1]);
+  const double q_bytes = static_cast<double>(q.numel()) * element_bytes(in.dtypes[0]);
+  return {4.0 * padded * skv * heads * head_dim / 16.0 + 5.0 * padded * skv * heads,
+          2.0 * q_bytes + kv_bytes * blocks * heads / kv_heads, 0, true};
 }
 
 constexpr std::string_view kOwn = "cuda";
@@ -206,9 +248,14 @@ void append_tensor_rows(std::vector<Row>& rows) {
       {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
   for (auto [q, kv] : kAttention) {
     for (bool mask : {false, true}) {
-      rows.push_back(row(
-          OpKind::kAttention, mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q},
-          &attention_kernel, mask ? "simt_mask" : "simt", f32_bound(1e-4, std::nullopt, q), kOwn));
+      const DTypeList key = mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q};
+      rows.push_back(row(OpKind::kAttention, key, &attention_kernel, mask ? "simt_mask" : "simt",
+                         f32_bound(1e-4, std::nullopt, q), kOwn));
+      if (kv == kF32) continue;
+      Row tc = row(OpKind::kAttention, key, &attention_tc_kernel, mask ? "tc_mask" : "tc",
+                   tensor_core_attention_bound(q, kv), kOwn, {}, &admits_tensor_core_attention);
+      tc.options.cost = &tensor_core_attention_cost;
+      rows.push_back(std::move(tc));
     }
   }
 }

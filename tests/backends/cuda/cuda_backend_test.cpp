@@ -3,6 +3,8 @@
 // memory, every kernel against the float64 references, whole graphs against the
 // CPU, a device-side index error and NaN propagation. The tests that need a GPU
 // skip, saying so, where there is none (CI); they are labelled `cuda` in ctest.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -33,6 +35,7 @@ const DTypeList kF32x3{DType::kF32, DType::kF32, DType::kF32};
 using cuda_test::cuda_memory;
 using cuda_test::DeviceBuffer;
 using cuda_test::random_floats;
+using cuda_test::run_entry;
 using cuda_test::run_kernel;
 using cuda_test::Stream;
 
@@ -188,6 +191,53 @@ TEST(CudaBackendTest, PromptsTakeTheSplitProductAndDecodingTheTiledKernel) {
   }
   EXPECT_THAT(kernels, ::testing::ElementsAre("matmul_f32_bf16_f32__cuda_simt",
                                               "matmul_f32_bf16_f32__cuda_cublaslt_split"));
+}
+
+// q [tokens, 8, 64] f32 against an f16 cache of 256 keys [256, 2, 64], causal: the
+// llama graph's attention node.
+Result<Graph> prompt_attention_graph() {
+  GraphBuilder b;
+  const std::int64_t t = b.symbol("tokens");
+  const ValueId q = b.input("q", DType::kF32, {t, 8, 64});
+  const ValueId k = b.input("k", DType::kF16, {256, 2, 64});
+  const ValueId v = b.input("v", DType::kF16, {256, 2, 64});
+  OpParams params;
+  params.scale = 0.125f;
+  params.causal = true;
+  params.query_offset = 0;
+  b.output(b.op(OpKind::kAttention, {q, k, v}, "attention", params));
+  return std::move(b).build();
+}
+
+// Planning needs no device: a prompt's attention takes the tensor cores (Note
+// [Prompt attention on the tensor cores]) and a decode step the SIMT kernels,
+// by the tensor-core sibling's cost.
+TEST(CudaBackendTest, PromptAttentionTakesTheTensorCoresAndDecodingTheSimtKernel) {
+  Result<Graph> graph = prompt_attention_graph();
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  Result<ExecutionPlan> plan = plan_on_cuda(*graph);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  std::vector<std::string> kernels;
+  for (std::size_t i = 0; i < plan->bucket_count(); ++i) {
+    for (const PlannedStep& step : plan->bucket(i).steps) {
+      if (step.kind == StepKind::kKernel) kernels.push_back(step.entry->name);
+    }
+  }
+  EXPECT_THAT(kernels, ::testing::ElementsAre("attention_f32_f16_f16_f32__cuda_simt",
+                                              "attention_f32_f16_f16_f32__cuda_tc"));
+  // A head dimension above the tensor-core kernel's is not admitted there.
+  const DTypeList key{DType::kF32, DType::kF16, DType::kF16, DType::kF32};
+  const TableSnapshot table = current_table();
+  const std::span<const BindingEntry> alts =
+      table->lookup_alternatives(OpKind::kAttention, key, BackendId::kCuda);
+  const auto tc = std::find_if(alts.begin(), alts.end(), [](const BindingEntry& e) {
+    return e.name == "attention_f32_f16_f16_f32__cuda_tc";
+  });
+  ASSERT_NE(tc, alts.end());
+  const Shape wide{64, 4, 256};
+  EXPECT_FALSE(tc->admits_shapes(std::array{wide, wide, wide, wide}));
+  const Shape narrow{64, 4, 128};
+  EXPECT_TRUE(tc->admits_shapes(std::array{narrow, narrow, narrow, narrow}));
 }
 
 // --- on a device -----------------------------------------------------------------
@@ -460,6 +510,131 @@ TEST(CudaBackendTest, AttentionOverManyKeysMatchesTheCpu) {
       ASSERT_TRUE(st.is_ok()) << st.to_string();
       expect_close(got, want, 1e-5);
     }
+  }
+}
+
+// The tensor-core attention against the CPU's kernel on prompt shapes: several
+// 64-row blocks and a partial one, grouped-query heads, head dimensions that fill
+// the tile (64, 128) and one padded (40), causal rows with and without an offset,
+// and a mask whose masked tail of keys holds NaN in K and V (Note [Masked keys]):
+// within the sibling's claim of sum p |v|, taken as 1 (|v| below ~4 here, the
+// weights summing to one), and the same bits on a second run.
+struct TensorCoreCase {
+  DType q, kv;
+  std::int64_t sq, heads, kv_heads, dh, offset;
+  bool mask;
+};
+
+std::vector<std::uint16_t> to_half_bits(const std::vector<float>& x, DType t) {
+  std::vector<std::uint16_t> bits(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    bits[i] = t == DType::kF16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+  }
+  return bits;
+}
+
+TEST(CudaBackendTest, TensorCoreAttentionMatchesTheCpuOnPrompts) {
+  REQUIRE_CUDA_DEVICE();
+  constexpr std::int64_t kBatch = 2;
+  const TensorCoreCase cases[] = {
+      {DType::kF32, DType::kF16, 130, 8, 2, 128, 0, false},
+      {DType::kF32, DType::kF16, 70, 4, 4, 64, 37, true},
+      {DType::kF32, DType::kF16, 64, 4, 1, 40, 0, false},
+      {DType::kF32, DType::kBF16, 100, 8, 2, 128, 5, true},
+      {DType::kF16, DType::kF16, 65, 4, 2, 64, 0, true},
+  };
+  for (const TensorCoreCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << name(c.q) << "/" << name(c.kv) << " sq " << c.sq << ", heads " << c.heads << "/"
+                 << c.kv_heads << ", head_dim " << c.dh << ", offset " << c.offset
+                 << (c.mask ? ", mask" : ""));
+    const std::int64_t skv = c.sq + c.offset + (c.mask ? 12 : 0);
+    // Entries of about 0.5 keep scale * sum |q k| within the claim's 4.
+    std::vector<float> q = random_floats(kBatch * c.sq * c.heads * c.dh, 21, 0.5f);
+    std::vector<float> k = random_floats(kBatch * skv * c.kv_heads * c.dh, 22, 0.5f);
+    std::vector<float> v = random_floats(kBatch * skv * c.kv_heads * c.dh, 23);
+    std::vector<float> mask;
+    if (c.mask) {
+      mask = random_floats(c.sq * skv, 24, 0.5f);
+      for (std::size_t j = 0; j < mask.size(); j += 5) mask[j] = -INFINITY;
+      // The last 12 keys: masked for every row, NaN in the cache.
+      for (std::int64_t i = 0; i < c.sq; ++i) {
+        for (std::int64_t j = skv - 12; j < skv; ++j) mask[i * skv + j] = -INFINITY;
+      }
+      for (std::int64_t b = 0; b < kBatch; ++b) {
+        for (std::int64_t j = skv - 12; j < skv; ++j) {
+          for (std::int64_t e = 0; e < c.kv_heads * c.dh; ++e) {
+            const std::size_t at = static_cast<std::size_t>((b * skv + j) * c.kv_heads * c.dh + e);
+            k[at] = std::nanf("");
+            v[at] = std::nanf("");
+          }
+        }
+      }
+    }
+    // The stored inputs, in their dtypes; the CPU reads the same bits.
+    const std::vector<std::uint16_t> k_bits = to_half_bits(k, c.kv), v_bits = to_half_bits(v, c.kv);
+    std::vector<std::uint16_t> q_bits, mask_bits;
+    if (c.q != DType::kF32) {
+      q_bits = to_half_bits(q, c.q);
+      mask_bits = to_half_bits(mask, c.q);
+    }
+    const Shape q_shape{kBatch, c.sq, c.heads, c.dh};
+    const Shape kv_shape{kBatch, skv, c.kv_heads, c.dh};
+    const auto view = [&](std::vector<float>& f, std::vector<std::uint16_t>& h, DType t,
+                          const Shape& shape) {
+      return t == DType::kF32 ? TensorView::contiguous(f.data(), t, shape)
+                              : TensorView::contiguous(h.data(), t, shape);
+    };
+    std::vector<std::uint16_t> k_store = k_bits, v_store = v_bits;
+    std::vector<TensorView> inputs = {view(q, q_bits, c.q, q_shape),
+                                      TensorView::contiguous(k_store.data(), c.kv, kv_shape),
+                                      TensorView::contiguous(v_store.data(), c.kv, kv_shape)};
+    DTypeList key{c.q, c.kv, c.kv, c.q};
+    if (c.mask) {
+      inputs.push_back(view(mask, mask_bits, c.q, Shape{c.sq, skv}));
+      key = DTypeList{c.q, c.kv, c.kv, c.q, c.q};
+    }
+    OpParams params;
+    params.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.dh)));
+    params.causal = true;
+    params.query_offset = c.offset;
+    const std::size_t n = static_cast<std::size_t>(q_shape.numel());
+    const std::size_t out_bytes = n * (c.q == DType::kF32 ? 4 : 2);
+    std::vector<std::byte> want(out_bytes), got(out_bytes), again(out_bytes);
+    const auto out_view = [&](std::vector<std::byte>& o) {
+      return TensorView::contiguous(o.data(), c.q, q_shape);
+    };
+    const BindingEntry* cpu = *current_table()->lookup(OpKind::kAttention, key, BackendId::kCpu);
+    const TensorView w = out_view(want);
+    ExecContext ctx;
+    ASSERT_TRUE(
+        cpu->fn({inputs, std::span<const TensorView>(&w, 1), params, ctx, cpu->name}).is_ok());
+    const TableSnapshot table = current_table();
+    const BindingEntry* tc = nullptr;
+    for (const BindingEntry& e :
+         table->lookup_alternatives(OpKind::kAttention, key, BackendId::kCuda)) {
+      if (e.name.find("__cuda_tc") != std::string::npos) tc = &e;
+    }
+    ASSERT_NE(tc, nullptr);
+    Status st = run_entry(*tc, inputs, out_view(got), params);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    st = run_entry(*tc, inputs, out_view(again), params);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    EXPECT_EQ(got, again) << "two runs gave different bytes";
+    const auto value = [&](const std::vector<std::byte>& o, std::size_t i) -> double {
+      if (c.q == DType::kF32) return reinterpret_cast<const float*>(o.data())[i];
+      const std::uint16_t bits = reinterpret_cast<const std::uint16_t*>(o.data())[i];
+      return c.q == DType::kF16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+    };
+    const double claim = *tc->precision.max_rel;
+    double worst = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double a = value(got, i), b = value(want, i);
+      ASSERT_TRUE(std::isfinite(a)) << "element " << i << ": the masked NaN tail leaked";
+      worst = std::max(worst, std::abs(a - b));
+    }
+    // |v| stays below 4.5 (normal draws), so sum p |v| is at most that.
+    EXPECT_LE(worst, claim * 4.5) << "worst " << worst;
   }
 }
 
