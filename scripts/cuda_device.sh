@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds Switchyard with the CUDA backend on a machine with an NVIDIA GPU and runs
 # what needs the GPU: the `cuda`-labelled tests, the conformance harness on the
-# cuda backend, and the embedded model on the GPU and on the CPU in f32, f16 and
-# bf16. Logs go to $OUT (or ./cuda-device-out); the last lines printed are a
+# cuda backend, the embedded model on the GPU and on the CPU in f32, f16 and
+# bf16, a calibration of the cuda kernels and the routing regret of the GPU's
+# plans. Logs go to $OUT (or ./cuda-device-out); the last lines printed are a
 # summary.
 #
 # Usage: scripts/cuda_device.sh [--full]   (--full also runs the whole ctest suite)
@@ -54,6 +55,11 @@ for t in f32 f16 bf16; do
   done
 done
 step run-mix-auto "$tool" run --prompt-tokens 64 --tokens 32
+# Calibration on the GPU at the plans' shapes, then the router's regret on the
+# GPU's plans without and with that profile.
+step calibrate-cuda "$tool" calibrate --backend cuda --graph llama,block,mlp \
+  --budget-s "${CALIBRATE_BUDGET_S:-60}" --out "$out/cuda-profile.json"
+step regret-cuda "$tool" regret --calibration "$out/cuda-profile.json"
 if [[ -x $build/bench/switchyard_bench ]]; then
   step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter="${BENCH_FILTER:-Cuda}" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
@@ -65,6 +71,7 @@ fi
   printf '%s\n' "${summary[@]}"
   grep -h "tests passed\|tests failed" "$out"/ctest-*.log
   tail -n 1 "$out/verify-cuda.log"
+  grep -h "regret" "$out/regret-cuda.log" | tail -n 12
   [[ -f $out/bench-cuda.log ]] && grep "_median" "$out/bench-cuda.log"
   for f in "$out"/run-*.log; do
     printf '%s: ' "$(basename "$f" .log)"

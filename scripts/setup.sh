@@ -8,7 +8,7 @@ packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
-  python3 python3-venv python3-dev
+  python3 python3-venv python3-dev python3-matplotlib
 )
 
 missing=()

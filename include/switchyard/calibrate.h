@@ -55,8 +55,26 @@ struct CalibrateOptions {
   std::function<void(std::size_t, std::size_t, std::string_view)> progress;
 };
 
+// What one kernel's fitted cost was made from, for pictures (`calibrate --plot`):
+// every timed point, the planner's modelled time there, and the fit.
+struct CalibrationSeries {
+  std::string kernel;
+  BackendId backend = BackendId::kCpu;
+  OpKind op = OpKind::kAdd;
+  // The key: "add(f32,f32,f32)@cpu".
+  std::string key;
+  // As timed (a size timed twice appears twice); bytes and flops from the entry's
+  // own estimate.
+  std::vector<CostSample> measured;
+  // Per measured point: the modelled time the planner ranks by without a profile.
+  std::vector<double> modelled_ns;
+  FittedCost fit;
+};
+
 struct CalibrateReport {
   CalibrationProfile profile;
+  // One per kernel in the profile, in table order.
+  std::vector<CalibrationSeries> series;
   // "kernel: reason" for each selected entry that has no fit.
   std::vector<std::string> skipped;
   std::size_t calibrated = 0;

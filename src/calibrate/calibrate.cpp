@@ -298,6 +298,7 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
       for (const Timing& t : jobs[j].grid) add(t, false, j);
     }
     std::vector<std::vector<CostSample>> samples(count);
+    std::vector<std::vector<double>> modelled(count);
     std::vector<std::string> failure(count);
     const double point_s =
         per_entry_s / static_cast<double>(std::max<std::size_t>(1, points.size()));
@@ -334,6 +335,7 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
           continue;
         }
         samples[j - first].push_back({est.bytes, est.flops, *ns[i]});
+        modelled[j - first].push_back(est.time_ns(BackendCaps{}));
       }
     }
     for (std::size_t j = first; j < last; ++j) {
@@ -347,6 +349,9 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
         report.skipped.push_back(fmt::format("{}: {}", entry.name, fit.status().message()));
         continue;
       }
+      report.series.push_back(
+          {entry.name, slot.backend, jobs[j].op, describe_key(slot.key, slot.dtypes, slot.backend),
+           std::move(samples[j - first]), std::move(modelled[j - first]), *fit});
       report.profile.add({entry.name, slot.backend, entry.revision_hash, std::move(*fit)});
       ++report.calibrated;
     }

@@ -401,11 +401,44 @@ contains out "matmul_f32__cpu_avx512\|matmul_f32__cpu_avx2\|matmul_f32__cpu_ref"
   "the plan's matmul siblings are calibrated"
 lacks out "softmax" "kernels the plan cannot run are not"
 expect 2 "calibrate for an unknown graph" -- "$tool" calibrate --graph nope --out "$work/x.json"
+expect 2 "calibrate for a backend not compiled in" -- \
+  "$tool" calibrate --backend nope --graph mlp --out "$work/x.json"
+
+# calibrate --plot: per op family the data, the script and (with matplotlib) an SVG
+if python3 -c "import matplotlib" 2>/dev/null; then
+  expect 0 "calibrate --plot" -- "$tool" calibrate --backend cpu --op add --budget-s 2 \
+    --threads 2 --out "$work/plotted.json" --plot "$work/plots"
+  contains out "picture $work/plots/binary.svg" "calibrate --plot names its picture"
+  if ! grep -q "<svg" "$work/plots/binary.svg" 2>/dev/null ||
+    ! grep -q "add_f32__cpu_ref" "$work/plots/binary.svg"; then
+    echo "FAIL: binary.svg is not a picture of the add kernels"
+    failures=$((failures + 1))
+  fi
+  echo '{"format": "something else"}' >"$work/foreign.json"
+  expect 2 "the plot script refuses data not its own" -- \
+    python3 "$work/plots/plot_calibration.py" "$work/foreign.json"
+  contains err "not a switchyard-calibration-plot file" "and says why"
+  expect 0 "the plot script draws again from the data left behind" -- \
+    python3 "$work/plots/plot_calibration.py" "$work/plots/binary.json"
+else
+  expect 1 "calibrate --plot without matplotlib" -- "$tool" calibrate --backend cpu --op add \
+    --budget-s 2 --threads 2 --out "$work/plotted.json" --plot "$work/plots"
+  contains err "python3-matplotlib" "the refusal says what to install"
+fi
+if [[ ! -f $work/plots/binary.json || ! -f $work/plots/plot_calibration.py ]]; then
+  echo "FAIL: calibrate --plot leaves no data or script behind"
+  failures=$((failures + 1))
+fi
+: >"$work/a-file"
+expect 2 "calibrate --plot into a file" -- "$tool" calibrate --backend cpu --op add \
+  --budget-s 1 --threads 2 --out "$work/plotted.json" --plot "$work/a-file"
+contains err "not a directory" "the refusal says why"
 
 # regret: every node's siblings timed, with and without the profile
 expect 0 "regret on the example graphs" -- \
   "$tool" regret --graph mlp,block --threads 2 --budget-ms 1 --calibration "$work/cal.json"
-contains out "routing regret on 2 threads" "regret says what it measured"
+contains out "routing regret of the cpu plans" "regret says which backend's plans it measured"
+contains out "on 2 threads" "and on how many threads"
 contains out "mlp (modelled costs)" "the modelled plan is judged"
 contains out "mlp (profile costs)" "and the profile's"
 expect 0 "regret as JSON" -- "$tool" regret --graph mlp --threads 2 --budget-ms 1 --json

@@ -2,6 +2,7 @@
 // shapes, fits each one's cost and writes a calibration profile, which `run` and
 // `explain` then rank by (--calibration F or SWITCHYARD_CALIBRATION).
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "calibration_plot.h"
 #include "command.h"
 #include "plan_source.h"
 #include "progress.h"
@@ -50,6 +52,8 @@ struct CalibrateCommandOptions {
   PlanSource source;
   double budget_s = 180;
   std::string out = "switchyard-calibration.json";
+  // Where to draw the pictures (calibrate --plot), or empty.
+  std::string plot;
   int threads = 0;
   bool verbose = false;
 };
@@ -70,12 +74,15 @@ int run_calibrate(const CalibrateCommandOptions& o) {
   }
   Progress progress(true);
   if (!o.graphs.empty()) {
+    PlanSource source = o.source;
+    source.backend = o.backend.empty() ? "auto" : o.backend;
     // The shapes the plans run each candidate at, planned with the modelled costs
-    // on a pool of the calibration's size.
+    // on a pool of the calibration's size, for the backend calibrated (or as `run`
+    // would pick it).
     ThreadPool pool(options.threads);
     for (const std::string& graph : o.graphs) {
       progress.show(graph, 0, 1, "planning");
-      Result<std::vector<HeldPlan>> plans = plans_of(graph, o.source, &pool, {nullptr});
+      Result<std::vector<HeldPlan>> plans = plans_of(graph, source, &pool, {nullptr});
       if (!plans.is_ok()) {
         progress.clear();
         return report_failure(plans.status());
@@ -116,6 +123,13 @@ int run_calibrate(const CalibrateCommandOptions& o) {
   fmt::print("\n{} kernel(s) calibrated, {} skipped{}, in {:.0f} s; profile {}\n",
              report->calibrated, report->skipped.size(), o.verbose ? "" : " (--verbose lists them)",
              report->seconds, o.out);
+  if (!o.plot.empty() && report->calibrated > 0) {
+    Result<std::vector<std::filesystem::path>> data = write_calibration_plot_data(*report, o.plot);
+    if (!data.is_ok()) return report_failure(data.status());
+    Result<std::vector<std::filesystem::path>> pictures = draw_calibration_plots(o.plot, *data);
+    if (!pictures.is_ok()) return report_failure(pictures.status());
+    for (const std::filesystem::path& p : *pictures) fmt::print("picture {}\n", p.string());
+  }
   return report->calibrated > 0 ? kExitOk : kExitCheckFailed;
 }
 
@@ -142,6 +156,9 @@ void add_calibrate_command(CLI::App& app, CommandMain& selected) {
   sub->add_option("--model", options->source.model,
                   "GGUF model file for the llama graph (default: the embedded synthetic model)");
   add_plan_source_options(sub, options->source);
+  sub->add_option("--plot", options->plot,
+                  "Also draw, per op family, each kernel's measured times against its fitted "
+                  "and modelled cost into this directory (SVG; needs python3 with matplotlib)");
   sub->add_flag("--verbose", options->verbose, "List the kernels skipped and why");
   sub->callback([options, &selected] { selected = [options] { return run_calibrate(*options); }; });
 }

@@ -7,7 +7,6 @@
 #include <fmt/ranges.h>
 
 #include "command.h"
-
 #include "model_source.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/example_graphs.h"
@@ -34,6 +33,7 @@ Result<std::vector<HeldPlan>> plans_of(
     const std::string& graph, const PlanSource& source, ParallelRunner* runner,
     const std::vector<std::shared_ptr<const CalibrationProfile>>& calibrations) {
   std::vector<HeldPlan> out;
+  SWITCHYARD_ASSIGN_OR_RETURN(BackendId backend, pick_backend("plan", source.backend));
   if (graph == "llama") {
     SWITCHYARD_ASSIGN_OR_RETURN(
         GgufFile file, source.model.empty()
@@ -44,6 +44,7 @@ Result<std::vector<HeldPlan>> plans_of(
       LlamaLoadOptions load;
       load.registry = registry.get();
       load.runner = runner;
+      load.backend = backend;
       load.max_batch = source.max_tokens;
       load.max_context = std::max<std::int64_t>(source.max_tokens, 1) * 2;
       load.record_steps = false;
@@ -64,6 +65,7 @@ Result<std::vector<HeldPlan>> plans_of(
   for (const std::shared_ptr<const CalibrationProfile>& calibration : calibrations) {
     PlanOptions options;
     options.buckets = example_buckets(source.max_tokens);
+    options.policy.preferred = {backend};
     options.record_in_registry = false;
     options.calibration = calibration;
     SWITCHYARD_ASSIGN_OR_RETURN(ExecutionPlan plan, plan_graph(*g, current_table(), options));

@@ -22,6 +22,9 @@ struct PlanSource {
   std::string synthetic = "tiny";  // the embedded model's preset
   std::string model_type = "mix";  // the embedded model's weight storage
   std::int64_t max_tokens = 512;   // tokens of the prefill bucket
+  // The backend plans prefer: a compiled backend's name, or auto (as `run`: the
+  // first accelerator with a device present, else the CPU).
+  std::string backend = "auto";
 };
 
 // One plan and what keeps it alive (the model it belongs to, or the plan).
@@ -37,8 +40,8 @@ void add_plan_source_options(CLI::App* sub, PlanSource& source);
 // The graph names plans_of takes.
 inline const std::vector<std::string> kPlanGraphs = {"llama", "block", "mlp"};
 
-// `graph` ("llama", "block" or "mlp") planned for the CPU and its fallbacks as
-// `run` and `explain` plan it, once per entry of `calibrations` (null: the
+// `graph` ("llama", "block" or "mlp") planned for `source.backend`, the CPU
+// taking what it does not bind, as `run` plans it, once per entry of `calibrations` (null: the
 // modelled costs). A llama model is loaded once per ranking, with a registry of
 // its own so that its probes do not reach the process-wide one.
 [[nodiscard]] Result<std::vector<HeldPlan>> plans_of(

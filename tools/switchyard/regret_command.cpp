@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "model_source.h"
 #include "plan_source.h"
 #include "progress.h"
 #include "switchyard/llama.h"
@@ -153,6 +154,8 @@ int run_regret(const RegretCommandOptions& o) {
     return report_failure(invalid_argument_error(
         fmt::format("regret: --calibration {}: nothing in it applies here", o.calibration)));
   }
+  Result<BackendId> backend = pick_backend("regret", o.source.backend);
+  if (!backend.is_ok()) return report_failure(backend.status());
   RegretOptions options;
   options.threads = runner->num_threads();
   options.budget_s = o.budget_ms * 1e-3;
@@ -188,8 +191,9 @@ int run_regret(const RegretCommandOptions& o) {
     fmt::print("{}\n", to_json(subjects).dump(2));
   } else {
     fmt::print(
-        "routing regret on {} thread{}: the planner's kernels against the fastest "
-        "sibling of each node, {} kernel timing(s)\n",
+        "routing regret of the {} plans{} on {} thread{}: the planner's kernels against the "
+        "fastest sibling of each node, {} kernel timing(s)\n",
+        name(*backend), o.source.backend == "auto" ? auto_note(*backend) : std::string(),
         runner->num_threads(), runner->num_threads() == 1 ? "" : "s", timings.size());
     print_text(subjects, o.top);
   }
@@ -207,6 +211,9 @@ void add_regret_command(CLI::App& app, CommandMain& selected) {
   sub->add_option("model", options->source.model,
                   "GGUF model file for the llama graph (omit for the embedded synthetic model)");
   add_plan_source_options(sub, options->source);
+  sub->add_option("--backend", options->source.backend,
+                  "Backend the plans prefer: auto (the default: an accelerator whose device is "
+                  "present, else cpu) or a compiled backend's name");
   sub->add_option("--graph", options->graphs,
                   "Graphs to measure: llama, block, mlp (default: all three)")
       ->delimiter(',')
