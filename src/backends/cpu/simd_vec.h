@@ -152,6 +152,19 @@ inline void store(BF16* p, VF v) {
   const __m512i r = _mm512_mask_blend_epi32(nan, rounded, quiet);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
 }
+// The first n < kW floats, by a masked load or store (lanes past n are neither
+// read nor written, so they cannot fault): the generic forms below go through a
+// buffer, which costs a store-forwarding stall on every call and made rows of
+// half a vector (rope on 16-wide heads) slower than AVX2's full vectors.
+inline __mmask16 first_lanes(std::int64_t n) {
+  return static_cast<__mmask16>((1u << static_cast<unsigned>(n)) - 1u);
+}
+inline VF load_partial(const float* p, std::int64_t n, const float& fill) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first_lanes(n), p);
+}
+inline void store_partial(float* p, std::int64_t n, VF v) {
+  _mm512_mask_storeu_ps(p, first_lanes(n), v);
+}
 #else
 using VF = __m256;
 using VI = __m256i;
