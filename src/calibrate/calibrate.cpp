@@ -256,23 +256,30 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
   if (jobs.empty()) return report;
 
   ThreadPool pool(options.threads);
-  const double per_entry_s = options.budget_s / static_cast<double>(jobs.size());
+  const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(options.budget_s));
   // The siblings at one key are timed together, point by point and in turn
   // (Note [Timing in alternation] in timing.h): the plans' shapes first, then the
   // grid's while the key's share of the budget lasts (and until each sibling has
-  // three sizes).
+  // three sizes). A key's share is what is left of the budget split evenly among
+  // the entries still to time, so that a key that overran (slow kernels at their
+  // three smallest sizes, planned shapes timed whatever the budget) is paid for by
+  // the keys after it and the whole table keeps its budget.
   std::size_t done = 0;
   for (std::size_t first = 0; first < jobs.size();) {
     std::size_t last = first;
     while (last < jobs.size() && jobs[last].slot == jobs[first].slot) ++last;
     const std::size_t count = last - first;
     if (options.progress) options.progress(done, jobs.size(), jobs[first].entry->name);
+    const Clock::time_point now = Clock::now();
+    const double left_s = std::max(0.0, std::chrono::duration<double>(end - now).count());
+    const double per_entry_s = left_s / static_cast<double>(jobs.size() - done);
     done += count;
     const KernelBindingTable::Slot& slot = *jobs[first].slot;
     BackendMemory* memory = table.backend_memory(slot.backend);
     const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(per_entry_s * static_cast<double>(count)));
+        now + std::chrono::duration_cast<Clock::duration>(
+                  std::chrono::duration<double>(per_entry_s * static_cast<double>(count)));
     // Each point once, with the jobs that take it: planned points, then the grid.
     struct Shared {
       Timing timing;
