@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (warp_rows <= 0 || t0 >= warp_end) continue;  // no row of this warp sees the tile
 
-    // 2. S = Q K^T for the warp's 16 rows.
+      // 2. S = Q K^T for the warp's 16 rows.
 #pragma unroll
     for (int c = 0; c < kKeys / 16; ++c) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
