@@ -59,7 +59,7 @@ step run-mix-auto "$tool" run --prompt-tokens 64 --tokens 32
 # GPU's plans without and with that profile.
 step calibrate-cuda "$tool" calibrate --backend cuda --graph llama,block,mlp \
   --budget-s "${CALIBRATE_BUDGET_S:-60}" --out "$out/cuda-profile.json" --plot "$out/cuda-plots"
-step regret-cuda "$tool" regret --calibration "$out/cuda-profile.json"
+step regret-cuda "$tool" regret --backend cuda --calibration "$out/cuda-profile.json"
 if [[ -x $build/bench/switchyard_bench ]]; then
   step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter="${BENCH_FILTER:-Cuda}" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true

@@ -129,7 +129,8 @@ Status call_kernel(const BindingEntry& entry, std::vector<TensorView> inputs, Te
   return entry.fn(call);
 }
 
-std::span<const BindingEntry> siblings(OpKind op, const DTypeList& key) {
+// The key by value: the span points into the table, never into the key.
+std::span<const BindingEntry> siblings(OpKind op, DTypeList key) {
   return table().lookup_alternatives(op, key, BackendId::kCpu);
 }
 
