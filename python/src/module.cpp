@@ -17,12 +17,18 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
+// NumPy's C API reads arrays and makes results without the buffer protocol's
+// bookkeeping (a 1-element call is a fraction of a microsecond; see call()).
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
 
 #include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -215,6 +221,60 @@ std::optional<DType> dtype_of(const nb::dlpack::dtype& t) {
   return std::nullopt;
 }
 
+// Up to N values built in place, the unused slots never constructed: a call's
+// per-operand arrays would otherwise zero kilobytes of stack on every call.
+template <typename T, std::size_t N>
+class InlineVector {
+ public:
+  InlineVector() = default;
+  InlineVector(const InlineVector&) = delete;
+  InlineVector& operator=(const InlineVector&) = delete;
+  ~InlineVector() {
+    for (std::size_t i = size_; i-- > 0;) std::destroy_at(data() + i);
+  }
+  template <typename... Args>
+  T& emplace_back(Args&&... args) {
+    SWITCHYARD_CHECK(size_ < N);
+    T* p = std::construct_at(data() + size_, std::forward<Args>(args)...);
+    ++size_;
+    return *p;
+  }
+  T* data() { return std::launder(reinterpret_cast<T*>(storage_)); }
+  const T* data() const { return std::launder(reinterpret_cast<const T*>(storage_)); }
+  T& operator[](std::size_t i) { return data()[i]; }
+  std::span<const T> span() const { return {data(), size_}; }
+
+ private:
+  alignas(T) std::byte storage_[N * sizeof(T)];
+  std::size_t size_ = 0;
+};
+
+// The element type of a NumPy array in native byte order, if the kernels take it.
+std::optional<DType> ndarray_dtype(PyArrayObject* array) {
+  if (!PyArray_ISNOTSWAPPED(array)) return std::nullopt;
+  switch (PyArray_TYPE(array)) {
+    case NPY_FLOAT32: return DType::kF32;
+    case NPY_FLOAT16: return DType::kF16;
+    case NPY_INT32: return DType::kI32;
+    default: return std::nullopt;
+  }
+}
+
+// The view of a C-contiguous NumPy array of a type the kernels take, read from
+// the array object alone; nullopt for every other operand (HostOperand reads
+// those, with the messages for what it cannot).
+std::optional<TensorView> ndarray_view(nb::handle item) {
+  if (!PyArray_Check(item.ptr())) return std::nullopt;
+  auto* array = reinterpret_cast<PyArrayObject*>(item.ptr());
+  const std::optional<DType> dtype = ndarray_dtype(array);
+  const int rank = PyArray_NDIM(array);
+  if (!dtype || !PyArray_IS_C_CONTIGUOUS(array) || rank > kMaxRank) return std::nullopt;
+  std::array<std::int64_t, kMaxRank> dims{};
+  for (int d = 0; d < rank; ++d) dims[d] = PyArray_DIM(array, d);
+  return TensorView::contiguous(PyArray_DATA(array), *dtype,
+                                Shape(std::span(dims.data(), static_cast<std::size_t>(rank))));
+}
+
 // One operand of call(): its view on the host. NumPy arrays (anything with the
 // buffer protocol) are read through it, which costs far less than a DLPack
 // exchange; other DLPack producers (a PyTorch tensor) through nanobind. A
@@ -227,8 +287,8 @@ class HostOperand {
   ~HostOperand() {
     if (buffer_.obj != nullptr) PyBuffer_Release(&buffer_);
   }
-  void read(nb::handle item, std::size_t index);
-  const TensorView& view() const { return view_; }
+  // Reads operand `index` of a call; its view.
+  const TensorView& read(nb::handle item, std::size_t index);
 
  private:
   void read_buffer(nb::handle item, std::size_t index);
@@ -236,8 +296,8 @@ class HostOperand {
   void read_quantized(const nb::tuple& triple, std::size_t index);
   // The view over data with these dims and element strides (gathered when not
   // row-major).
-  void finish(std::size_t index, DType dtype, const void* data, std::vector<std::int64_t> dims,
-              const std::vector<std::int64_t>& strides);
+  void finish(std::size_t index, DType dtype, const void* data, std::span<const std::int64_t> dims,
+              std::span<const std::int64_t> strides);
 
   Py_buffer buffer_{};
   AnyArray array_;
@@ -255,10 +315,15 @@ std::optional<DType> dtype_of_format(const char* format, Py_ssize_t itemsize) {
   return std::nullopt;
 }
 
-void HostOperand::read(nb::handle item, std::size_t index) {
-  if (nb::isinstance<nb::tuple>(item)) return read_quantized(nb::borrow<nb::tuple>(item), index);
-  if (PyObject_CheckBuffer(item.ptr()) != 0) return read_buffer(item, index);
-  read_dlpack(item, index);
+const TensorView& HostOperand::read(nb::handle item, std::size_t index) {
+  if (nb::isinstance<nb::tuple>(item)) {
+    read_quantized(nb::borrow<nb::tuple>(item), index);
+  } else if (PyObject_CheckBuffer(item.ptr()) != 0) {
+    read_buffer(item, index);
+  } else {
+    read_dlpack(item, index);
+  }
+  return view_;
 }
 
 void HostOperand::read_buffer(nb::handle item, std::size_t index) {
@@ -282,7 +347,7 @@ void HostOperand::read_buffer(nb::handle item, std::size_t index) {
     }
     strides.push_back(buffer_.strides[d] / buffer_.itemsize);
   }
-  finish(index, *dtype, buffer_.buf, std::move(dims), strides);
+  finish(index, *dtype, buffer_.buf, dims, strides);
 }
 
 void HostOperand::read_dlpack(nb::handle item, std::size_t index) {
@@ -300,7 +365,7 @@ void HostOperand::read_dlpack(nb::handle item, std::size_t index) {
     dims.push_back(static_cast<std::int64_t>(array_.shape(d)));
     strides.push_back(array_.stride(d));
   }
-  finish(index, *dtype, array_.data(), std::move(dims), strides);
+  finish(index, *dtype, array_.data(), dims, strides);
 }
 
 void HostOperand::read_quantized(const nb::tuple& triple, std::size_t index) {
@@ -334,7 +399,8 @@ void HostOperand::read_quantized(const nb::tuple& triple, std::size_t index) {
 }
 
 void HostOperand::finish(std::size_t index, DType dtype, const void* data,
-                         std::vector<std::int64_t> dims, const std::vector<std::int64_t>& strides) {
+                         std::span<const std::int64_t> dims,
+                         std::span<const std::int64_t> strides) {
   if (dims.size() > static_cast<std::size_t>(kMaxRank)) {
     raise(invalid_argument_error(
         fmt::format("operand {}: rank {} is above {}", index, dims.size(), kMaxRank)));
@@ -501,91 +567,137 @@ void run_entry(const KernelBindingTable& t, const BindingEntry& entry, BackendId
   check(memory->synchronize(stream));
 }
 
-// op(inputs) through the table on one backend; the result as a new NumPy
-// array (bf16 results widened to float32, exactly).
-nb::object call(std::string_view op_name, const nb::list& operands, std::string_view backend_name,
-                const std::optional<std::string>& kernel,
-                const std::optional<std::string>& out_name, const nb::dict& param_dict) {
-  const OpKind op = value(parse_op(op_name));
-  const BackendId backend = value(parse_compiled_backend(backend_name));
-  OpParams params;
-  read_params(param_dict, params);
-  // Fixed arrays (a key holds at most kMaxOperands dtypes): a call is a couple
-  // of microseconds, and heap traffic was a fifth of it.
-  const std::size_t n = operands.size();
-  if (n + 1 > kMaxOperands) raise(invalid_argument_error("ops: too many operands"));
-  std::array<HostOperand, kMaxOperands> host;
-  std::array<OperandInfo, kMaxOperands> infos;
-  for (std::size_t i = 0; i < n; ++i) {
-    host[i].read(operands[i], i);
-    infos[i] = {host[i].view().dtype(), host[i].view().shape()};
-  }
-  std::optional<DType> out_dtype;
-  if (out_name) out_dtype = value(parse_dtype(*out_name));
-  const OperandInfo result =
-      value(infer_output(op, std::span<const OperandInfo>(infos.data(), n), params, out_dtype));
+// A new C-contiguous NumPy array of this shape, for a result of this dtype
+// (bf16 results come back as float32).
+nb::object new_array(const Shape& shape, DType dtype) {
+  std::array<npy_intp, kMaxRank> dims{};
+  for (int d = 0; d < shape.rank(); ++d) dims[d] = shape[d];
+  const int type = dtype == DType::kF16   ? NPY_FLOAT16
+                   : dtype == DType::kI32 ? NPY_INT32
+                                          : NPY_FLOAT32;
+  PyObject* array = PyArray_SimpleNew(shape.rank(), dims.data(), type);
+  if (array == nullptr) throw nb::python_error();
+  return nb::steal(array);
+}
+
+// op(inputs) through the table on one backend, the inputs on the host; the
+// result as a new NumPy array (bf16 results widened to float32, exactly).
+nb::object run_views(OpKind op, BackendId backend, std::span<const TensorView> inputs,
+                     const std::optional<std::string>& kernel, std::optional<DType> out_dtype,
+                     const OpParams& params) {
+  const std::size_t n = inputs.size();
+  InlineVector<OperandInfo, kMaxOperands> infos;
+  InlineVector<Shape, kMaxOperands> shapes;
   std::array<DType, kMaxOperands> key_dtypes;
-  std::array<Shape, kMaxOperands> shapes;
-  std::array<TensorView, kMaxOperands> inputs;
   for (std::size_t i = 0; i < n; ++i) {
-    key_dtypes[i] = host[i].view().dtype();
-    shapes[i] = host[i].view().shape();
-    inputs[i] = host[i].view();
+    infos.emplace_back(OperandInfo{inputs[i].dtype(), inputs[i].shape()});
+    shapes.emplace_back(inputs[i].shape());
+    key_dtypes[i] = inputs[i].dtype();
   }
+  const OperandInfo result = value(infer_output(op, infos.span(), params, out_dtype));
   key_dtypes[n] = result.dtype;
-  shapes[n] = result.shape;
+  shapes.emplace_back(result.shape);
   const DTypeList dtypes(std::span<const DType>(key_dtypes.data(), n + 1));
   if (is_quantized(result.dtype)) {
     raise(unimplemented_error("ops: a quantized result is quantize()'s job, not a kernel call's"));
   }
   const TableSnapshot t = table();
-  const BindingEntry& entry =
-      pick_entry(*t, op, dtypes, backend, std::span<const Shape>(shapes.data(), n + 1), kernel);
+  const BindingEntry& entry = pick_entry(*t, op, dtypes, backend, shapes.span(), kernel);
 
-  // The result is NumPy's own array (bf16: float32, widened after the call),
-  // written in place through the buffer protocol.
-  struct Numpy {
-    nb::object empty, f32, f16, i32;
-  };
-  static const Numpy* const numpy = [] {
-    nb::module_ np = nb::module_::import_("numpy");
-    // Kept for the life of the process (never destroyed after the interpreter).
-    return new Numpy{np.attr("empty"), np.attr("dtype")("float32"), np.attr("dtype")("float16"),
-                     np.attr("dtype")("int32")};
-  }();
-  nb::object dims = nb::steal(PyTuple_New(result.shape.rank()));
-  for (int d = 0; d < result.shape.rank(); ++d) {
-    PyTuple_SET_ITEM(dims.ptr(), d, PyLong_FromLongLong(result.shape[d]));
-  }
-  const nb::object& numpy_type = result.dtype == DType::kF16   ? numpy->f16
-                                 : result.dtype == DType::kI32 ? numpy->i32
-                                                               : numpy->f32;
-  nb::object array = numpy->empty(dims, numpy_type);
-  Py_buffer buffer;
-  if (PyObject_GetBuffer(array.ptr(), &buffer, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
-    throw nb::python_error();
-  }
-  struct Release {
-    Py_buffer* b;
-    ~Release() { PyBuffer_Release(b); }
-  } release{&buffer};
+  // The result is NumPy's own array (bf16: float32, widened after the call).
+  nb::object array = new_array(result.shape, result.dtype);
+  void* const data = PyArray_DATA(reinterpret_cast<PyArrayObject*>(array.ptr()));
   const auto count = static_cast<std::size_t>(result.shape.numel());
   std::vector<std::uint16_t> bf16;
   if (result.dtype == DType::kBF16) bf16.resize(count);
-  const TensorView out = TensorView::contiguous(
-      result.dtype == DType::kBF16 ? static_cast<void*>(bf16.data()) : buffer.buf, result.dtype,
-      result.shape);
+  const TensorView out =
+      TensorView::contiguous(result.dtype == DType::kBF16 ? static_cast<void*>(bf16.data()) : data,
+                             result.dtype, result.shape);
   // Small calls keep the GIL: handing it over costs more than they take.
   constexpr std::int64_t kReleaseAbove = 1 << 14;
   if (result.shape.numel() >= kReleaseAbove || backend != BackendId::kCpu) {
     nb::gil_scoped_release released;
-    run_entry(*t, entry, backend, std::span<const TensorView>(inputs.data(), n), out, params);
+    run_entry(*t, entry, backend, inputs, out, params);
   } else {
-    run_entry(*t, entry, backend, std::span<const TensorView>(inputs.data(), n), out, params);
+    run_entry(*t, entry, backend, inputs, out, params);
   }
-  auto* widened = static_cast<float*>(buffer.buf);
+  auto* widened = static_cast<float*>(data);
   for (std::size_t i = 0; i < bf16.size(); ++i) widened[i] = bf16_to_f32(bf16[i]);
   return array;
+}
+
+// op(operands) as run_views() runs it, the operands Python objects: contiguous
+// NumPy arrays read from the array object, anything else through a HostOperand.
+// Inline arrays (a key holds at most kMaxOperands dtypes): a call is a fraction
+// of a microsecond, and heap traffic would be a good part of it.
+nb::object run_op(OpKind op, BackendId backend, std::span<const nb::handle> operands,
+                  const std::optional<std::string>& kernel, std::optional<DType> out_dtype,
+                  const OpParams& params) {
+  const std::size_t n = operands.size();
+  if (n + 1 > kMaxOperands) raise(invalid_argument_error("ops: too many operands"));
+  InlineVector<HostOperand, kMaxOperands> host;
+  InlineVector<TensorView, kMaxOperands> inputs;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::optional<TensorView> view = ndarray_view(operands[i])) {
+      inputs.emplace_back(*view);
+    } else {
+      inputs.emplace_back(host.emplace_back().read(operands[i], i));
+    }
+  }
+  return run_views(op, backend, inputs.span(), kernel, out_dtype, params);
+}
+
+// The backend a call names; "cpu" without a search.
+BackendId call_backend(std::string_view backend_name) {
+  if (backend_name == "cpu") return BackendId::kCpu;
+  return value(parse_compiled_backend(backend_name));
+}
+
+nb::object call(std::string_view op_name, const nb::list& operands, std::string_view backend_name,
+                const std::optional<std::string>& kernel,
+                const std::optional<std::string>& out_name, const nb::dict& param_dict) {
+  const OpKind op = value(parse_op(op_name));
+  const BackendId backend = call_backend(backend_name);
+  OpParams params;
+  read_params(param_dict, params);
+  std::optional<DType> out_dtype;
+  if (out_name) out_dtype = value(parse_dtype(*out_name));
+  const std::size_t n = operands.size();
+  if (n + 1 > kMaxOperands) raise(invalid_argument_error("ops: too many operands"));
+  std::array<nb::handle, kMaxOperands> items;
+  for (std::size_t i = 0; i < n; ++i) items[i] = operands[i];
+  return run_op(op, backend, std::span<const nb::handle>(items.data(), n), kernel, out_dtype,
+                params);
+}
+
+// switchyard.ops' add, sub, mul and div: a function of (a, b, *, backend,
+// kernel) that runs two NumPy arrays of one shape straight through run_op(), the
+// fixed cost of a call, and hands every other pair (broadcasting, conversions) to
+// `general`, called as general(op, a, b, backend, kernel).
+nb::object binary_op(std::string_view op_name, nb::object general) {
+  const OpKind op = value(parse_op(op_name));
+  if (op_family(op) != OpFamily::kBinary) {
+    raise(invalid_argument_error(fmt::format("'{}' is not an elementwise binary op", op_name)));
+  }
+  return nb::cpp_function(
+      [op, general = std::move(general)](nb::handle a, nb::handle b, std::string_view backend,
+                                         const std::optional<std::string>& kernel) -> nb::object {
+        if (PyArray_CheckExact(a.ptr()) && PyArray_CheckExact(b.ptr())) {
+          auto* x = reinterpret_cast<PyArrayObject*>(a.ptr());
+          auto* y = reinterpret_cast<PyArrayObject*>(b.ptr());
+          if (PyArray_NDIM(x) == PyArray_NDIM(y) &&
+              PyArray_CompareLists(PyArray_DIMS(x), PyArray_DIMS(y), PyArray_NDIM(x))) {
+            const std::array<nb::handle, 2> items{a, b};
+            return run_op(op, call_backend(backend), items, kernel, std::nullopt, OpParams{});
+          }
+        }
+        return general(name(op), a, b, backend, kernel);
+      },
+      nb::name(name(op).data()),  // op.def's literals: null-terminated, static
+      nb::arg("a"), nb::arg("b"), nb::kw_only(), nb::arg("backend") = "cpu",
+      nb::arg("kernel") = nb::none(),
+      "The elementwise op on a and b, broadcast as NumPy broadcasts them, through the binding "
+      "table on `backend` (the sibling `kernel` names, or the first that takes the shapes).");
 }
 
 // --- the registry -------------------------------------------------------------------
@@ -902,6 +1014,8 @@ NB_MODULE(_switchyard, m) {
   namespace sy = switchyard;
   m.doc() =
       "Switchyard's binding table, quantization and model runner (see the switchyard package)";
+  // NumPy's C API (its function table, imported from numpy's own module).
+  if (_import_array() < 0) throw nb::python_error();
 
   // The exception type lives as long as the process (never freed, so no
   // destructor runs after the interpreter is gone).
@@ -947,6 +1061,10 @@ NB_MODULE(_switchyard, m) {
         nb::arg("kernel") = nb::none(), nb::arg("out_dtype") = nb::none(),
         nb::arg("params") = nb::dict(),
         "Runs op on the operands through the table (switchyard.ops wraps it).");
+  m.def("binary_op", &binary_op, nb::arg("op"), nb::arg("general"),
+        "An elementwise binary op as a function of (a, b, *, backend, kernel): two NumPy arrays "
+        "of one shape run directly, any other operands through general(op, a, b, backend, "
+        "kernel) (switchyard.ops makes add, sub, mul and div with it).");
   m.def("registry_probe", &registry_probe, nb::arg("op"), nb::arg("dtypes"), nb::arg("backend"),
         nb::arg("role") = "", nb::arg("fallback") = "",
         "Asks the table what dispatch asks and records the answer in the process-wide registry; "

@@ -24,7 +24,7 @@ before the call (the kernels take equal shapes).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 import numpy as np
 
@@ -68,20 +68,28 @@ def _unary(op: str) -> Callable[..., np.ndarray]:
     return run
 
 
-def _binary(op: str) -> Callable[..., np.ndarray]:
-    def run(a: Any, b: Any, *, backend: str = "cpu", kernel: Optional[str] = None) -> np.ndarray:
-        if type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape:
-            return _switchyard.call(op, [a, b], backend, kernel, None, _NO_PARAMS)  # fast path
-        a, b = _operand(a), _operand(b)
-        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape != b.shape:
-            a, b = np.broadcast_arrays(a, b)
-        return call(op, a, b, backend=backend, kernel=kernel)
-    run.__name__ = op
-    run.__doc__ = f"Elementwise {op}, the operands broadcast as NumPy broadcasts them."
-    return run
+class BinaryOp(Protocol):
+    """add, sub, mul and div: elementwise, the operands broadcast as NumPy
+    broadcasts them."""
+
+    def __call__(self, a: Any, b: Any, *, backend: str = "cpu",
+                 kernel: Optional[str] = None) -> np.ndarray: ...
 
 
-add, sub, mul, div = (_binary(op) for op in ("add", "sub", "mul", "div"))
+def _general_binary(op: str, a: Any, b: Any, backend: str, kernel: Optional[str]) -> np.ndarray:
+    # Operands that are not two NumPy arrays of one shape: converted, broadcast.
+    a, b = _operand(a), _operand(b)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape != b.shape:
+        a, b = np.broadcast_arrays(a, b)
+    return call(op, a, b, backend=backend, kernel=kernel)
+
+
+# Functions of the extension itself: two arrays of one shape go straight to the
+# kernel (the fixed cost of a call), anything else through _general_binary.
+add: BinaryOp = _switchyard.binary_op("add", _general_binary)
+sub: BinaryOp = _switchyard.binary_op("sub", _general_binary)
+mul: BinaryOp = _switchyard.binary_op("mul", _general_binary)
+div: BinaryOp = _switchyard.binary_op("div", _general_binary)
 (neg, exp, silu, gelu, gelu_erf, gelu_quick, relu, sqrt, rsqrt, sigmoid, tanh, copy,
  transpose) = (_unary(op) for op in ("neg", "exp", "silu", "gelu", "gelu_erf", "gelu_quick",
                                      "relu", "sqrt", "rsqrt", "sigmoid", "tanh", "copy",

@@ -62,6 +62,24 @@ def test_strided_inputs_are_read_as_their_values():
     assert np.array_equal(ops.add(a[::2], a[1::2]), a[::2] + a[1::2])
 
 
+def test_arrays_off_the_fast_path_give_the_same_answers_or_clear_errors():
+    a = rng(6).standard_normal((3, 5)).astype(F32)
+    b = rng(7).standard_normal((3, 5)).astype(F32)
+    # An ndarray subclass, a list and a read-only array take the general path.
+    assert np.array_equal(ops.add(a.view(np.matrix), b), a + b)
+    assert np.array_equal(ops.add(a.tolist(), b), a + b)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    assert np.array_equal(ops.mul(frozen, b), frozen * b)
+    # Big-endian storage is no kernel's layout: an error, never a misread value.
+    with pytest.raises(switchyard.Error) as swapped:
+        ops.add(a.astype(">f4"), b.astype(">f4"))
+    assert swapped.value.code == "invalid_argument"
+    with pytest.raises(switchyard.Error) as not_binary:
+        switchyard._switchyard.binary_op("neg", lambda *args: None)
+    assert not_binary.value.code == "invalid_argument"
+
+
 @pytest.mark.parametrize("op, reference", [
     ("exp", np.exp), ("tanh", np.tanh), ("sqrt", np.sqrt),
     ("sigmoid", lambda x: 1.0 / (1.0 + np.exp(-x))), ("silu", lambda x: x / (1.0 + np.exp(-x)))])
