@@ -128,6 +128,31 @@ nb::dict entry_dict(const BindingEntry& e) {
   return d;
 }
 
+// A lookup miss's payload as plain Python objects: the key, the backends that
+// have the op, what exists for it and why each sibling at the key was refused.
+nb::dict miss_dict(const NoBackendForOp& miss) {
+  nb::dict d;
+  d["op"] = key_name(miss.key);
+  d["dtypes"] = dtype_names(miss.dtypes);
+  d["backend"] = std::string(name(miss.backend));
+  nb::list backends;
+  for (BackendId b : miss.backends_for_op) backends.append(std::string(name(b)));
+  d["backends_for_op"] = backends;
+  nb::list available;
+  for (const CoverageBinding& c : miss.available) {
+    nb::dict a;
+    a["op"] = key_name(c.key);
+    a["dtypes"] = dtype_names(c.dtypes);
+    a["backend"] = std::string(name(c.backend));
+    a["kernel"] = c.kernel_name;
+    a["site"] = describe_site(c);
+    available.append(a);
+  }
+  d["available"] = available;
+  d["rejected"] = miss.rejected;
+  return d;
+}
+
 nb::list coverage() {
   const TableSnapshot t = table();
   nb::list out;
@@ -1030,6 +1055,9 @@ NB_MODULE(_switchyard, m) {
       nb::object exc = nb::handle(error_type)(message);
       exc.attr("code") = std::string(sy::status_code_name(e.status.code()));
       exc.attr("message") = message;
+      // A lookup miss carries the table's diagnostic as data too.
+      const auto* miss = e.status.payload<sy::NoBackendForOp>();
+      exc.attr("payload") = miss != nullptr ? nb::object(miss_dict(*miss)) : nb::none();
       PyErr_SetObject(error_type, exc.ptr());
     }
   });

@@ -13,7 +13,10 @@ model runner.
 
 Names follow the `switchyard` tool: ops ("matmul"), dtypes ("q4_k"), backends
 ("cpu", "cuda"). Failures raise `switchyard.Error`, whose `code` is the status
-code's name ("not_found", "invalid_argument", ...).
+code's name ("not_found", "invalid_argument", ...); a missing kernel's Error
+also carries the table's diagnostic as data in `payload` (op, dtypes, backend,
+backends_for_op, available: what exists and where it was registered, rejected:
+why each sibling at the key was refused), None for other errors.
 """
 
 from __future__ import annotations

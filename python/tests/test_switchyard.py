@@ -33,9 +33,18 @@ def test_lookup_names_the_kernel_and_a_miss_raises_with_the_diagnostic():
         switchyard.lookup("add", ["i32", "i32", "i32"], "cpu")
     assert miss.value.code == "not_found"
     assert "add" in str(miss.value)
+    # The diagnostic as data: the key, who has the op, what exists and where.
+    payload = miss.value.payload
+    assert (payload["op"], payload["dtypes"], payload["backend"]) == (
+        "add", ["i32", "i32", "i32"], "cpu")
+    assert "cpu" in payload["backends_for_op"]
+    assert payload["available"] and all(a["op"] == "add" for a in payload["available"])
+    f32 = [a for a in payload["available"] if a["dtypes"] == ["f32", "f32", "f32"]]
+    assert f32 and f32[0]["kernel"] and ".cpp" in f32[0]["site"]
+    assert isinstance(payload["rejected"], list)
     with pytest.raises(switchyard.Error) as bad:
         switchyard.lookup("no_such_op", ["f32"], "cpu")
-    assert bad.value.code == "invalid_argument"
+    assert bad.value.code == "invalid_argument" and bad.value.payload is None
     with pytest.raises(switchyard.Error):
         switchyard.backend_supports("add", ["f99"], "cpu")
 
