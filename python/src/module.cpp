@@ -300,10 +300,11 @@ std::optional<TensorView> ndarray_view(nb::handle item) {
                                 Shape(std::span(dims.data(), static_cast<std::size_t>(rank))));
 }
 
-// One operand of call(): its view on the host. NumPy arrays (anything with the
-// buffer protocol) are read through it, which costs far less than a DLPack
-// exchange; other DLPack producers (a PyTorch tensor) through nanobind. A
-// strided array is gathered into a contiguous copy that the view points into.
+// One operand of call() that ndarray_view() does not read: its view on the
+// host. Strided NumPy arrays and anything else with the buffer protocol are
+// read through it, which costs far less than a DLPack exchange; other DLPack
+// producers (a PyTorch tensor) through nanobind. A strided array is gathered
+// into a contiguous copy that the view points into.
 class HostOperand {
  public:
   HostOperand() = default;
