@@ -376,6 +376,36 @@ fi
 expect 0 "verify one op" -- "$tool" verify --op rms_norm
 expect 2 "verify an unknown op" -- "$tool" verify --op no_such_op
 expect 0 "coverage" -- "$tool" coverage
+# Each alternative's claim against a ledger: none yet, then verify's verdicts, a
+# forged failure at the current revision, and a corrupt ledger refused.
+expect 0 "coverage with no ledger" -- "$tool" coverage --op rms_norm --ledger "$work/ledger.json"
+contains out "claims (ledger $work/ledger.json): 0 verified, 0 failed" "nothing is verified yet"
+expect 0 "verify rms_norm into a ledger" -- "$tool" verify --op rms_norm --ledger "$work/ledger.json"
+expect 0 "coverage --json against it" -- \
+  "$tool" coverage --op rms_norm --ledger "$work/ledger.json" --json
+cp "$work/out" "$work/coverage.json"
+if command -v python3 >/dev/null; then
+  python3 - "$work/coverage.json" "$work/ledger.json" "$work/forged.json" <<'PY' ||
+import json, sys
+cov = json.load(open(sys.argv[1]))
+# verify ran what this machine runs: the CPU's (a GPU's stay unverified here).
+alts = [a for b in cov["bindings"] if b["backend"] == "cpu" for a in b["alternatives"]]
+assert alts and all(a["verification"] in ("verified", "unaudited") for a in alts), alts
+assert any(a["verification"] == "verified" for a in alts), alts
+ledger = json.load(open(sys.argv[2]))
+first = next(a for a in alts if a["verification"] == "verified")
+for r in ledger["records"]:
+    if r["kernel"] == first["name"] and r["revision_hash"] == first["revision_hash"]:
+        r["verdict"] = "fail"
+json.dump(ledger, open(sys.argv[3], "w"))
+PY
+    { echo "FAIL: coverage --json verification states"; failures=$((failures + 1)); }
+  expect 0 "coverage against a ledger with a failure" -- \
+    "$tool" coverage --op rms_norm --ledger "$work/forged.json"
+  contains out "1 failed" "a failed verdict at the current revision shows"
+fi
+printf '{"version": 1, "records": [' >"$work/cut-ledger.json"
+expect 2 "coverage with a corrupt ledger" -- "$tool" coverage --ledger "$work/cut-ledger.json"
 
 # calibrate, and the planner ranking by the profile
 expect 0 "calibrate the CPU's add kernels" -- \

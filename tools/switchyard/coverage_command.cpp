@@ -1,5 +1,7 @@
 // `switchyard coverage`: the binding table as a matrix of op x operand dtypes x
-// backend, each cell listing the alternatives in sibling order.
+// backend, each cell listing the alternatives in sibling order, each with the
+// verification state of its precision claim for its current revision (from the
+// ledger `switchyard verify` writes).
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "command.h"
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
+#include "switchyard/verify.h"
 #include "table_text.h"
 
 namespace switchyard::tool {
@@ -20,7 +23,25 @@ struct CoverageOptions {
   bool json = false;
   std::string backend;
   std::string op;
+  std::string ledger = "switchyard-ledger.json";
 };
+
+// Where an entry's precision claim stands for its current revision:
+// "verified" (the ledger holds a pass), "failed" (its last verdict failed),
+// "unverified" (never audited at this revision, or skipped), "unaudited" (the
+// entry makes no claim to check).
+std::string_view verification_state(const BindingEntry& e, const VerificationLedger& ledger) {
+  if (e.precision.is_unaudited()) return "unaudited";
+  const LedgerRecord* r = ledger.find(e.name, e.revision_hash);
+  if (r == nullptr) return "unverified";
+  switch (r->verdict) {
+    case VerifyVerdict::kPass: return "verified";
+    case VerifyVerdict::kFail: return "failed";
+    case VerifyVerdict::kUnaudited:
+    case VerifyVerdict::kSkipped: return "unverified";
+  }
+  return "unverified";
+}
 
 nlohmann::json precision_json(const PrecisionGuarantee& p) {
   return nlohmann::json::parse(to_json(p));
@@ -39,6 +60,9 @@ int run_coverage(const CoverageOptions& options) {
     if (!o.is_ok()) return report_failure(o.status());
     only_op = *o;
   }
+  // A ledger that does not exist is an empty one: every claim unverified.
+  Result<VerificationLedger> ledger = VerificationLedger::load(options.ledger);
+  if (!ledger.is_ok()) return report_failure(ledger.status());
   const TableSnapshot table = current_table();
   auto selected = [&](const KernelBindingTable::Slot& s) {
     return (!only_backend || s.backend == *only_backend) &&
@@ -48,6 +72,7 @@ int run_coverage(const CoverageOptions& options) {
   if (options.json) {
     nlohmann::json out;
     out["generation"] = table->generation();
+    out["ledger"] = options.ledger;
     out["compiled_backends"] = nlohmann::json::array();
     for (BackendId b : compiled_backends()) out["compiled_backends"].push_back(name(b));
     out["bindings"] = nlohmann::json::array();
@@ -74,6 +99,7 @@ int run_coverage(const CoverageOptions& options) {
              {"is_generic", e.is_generic},
              {"shape_restricted", e.admits != nullptr},
              {"revision_hash", fmt::format("{:016x}", e.revision_hash)},
+             {"verification", verification_state(e, *ledger)},
              {"site", describe_site(e)}});
       }
       out["bindings"].push_back(std::move(binding));
@@ -93,13 +119,16 @@ int run_coverage(const CoverageOptions& options) {
   std::vector<RowKey> rows;
   std::map<std::pair<std::string, std::string>, std::map<BackendId, std::vector<std::string>>>
       cells;
+  std::map<std::string_view, int> states;
   for (const auto& slot : table->slots()) {
     if (!selected(slot)) continue;
     RowKey row{key_label(*table, slot.key), signature(slot.dtypes)};
     auto& cell = cells[{row.op, row.sig}];
     if (cell.empty()) rows.push_back(row);
     for (const BindingEntry& e : slot.alternatives) {
-      cell[slot.backend].push_back(fmt::format("{} [{}]", e.name, e.source));
+      const std::string_view state = verification_state(e, *ledger);
+      ++states[state];
+      cell[slot.backend].push_back(fmt::format("{} [{}, {}]", e.name, e.source, state));
     }
   }
   std::size_t op_width = 2, sig_width = 6;
@@ -130,6 +159,9 @@ int run_coverage(const CoverageOptions& options) {
   }
   fmt::print("\n{} bindings, {} alternatives, {} backend(s) compiled; table generation {}\n",
              table->key_count(), table->size(), compiled_backends().size(), table->generation());
+  fmt::print("claims (ledger {}): {} verified, {} failed, {} unverified, {} unaudited\n",
+             options.ledger, states["verified"], states["failed"], states["unverified"],
+             states["unaudited"]);
   return kExitOk;
 }
 
@@ -142,6 +174,9 @@ void add_coverage_command(CLI::App& app, CommandMain& selected) {
   sub->add_flag("--json", options->json, "Print JSON instead of a table");
   sub->add_option("--backend", options->backend, "Only this backend (cpu, cuda, ...)");
   sub->add_option("--op", options->op, "Only this op (add, matmul, ...)");
+  sub->add_option("--ledger", options->ledger,
+                  "The verification ledger that says which claims are verified (default: "
+                  "switchyard-ledger.json; a missing file leaves every claim unverified)");
   sub->callback([options, &selected] { selected = [options] { return run_coverage(*options); }; });
 }
 
