@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -69,7 +70,9 @@ class KernelTimer::Operands {
     SWITCHYARD_ASSIGN_OR_RETURN(void* p, memory_->allocate(size));
     device_.push_back(p);
     views_.push_back(TensorView::contiguous(p, t, shape, backend_));
-    return memory_->copy(host_view, views_.back(), stream);
+    SWITCHYARD_RETURN_IF_ERROR(memory_->copy(host_view, views_.back(), stream));
+    // The host values go when this returns: the copy must be done by then.
+    return memory_->synchronize(stream);
   }
   [[nodiscard]] std::span<const TensorView> views() const { return views_; }
 
@@ -82,12 +85,38 @@ class KernelTimer::Operands {
 };
 
 KernelTimer::KernelTimer() = default;
-KernelTimer::KernelTimer(KernelTimer&&) noexcept = default;
-KernelTimer& KernelTimer::operator=(KernelTimer&&) noexcept = default;
 
-KernelTimer::~KernelTimer() {
+// A moved-from timer owns no stream: the stream is destroyed once, by the timer
+// that holds it last.
+KernelTimer::KernelTimer(KernelTimer&& other) noexcept
+    : entry_(other.entry_),
+      params_(other.params_),
+      memory_(other.memory_),
+      stream_(std::exchange(other.stream_, nullptr)),
+      operands_(std::move(other.operands_)),
+      in_place_(other.in_place_),
+      ctx_(other.ctx_) {}
+
+KernelTimer& KernelTimer::operator=(KernelTimer&& other) noexcept {
+  if (this != &other) {
+    release();
+    entry_ = other.entry_;
+    params_ = other.params_;
+    memory_ = other.memory_;
+    stream_ = std::exchange(other.stream_, nullptr);
+    operands_ = std::move(other.operands_);
+    in_place_ = other.in_place_;
+    ctx_ = other.ctx_;
+  }
+  return *this;
+}
+
+KernelTimer::~KernelTimer() { release(); }
+
+void KernelTimer::release() {
   operands_.reset();  // its device memory goes before the stream
   if (memory_ != nullptr && stream_ != nullptr) memory_->destroy_stream(stream_);
+  stream_ = nullptr;
 }
 
 Result<KernelTimer> KernelTimer::make(const BindingEntry& entry, BackendId backend,

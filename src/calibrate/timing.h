@@ -46,6 +46,8 @@ class KernelTimer {
  private:
   class Operands;
   KernelTimer();
+  // Frees the operands, then the stream.
+  void release();
 
   const BindingEntry* entry_ = nullptr;
   OpParams params_;

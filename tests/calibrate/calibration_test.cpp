@@ -4,10 +4,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "plan/test_kernels.h"
+#include "switchyard/backend_memory.h"
 #include "switchyard/backends.h"
 #include "switchyard/calibrate.h"
 #include "switchyard/calibration.h"
@@ -215,6 +221,75 @@ TEST(Calibration, APlansShapesAreMeasuredBesidesTheGrid) {
     for (const CostSample& c : fit->samples) sampled = sampled || c.bytes == at.bytes;
     EXPECT_TRUE(sampled) << s.kernel << " has no sample at the plan's shape";
   }
+}
+
+// A stand-in device: host memory that claims not to be, whose streams are checked
+// at every use, so that calibration's device path runs without a GPU.
+class StreamCheckingDevice final : public BackendMemory {
+ public:
+  Result<void*> allocate(std::int64_t bytes) override { return host_memory().allocate(bytes); }
+  void deallocate(void* pointer) override { host_memory().deallocate(pointer); }
+  Status copy(const TensorView& src, const TensorView& dst, void* stream) override {
+    SWITCHYARD_RETURN_IF_ERROR(check_live(stream, "copy"));
+    return host_memory().copy(src, dst, stream);
+  }
+  bool host_addressable() const override { return false; }
+  std::string device_description() const override { return "stand-in device"; }
+  Result<void*> create_stream() override {
+    auto token = std::make_unique<int>(0);
+    void* stream = token.get();
+    live_.emplace(stream, std::move(token));
+    ++made;
+    return stream;
+  }
+  void destroy_stream(void* stream) override {
+    EXPECT_TRUE(check_live(stream, "destroy_stream").is_ok());
+    live_.erase(stream);
+    ++destroyed;
+  }
+  Status synchronize(void* stream) override { return check_live(stream, "synchronize"); }
+  Status check_live(void* stream, std::string_view what) const {
+    if (live_.contains(stream)) return Status::ok();
+    return failed_precondition_error(fmt::format("{} on a stream that is not live", what));
+  }
+  int made = 0, destroyed = 0;
+
+ private:
+  std::map<void*, std::unique_ptr<int>> live_;
+};
+
+StreamCheckingDevice* stand_in = nullptr;
+
+// add on the stand-in device, refusing a stream that is not live (two copies:
+// one function is one sibling).
+template <int kCopy>
+Status device_add(const KernelCall& call) {
+  SWITCHYARD_RETURN_IF_ERROR(stand_in->check_live(call.ctx.stream, "a kernel call"));
+  return testing::binary_kernel<0>(call);
+}
+
+// Timing a device's kernels moves their timers around (into vectors, out of
+// results): each stream is still destroyed once, after its last use.
+TEST(Calibration, ADevicesKernelsAreTimedOnStreamsThatOutliveEveryUse) {
+  StreamCheckingDevice device;
+  stand_in = &device;
+  KernelBindingTable t;
+  t.add_backend(BackendId::kCuda, device);
+  t.register_kernel(OpKind::kAdd, testing::f32s(3), BackendId::kCuda, &device_add<0>,
+                    testing::opts("add_f32__dev_a", OpKind::kAdd));
+  t.register_kernel(OpKind::kAdd, testing::f32s(3), BackendId::kCuda, &device_add<1>,
+                    testing::opts("add_f32__dev_b", OpKind::kAdd));
+  const Status finalized = t.finalize();
+  ASSERT_TRUE(finalized.is_ok()) << finalized.to_string();
+  CalibrateOptions options;
+  options.backend = BackendId::kCuda;
+  options.budget_s = 0.2;
+  Result<CalibrateReport> report = calibrate(t, options);
+  ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+  EXPECT_EQ(report->calibrated, 2u) << fmt::format("{}", fmt::join(report->skipped, "; "));
+  EXPECT_GT(device.made, 0);
+  EXPECT_EQ(device.made, device.destroyed);
+  stand_in = nullptr;
 }
 
 }  // namespace

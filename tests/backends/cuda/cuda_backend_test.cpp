@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_test_util.h"
 #include "switchyard/backends.h"
 #include "switchyard/bucket_plan.h"
+#include "switchyard/calibrate.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/example_graphs.h"
 #include "switchyard/executor.h"
@@ -23,6 +24,7 @@
 #include "switchyard/kernel_mask.h"
 #include "switchyard/plan.h"
 #include "switchyard/registry.h"
+#include "switchyard/regret.h"
 #include "switchyard/verify.h"
 
 namespace switchyard {
@@ -151,6 +153,40 @@ TEST(CudaBackendTest, AMaskedMatmulIsAMissAndAViolation) {
   EXPECT_EQ(plan_graph(*graph, table, options).status().code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(clear_kernel_mask().is_ok());
   EXPECT_TRUE(current_table()->backend_supports(OpKind::kMatmul, kF32x3, BackendId::kCuda));
+}
+
+// Calibration and the routing regret time the GPU's kernels on their streams:
+// a profile with the device's fingerprint, and the GPU plan of an MLP judged
+// node by node.
+TEST(CudaBackendTest, CalibrationAndRegretTimeTheGpusKernels) {
+  REQUIRE_CUDA_DEVICE();
+  CalibrateOptions calibrate_options;
+  calibrate_options.backend = BackendId::kCuda;
+  calibrate_options.op = OpKind::kAdd;
+  calibrate_options.budget_s = 0.5;
+  Result<CalibrateReport> report = calibrate(*current_table(), calibrate_options);
+  ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+  EXPECT_GT(report->calibrated, 0u);
+  ASSERT_EQ(report->profile.fingerprints().size(), 1u);
+  EXPECT_EQ(report->profile.fingerprints()[0].backend, BackendId::kCuda);
+  EXPECT_FALSE(report->profile.fingerprints()[0].text.empty());
+
+  Result<Graph> graph = mlp_graph(8, 16);
+  ASSERT_TRUE(graph.is_ok());
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.buckets = {{"all", {{"tokens", 1, 4}}}};
+  options.record_in_registry = false;
+  Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  RegretTimings timings;
+  Result<RegretReport> regret = measure_regret(*plan, {.budget_s = 0.005}, timings);
+  ASSERT_TRUE(regret.is_ok()) << regret.status().to_string();
+  ASSERT_FALSE(regret->nodes.empty());
+  for (const RegretNode& n : regret->nodes) {
+    EXPECT_EQ(n.backend, BackendId::kCuda) << n.node;
+    for (const RegretCandidate& c : n.candidates) EXPECT_GT(c.measured_ns, 0.0) << c.kernel;
+  }
 }
 
 // x [tokens, k] f32 times a bf16 weight [n, k]: the key of every projection of a
