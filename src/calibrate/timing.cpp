@@ -177,7 +177,8 @@ std::vector<Result<double>> time_in_turn(std::vector<KernelTimer>& timers, doubl
   const Clock::time_point deadline = Clock::now() + budget;
   for (int round = 0; round < 1000; ++round) {
     if (round >= min_rounds && Clock::now() >= deadline) break;
-    for (std::size_t i = 0; i < timers.size(); ++i) {
+    for (std::size_t k = 0; k < timers.size(); ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(round)) % timers.size();
       if (!live[i]) continue;
       if (Result<double> ns = call(i); ns.is_ok()) times[i].push_back(*ns);
     }

@@ -64,8 +64,10 @@ class KernelTimer {
 // between others, does not. So kernels to be compared are timed in rounds, each
 // round calling every one once, until each has had `budget_s` (at least
 // `min_rounds` rounds, at most 1000), after one warm-up call each; their medians
-// are then compared under the same conditions. A timer that fails drops out with
-// its error; the others go on.
+// are then compared under the same conditions. Each round starts one kernel
+// further along, so that no kernel always follows the same one: a slow kernel
+// that evicts the caches would otherwise always hand its successor cold ones.
+// A timer that fails drops out with its error; the others go on.
 [[nodiscard]] std::vector<Result<double>> time_in_turn(std::vector<KernelTimer>& timers,
                                                        double budget_s, int min_rounds);
 
