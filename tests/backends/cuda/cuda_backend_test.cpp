@@ -43,6 +43,17 @@ using cuda_test::Stream;
 
 // --- without a device (CI) as with one -----------------------------------------
 
+// The example MLP planned for the GPU, one bucket of 1 to 4 tokens (planning
+// needs no device).
+Result<ExecutionPlan> mlp_plan_on_cuda() {
+  SWITCHYARD_ASSIGN_OR_RETURN(Graph graph, mlp_graph(8, 16));
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.buckets = {{"all", {{"tokens", 1, 4}}}};
+  options.record_in_registry = false;
+  return plan_graph(graph, current_table(), options);
+}
+
 TEST(CudaBackendTest, TheBindingsAreInTheTableWithOrWithoutADevice) {
   const TableSnapshot table = current_table();
   EXPECT_TRUE(is_compiled(BackendId::kCuda));
@@ -87,13 +98,7 @@ TEST(CudaBackendTest, WithoutADeviceEveryCallIsUnavailableAndNothingAborts) {
   // The default backend stays the CPU; an executor of a plan on cuda fails to
   // start with the reason.
   EXPECT_EQ(default_backend(*current_table()), BackendId::kCpu);
-  Result<Graph> graph = mlp_graph(8, 16);
-  ASSERT_TRUE(graph.is_ok());
-  PlanOptions options;
-  options.policy.preferred = {BackendId::kCuda};
-  options.buckets = {{"all", {{"tokens", 1, 4}}}};
-  options.record_in_registry = false;
-  Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), options);
+  Result<ExecutionPlan> plan = mlp_plan_on_cuda();
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   Result<Executor> exec = Executor::create(std::make_shared<const ExecutionPlan>(std::move(*plan)));
   ASSERT_FALSE(exec.is_ok());
@@ -171,13 +176,7 @@ TEST(CudaBackendTest, CalibrationAndRegretTimeTheGpusKernels) {
   EXPECT_EQ(report->profile.fingerprints()[0].backend, BackendId::kCuda);
   EXPECT_FALSE(report->profile.fingerprints()[0].text.empty());
 
-  Result<Graph> graph = mlp_graph(8, 16);
-  ASSERT_TRUE(graph.is_ok());
-  PlanOptions options;
-  options.policy.preferred = {BackendId::kCuda};
-  options.buckets = {{"all", {{"tokens", 1, 4}}}};
-  options.record_in_registry = false;
-  Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), options);
+  Result<ExecutionPlan> plan = mlp_plan_on_cuda();
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   RegretTimings timings;
   Result<RegretReport> regret = measure_regret(*plan, {.budget_s = 0.005}, timings);
