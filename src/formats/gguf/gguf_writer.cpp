@@ -1,22 +1,16 @@
 // GGUF writer: encodes metadata and tensor infos, packs tensor data at aligned
 // offsets and writes the file through a temporary file and a rename.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
-#include <climits>
-#include <csignal>
 #include <cstring>
-#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "formats/gguf/gguf_format.h"
+#include "switchyard/file_io.h"
 #include "switchyard/gguf.h"
 
 namespace switchyard {
@@ -110,93 +104,6 @@ int array_depth(const GgufValue& v) {
     for (const GgufValue& e : inner) deepest = std::max(deepest, array_depth(e));
   }
   return deepest + 1;
-}
-
-// Note [Temporary files and signals]
-// The writer's temporary file must not outlive an interrupted run: a SIGINT,
-// SIGTERM or SIGHUP that arrives while a file is being written unlinks every
-// temporary in flight and then takes the signal's default action (the process
-// still dies of the signal, so a shell sees what happened). The paths sit in a
-// fixed table of slots, published with a release store, because a handler may
-// not allocate or lock. The handler is installed once, and only over the default
-// disposition: a program that handles these signals itself keeps its handler (and
-// its own cleanup duty).
-struct TempSlot {
-  std::atomic<bool> used{false};
-  char path[PATH_MAX] = {};
-};
-constexpr int kTempSlots = 16;
-std::array<TempSlot, kTempSlots> g_temp_slots;
-std::mutex g_temp_claim;  // serialises claiming a slot (never taken in the handler)
-constexpr std::array kCleanupSignals = {SIGINT, SIGTERM, SIGHUP};
-
-extern "C" void remove_temporaries_and_reraise(int sig) {
-  for (TempSlot& slot : g_temp_slots) {
-    if (slot.used.load(std::memory_order_acquire)) ::unlink(slot.path);
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-void install_cleanup_handlers() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int sig : kCleanupSignals) {
-      struct sigaction old {};
-      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
-      struct sigaction action {};
-      action.sa_handler = &remove_temporaries_and_reraise;
-      sigemptyset(&action.sa_mask);
-      ::sigaction(sig, &action, nullptr);
-    }
-  });
-}
-
-// Holds a temporary file's path in a slot for as long as the file may exist.
-class TemporaryGuard {
- public:
-  explicit TemporaryGuard(const std::string& path) {
-    if (path.size() >= PATH_MAX) return;
-    install_cleanup_handlers();
-    std::lock_guard lock(g_temp_claim);
-    for (TempSlot& slot : g_temp_slots) {
-      if (slot.used.load(std::memory_order_relaxed)) continue;
-      std::memcpy(slot.path, path.c_str(), path.size() + 1);
-      slot.used.store(true, std::memory_order_release);
-      slot_ = &slot;
-      return;
-    }
-  }
-  ~TemporaryGuard() {
-    if (slot_ != nullptr) slot_->used.store(false, std::memory_order_release);
-  }
-  TemporaryGuard(const TemporaryGuard&) = delete;
-  TemporaryGuard& operator=(const TemporaryGuard&) = delete;
-
- private:
-  TempSlot* slot_ = nullptr;
-};
-
-// What lives at `path` now, for a refusal: "a directory", "a symbolic link", ...
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  return "not a regular file";
-}
-
-Status write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return unavailable_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return Status::ok();
 }
 
 }  // namespace
@@ -378,60 +285,7 @@ Result<std::vector<std::byte>> GgufWriter::serialize() const {
 }
 
 Status GgufWriter::write(const std::filesystem::path& path) const {
-  const std::string target = path.string();
-  const std::string shown = printable(target, 200);
-  // Only a regular file is ever replaced: the rename below would put a file in
-  // place of a directory entry of any kind (a device node, a FIFO, a link).
-  struct stat existing {};
-  if (::lstat(target.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
-    return invalid_argument_error(
-        fmt::format("'{}' is {}; only a regular file is replaced by a written file", shown,
-                    file_kind(existing.st_mode)));
-  }
-  // The temporary lives beside the target so that the rename stays on one file system
-  // and is atomic.
-  std::string temp = target + ".tmp.XXXXXX";
-  const int fd = mkstemp(temp.data());
-  if (fd < 0) {
-    const int error = errno;
-    std::string message =
-        fmt::format("cannot create a temporary file for '{}': {}", shown, std::strerror(error));
-    if (error == ENOENT || error == ENOTDIR) return not_found_error(std::move(message));
-    if (error == EACCES || error == EROFS || error == ENAMETOOLONG) {
-      return invalid_argument_error(std::move(message));
-    }
-    return unavailable_error(std::move(message));
-  }
-  TemporaryGuard guard(temp);
-  auto fail = [&](Status status) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    return status;
-  };
-  // mkstemp creates the file private to its owner; a model file is ordinary data.
-  if (fchmod(fd, 0644) != 0) {
-    return fail(unavailable_error(fmt::format("cannot set permissions of '{}': {}",
-                                              printable(temp, 200), std::strerror(errno))));
-  }
-  Status written =
-      emit([&](std::span<const std::byte> chunk) { return write_all(fd, chunk, shown); });
-  if (!written.is_ok()) return fail(written);
-  if (fsync(fd) != 0) {
-    return fail(
-        unavailable_error(fmt::format("cannot flush '{}': {}", shown, std::strerror(errno))));
-  }
-  if (::close(fd) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    return unavailable_error(fmt::format("cannot close '{}': {}", shown, std::strerror(error)));
-  }
-  if (std::rename(temp.c_str(), target.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    return unavailable_error(
-        fmt::format("cannot rename the new file to '{}': {}", shown, std::strerror(error)));
-  }
-  return Status::ok();
+  return write_file_atomically(path.string(), [&](const ByteSink& sink) { return emit(sink); });
 }
 
 }  // namespace switchyard
