@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Switchyard builds with, when they are missing.
-# Safe to run any number of times; does nothing when everything is present.
+# Installs the Debian 12 packages Switchyard builds with, when they are missing,
+# and any further packages named as arguments (scripts/test.sh adds the browser
+# that tests the report page). Safe to run any number of times; does nothing
+# when everything is present.
 set -euo pipefail
 
 packages=(
@@ -9,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
   python3 python3-venv python3-dev python3-matplotlib
+  libjs-chart.js
+  "$@"
 )
 
 missing=()

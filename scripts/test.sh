@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, second command: builds everything and runs every test.
-#   1. the GoogleTest suite (dev preset: optimised, warnings as errors);
+#   1. the GoogleTest suite (dev preset: optimised, warnings as errors), the
+#      tool's end-to-end scripts and the report page in headless Chromium;
 #   2. the SIMD objects hold no code for instruction sets their callers do not
 #      check (scripts/check_isa.sh);
 #   3. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -10,7 +11,8 @@
 #   6. the tool's own checks on the built-in table (coverage, conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# Headless Chromium and its WebDriver client, for the report page's browser test.
+bash scripts/setup.sh chromium chromium-driver python3-selenium
 # A venv with the reference implementations (gguf, sentencepiece, tokenizers) for the
 # cross-checks.
 source scripts/python_env.sh

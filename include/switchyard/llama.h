@@ -205,10 +205,14 @@ struct LlamaLoadOptions {
   std::shared_ptr<const CalibrationProfile> calibration;
 };
 
-// Time spent per op family over the evals since the last reset_profile().
+// Time spent per op family and per node over the evals since the last
+// reset_profile().
 struct LlamaProfile {
   std::array<double, kOpFamilyCount> family_ns{};
   double copy_ns = 0;
+  // Indexed by node of plan().graph(), summed over every bucket that ran; empty
+  // until a profiled eval.
+  std::vector<double> node_ns;
 };
 
 class LlamaModel {

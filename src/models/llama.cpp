@@ -743,10 +743,12 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
 
   if (!s.exec_profile.node_ns.empty()) {
     const Graph& g = s.plan->graph();
+    s.profile.node_ns.resize(s.exec_profile.node_ns.size());
     for (std::size_t i = 0; i < s.exec_profile.node_ns.size(); ++i) {
       const Node& node = g.node(static_cast<std::int32_t>(i));
       const OpFamily fam = node.fused_key != 0 ? OpFamily::kFused : op_family(node.op);
       s.profile.family_ns[static_cast<std::size_t>(fam)] += s.exec_profile.node_ns[i];
+      s.profile.node_ns[i] += s.exec_profile.node_ns[i];
       s.exec_profile.node_ns[i] = 0;
     }
     s.profile.copy_ns += s.exec_profile.copy_ns;

@@ -66,7 +66,8 @@ nlohmann::json report_json(const PlanReport& r) {
                                    {"peak_bytes", t.peak_bytes}});
     }
     for (const NodeReport& n : b.nodes) {
-      nlohmann::json nj = {{"name", n.name},
+      nlohmann::json nj = {{"node", n.node},
+                           {"name", n.name},
                            {"role", n.role},
                            {"op", n.op},
                            {"dtypes", n.signature},

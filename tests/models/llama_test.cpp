@@ -563,6 +563,44 @@ TEST(LlamaForwardTest, EvalRejectsBadInputWithoutMovingTheCache) {
   EXPECT_EQ(model->position(), 32);
 }
 
+// A profiled model times every node: per node of the plan's graph, summed over the
+// buckets that ran, adding up to the time by op family; reset_profile clears both.
+TEST(LlamaForwardTest, TheProfileTimesEveryNodeAndAddsUpToTheFamilies) {
+  GgufFile file = mixed_file("profile");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.profile = true;
+  Result<LlamaModel> model = LlamaModel::load(file, o);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  EXPECT_TRUE(model->profile().node_ns.empty());
+  const auto prompt = tokens(5, model->config().vocab_size);
+  eval(*model, prompt);
+  const std::int32_t next = 3;
+  eval(*model, std::span(&next, 1));
+  const LlamaProfile& p = model->profile();
+  const Graph& graph = model->plan().graph();
+  ASSERT_EQ(p.node_ns.size(), graph.nodes().size());
+  double nodes = 0, families = 0;
+  std::size_t timed = 0;
+  for (double ns : p.node_ns) {
+    EXPECT_GE(ns, 0);
+    nodes += ns;
+    timed += ns > 0 ? 1 : 0;
+  }
+  for (double ns : p.family_ns) families += ns;
+  EXPECT_NEAR(nodes, families, 1e-9 * families);
+  // Every matmul ran, in both buckets.
+  for (std::size_t i = 0; i < graph.nodes().size(); ++i) {
+    if (graph.nodes()[i].op == OpKind::kMatmul) {
+      EXPECT_GT(p.node_ns[i], 0) << graph.nodes()[i].name;
+    }
+  }
+  EXPECT_GT(timed, graph.nodes().size() / 2);
+  model->reset_profile();
+  EXPECT_TRUE(model->profile().node_ns.empty());
+  EXPECT_EQ(model->profile().family_ns[static_cast<std::size_t>(OpFamily::kMatmul)], 0);
+}
+
 // --- the kernel report and strict mode -------------------------------------------
 
 TEST(LlamaKernelsTest, ReportCountsNodesPerBucket) {

@@ -434,6 +434,66 @@ expect 2 "calibrate for an unknown graph" -- "$tool" calibrate --graph nope --ou
 expect 2 "calibrate for a backend not compiled in" -- \
   "$tool" calibrate --backend nope --graph mlp --out "$work/x.json"
 
+# report: the page and its JSON, with a model run, without one, and refusals that
+# write nothing (the page itself is checked in a browser: tests/report/).
+expect 0 "report of the embedded model" -- \
+  "$tool" report --prompt-tokens 8 --tokens 2 --out "$work/report.html" --ledger "$work/ledger.json"
+contains out "report   $work/report.html" "report says where the page is"
+grep -q 'id="report-data"' "$work/report.html" ||
+  { echo "FAIL: the page holds no report data"; failures=$((failures + 1)); }
+# Text in the data cannot end its element: a ledger named like markup.
+expect 0 "report --no-model with a ledger named like markup" -- \
+  "$tool" report --no-model --ledger "$work/a</script><!--b.json" --out "$work/markup.html"
+lacks_in_page=$(grep -c '</script><!--b' "$work/markup.html")
+[[ $lacks_in_page -eq 0 ]] ||
+  { echo "FAIL: the page holds the ledger's name unescaped"; failures=$((failures + 1)); }
+expect 0 "report --json" -- "$tool" report --prompt-tokens 8 --tokens 2 --json
+cp "$work/out" "$work/report.json"
+expect 0 "report --no-model with a profile" -- \
+  "$tool" report --no-model --calibration "$work/cal.json" --coverage-backend cpu --json
+cp "$work/out" "$work/report-no-model.json"
+if command -v python3 >/dev/null; then
+  python3 - "$work/report.json" "$work/report-no-model.json" <<'PY' ||
+import json, sys
+with_model, alone = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (with_model, alone):
+    assert r["format"] == "switchyard-report" and r["version"] == 1, r.keys()
+m = with_model["model"]
+assert m["run"]["prompt"]["tokens"] == 8 and m["run"]["generation"]["tokens"] == 2, m["run"]
+assert m["plan"]["buckets"] and m["node_times"], "no plan or no node times"
+# The node times are the profile's: their sum is the time by op family's.
+total = sum(n["ms"] for n in m["node_times"])
+families = sum(v for k, v in m["run"]["time_ms_by_family"].items() if k != "copy")
+assert abs(total - families) <= 1e-6 * max(1.0, families), (total, families)
+assert m["seal"]["violations"] == [] and m["seal"]["probes"] > 0, m["seal"]
+assert alone["model"] is None
+assert [b["backend"] for b in alone["coverage"]["backends"]] == ["cpu"]
+fams = alone["calibration"]["families"]
+assert fams and all(s["measured"] and s["fitted"] for f in fams for s in f["series"]), fams
+PY
+    { echo "FAIL: report --json content"; failures=$((failures + 1)); }
+fi
+expect 0 "run --report" -- "$tool" run --prompt-tokens 4 --tokens 2 --report "$work/run-report.html"
+contains out "report   $work/run-report.html" "run says where its report is"
+SWITCHYARD_MASK_KERNELS='cpu:matmul:q4_k' expect 0 "a report with violations" -- \
+  "$tool" report --backend cpu --prompt-tokens 4 --tokens 2 --json
+contains out '"fallback": "weight converted to f32 at load' "the report holds the violations"
+echo old >"$work/kept.html"
+expect 2 "report of a missing model" -- "$tool" report "$work/missing.gguf" --out "$work/kept.html"
+grep -qx old "$work/kept.html" ||
+  { echo "FAIL: a failed report replaced the page"; failures=$((failures + 1)); }
+expect 2 "report into a missing directory" -- "$tool" report --out "$work/no-such-dir/r.html"
+contains err "not a writable directory" "the refusal names the directory"
+expect 2 "run --report to a directory" -- "$tool" run --tokens 1 --report "$work"
+expect 2 "report --no-model with a model" -- "$tool" report --no-model "$work/tiny-f32.gguf"
+expect 2 "report --coverage-backend without --no-model" -- "$tool" report --coverage-backend cpu
+expect 2 "report --coverage-backend unknown" -- "$tool" report --no-model --coverage-backend nope
+expect 2 "report with a truncated profile" -- \
+  "$tool" report --no-model --calibration "$work/cut.json" --out "$work/r.html"
+expect 2 "report with a corrupt ledger" -- \
+  "$tool" report --no-model --ledger "$work/cut-ledger.json" --out "$work/r.html"
+[[ ! -e "$work/r.html" ]] || { echo "FAIL: a refused report wrote a page"; failures=$((failures + 1)); }
+
 # calibrate --plot: per op family the data, the script and (with matplotlib) an SVG
 if python3 -c "import matplotlib" 2>/dev/null; then
   expect 0 "calibrate --plot" -- "$tool" calibrate --backend cpu --op add --budget-s 2 \

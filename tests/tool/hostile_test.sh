@@ -180,6 +180,15 @@ hostile 2 "" "quantize into a missing directory" -- \
   "$tool" quantize "$in/model.gguf" "$work/no/such/dir/q.gguf" --type q8_0
 hostile 2 "is a directory" "save the embedded model onto a directory" -- \
   "$tool" run --save-model "$work/out.d" --prompt-tokens 2 --tokens 1
+hostile 2 "only a regular file" "a report page onto /dev/null" -- "$tool" report --no-model --out /dev/null
+hostile 2 "only a regular file" "a report page onto a FIFO" -- \
+  timeout 20 "$tool" report --no-model --out "$work/fifo"
+hostile 2 "only a regular file" "run --report onto a directory" -- \
+  "$tool" run --report "$work/out.d" --prompt-tokens 2 --tokens 1
+hostile 2 "it is the model file" "a report page onto its model" -- \
+  "$tool" report "$in/model.gguf" --out "$in/model.gguf"
+hostile 2 "not a writable directory" "a report page into a missing directory" -- \
+  "$tool" report --no-model --out "$work/no/such/dir/r.html"
 hostile 1 "" "inspect into a full stdout" -- bash -c '"$0" inspect "$1" >/dev/full' "$tool" "$in/model.gguf"
 hostile 1 "" "coverage into a full stdout" -- bash -c '"$0" coverage >/dev/full' "$tool"
 hostile 1 "q.gguf" "quantize under a 16 KiB file-size limit" -- \

@@ -35,9 +35,10 @@ constexpr int kCurvePoints = 48;
 // rates (calibration_size, the axis the fit interpolates on).
 double size_of(const CostSample& s) { return calibration_size(s.bytes, s.flops); }
 
-// The fitted cost along the axis, from the smallest measured size to twice the
-// largest: the fit is a function of the size alone, so any (bytes, flops) at a
-// size gives it; bytes alone are used.
+}  // namespace
+
+// The fit is a function of the size alone, so any (bytes, flops) at a size gives
+// it; bytes alone are used.
 nlohmann::json fitted_curve(const FittedCost& fit, double lo, double hi) {
   const double base = calibration_size(0, 0);
   const double per_byte = calibration_size(1, 0) - base;
@@ -48,6 +49,8 @@ nlohmann::json fitted_curve(const FittedCost& fit, double lo, double hi) {
   }
   return curve;
 }
+
+namespace {
 
 nlohmann::json series_json(const CalibrationSeries& s) {
   nlohmann::json measured = nlohmann::json::array();

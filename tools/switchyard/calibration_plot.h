@@ -12,10 +12,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "switchyard/calibrate.h"
+#include "switchyard/calibration.h"
 #include "switchyard/status.h"
 
 namespace switchyard::tool {
+
+// The fitted cost along the size axis (calibration_size's), from `lo` to `hi`, as
+// [size, ns] points log-spaced for drawing.
+[[nodiscard]] nlohmann::json fitted_curve(const FittedCost& fit, double lo, double hi);
 
 // Writes DIR/<family>.json for each op family in `report` and the script, and
 // returns the data files' paths. The directory is made when missing.

@@ -39,6 +39,7 @@ void add_quantize_command(CLI::App& app, CommandMain& selected);
 void add_perplexity_command(CLI::App& app, CommandMain& selected);
 void add_calibrate_command(CLI::App& app, CommandMain& selected);
 void add_regret_command(CLI::App& app, CommandMain& selected);
+void add_report_command(CLI::App& app, CommandMain& selected);
 
 // The calibration profile the planner should use: the file `flag` names, else
 // SWITCHYARD_CALIBRATION's, else none (null). What it ignores (another machine,

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "coverage_data.h"
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/verify.h"
@@ -25,27 +26,6 @@ struct CoverageOptions {
   std::string op;
   std::string ledger = "switchyard-ledger.json";
 };
-
-// Where an entry's precision claim stands for its current revision:
-// "verified" (the ledger holds a pass), "failed" (its last verdict failed),
-// "unverified" (never audited at this revision, or skipped), "unaudited" (the
-// entry makes no claim to check).
-std::string_view verification_state(const BindingEntry& e, const VerificationLedger& ledger) {
-  if (e.precision.is_unaudited()) return "unaudited";
-  const LedgerRecord* r = ledger.find(e.name, e.revision_hash);
-  if (r == nullptr) return "unverified";
-  switch (r->verdict) {
-    case VerifyVerdict::kPass: return "verified";
-    case VerifyVerdict::kFail: return "failed";
-    case VerifyVerdict::kUnaudited:
-    case VerifyVerdict::kSkipped: return "unverified";
-  }
-  return "unverified";
-}
-
-nlohmann::json precision_json(const PrecisionGuarantee& p) {
-  return nlohmann::json::parse(to_json(p));
-}
 
 int run_coverage(const CoverageOptions& options) {
   std::optional<BackendId> only_backend;
@@ -85,22 +65,7 @@ int run_coverage(const CoverageOptions& options) {
       if (auto op = slot.key.static_op()) binding["family"] = name(op_family(*op));
       for (DType t : slot.dtypes.span()) binding["dtypes"].push_back(name(t));
       for (const BindingEntry& e : slot.alternatives) {
-        binding["alternatives"].push_back(
-            {{"name", e.name},
-             {"source", e.source},
-             {"caps",
-              {{"strided_input", e.caps.strided_input},
-               {"broadcast_input", e.caps.broadcast_input},
-               {"requires_broadcast", e.caps.requires_broadcast},
-               {"in_place", e.caps.in_place}}},
-             {"precision", precision_json(e.precision)},
-             {"cost", e.cost_expr ? e.cost_expr->to_string()
-                                  : (e.has_known_cost() ? "function" : "unknown")},
-             {"is_generic", e.is_generic},
-             {"shape_restricted", e.admits != nullptr},
-             {"revision_hash", fmt::format("{:016x}", e.revision_hash)},
-             {"verification", verification_state(e, *ledger)},
-             {"site", describe_site(e)}});
+        binding["alternatives"].push_back(alternative_json(e, *ledger));
       }
       out["bindings"].push_back(std::move(binding));
     }

@@ -75,6 +75,7 @@ int run_command_line(int argc, char** argv) {
   add_perplexity_command(app, selected);
   add_calibrate_command(app, selected);
   add_regret_command(app, selected);
+  add_report_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -45,9 +45,12 @@
 #include "model_source.h"
 #include "npy.h"
 #include "progress.h"
+#include "report.h"
+#include "run_model.h"
 #include "switchyard/backends.h"
 #include "switchyard/bucket_plan.h"
 #include "switchyard/dispatch.h"
+#include "switchyard/file_io.h"
 #include "switchyard/gguf.h"
 #include "switchyard/llama.h"
 #include "switchyard/sampling.h"
@@ -57,46 +60,6 @@
 
 namespace switchyard::tool {
 namespace {
-
-struct RunOptions {
-  std::string model;
-  // The embedded model only: its weight storage ("mix": the default mix of q4_k,
-  // q6_k and q8_0; or one dtype name for every matrix) and where to keep its file.
-  std::string model_type = "mix";
-  // The embedded model's shape: a synthetic_llama_presets() name.
-  std::string synthetic = "tiny";
-  std::string save_model;
-  std::string backend = "auto";
-  std::int64_t prompt_tokens = 64;
-  // The prompt as text (--prompt, or --prompt-file's contents); empty: token ids,
-  // --prompt-tokens of them.
-  std::string prompt;
-  std::string prompt_file;
-  bool text_prompt = false;  // --prompt or --prompt-file given
-  std::int64_t tokens = 32;
-  int threads = 0;
-  bool strict = false;
-  bool json = false;
-  // Scan every weight for NaN and infinity before loading: the default (Note
-  // [Checking weights before a run]); --no-check-weights skips it.
-  bool check_weights = true;
-  // Time each node on the device by waiting for it (Note [Profiling a device]).
-  bool device_profile = false;
-  // On a device, record a decode step and replay it (Note [Recorded runs]);
-  // --no-record launches every node from the host.
-  bool record = true;
-  // The KV cache's dtype: f16 (the default) or f32.
-  std::string cache_type = "f16";
-  std::string calibration;
-  // Where to write the logits each token was chosen from, as .npy; empty: nowhere.
-  std::string logits_out;
-  // Generation stops at the model's end-of-sequence tokens unless ignore_eos, and
-  // at any of stop_tokens.
-  bool ignore_eos = false;
-  std::vector<std::int32_t> stop_tokens;
-  // How each generated token is chosen: greedy unless --temperature > 0.
-  SamplingOptions sampling;
-};
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
@@ -156,7 +119,9 @@ bool all_finite(std::span<const float> v) {
   return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
-int run(const RunOptions& o) {
+}  // namespace
+
+int run_model(const RunOptions& o) {
   if (o.prompt_tokens < 1 || o.tokens < 0) {
     return report_failure(
         invalid_argument_error("run: --prompt-tokens must be >= 1 and --tokens >= 0"));
@@ -167,6 +132,11 @@ int run(const RunOptions& o) {
     return report_failure(invalid_argument_error(
         "run: --synthetic, --model-type and --save-model apply to the embedded model, not to a "
         "model file"));
+  }
+  if (!o.report.empty()) {
+    if (Status st = check_report_path(o.report, o.model); !st.is_ok()) {
+      return report_failure(st.with_context("run: --report"));
+    }
   }
   if (!o.logits_out.empty()) {
     // Refused before the model loads, not after it ran.
@@ -188,7 +158,9 @@ int run(const RunOptions& o) {
   Result<Sampler> sampler = Sampler::create(o.sampling);
   if (!sampler.is_ok()) return report_failure(sampler.status().with_context("run"));
 
-  Progress progress(!o.json);
+  // Only the report's JSON goes to stdout with report_json: no bar either.
+  const bool quiet = o.json || o.report_json;
+  Progress progress(!quiet);
   const Clock::time_point load_start = Clock::now();
   progress.show("loading", 0, 3);
   Result<GgufFile> file = o.model.empty() ? synthetic_file(o.synthetic, o.model_type, o.save_model)
@@ -354,7 +326,7 @@ int run(const RunOptions& o) {
   std::int64_t decode_evals = 0;
   // With a text prompt the text is printed as it is generated (Note [Streaming
   // text]); otherwise it is decoded once at the end.
-  const bool streaming = o.text_prompt && !o.json;
+  const bool streaming = o.text_prompt && !quiet;
   std::optional<TextStream> stream;
   std::string continuation;
   double decode_text_s = 0;
@@ -434,8 +406,9 @@ int run(const RunOptions& o) {
   for (double ns : prof.family_ns) profiled_ns += ns;
   const LlamaKernelReport& report = model.kernel_report();
 
-  if (o.json) {
-    nlohmann::json j;
+  // The run's record: what --json prints, and what a report shows of the run.
+  nlohmann::json j;
+  {
     j["model"] = o.model.empty() ? "synthetic " + o.synthetic : o.model;
     j["backend"] = std::string(name(*backend));
     j["threads"] = runner->num_threads();
@@ -495,6 +468,10 @@ int run(const RunOptions& o) {
     }
     j["kernels"] = {{"probes", report.probes}, {"nodes", buckets}, {"violations", violations}};
     j["ok"] = finite;
+  }
+  if (o.report_json) {
+    // `report --json` prints the report, of which the run's record is a part.
+  } else if (o.json) {
     // Generated text need not be valid UTF-8 (a token may end inside a
     // character): such bytes are written as U+FFFD rather than failing the dump.
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -568,14 +545,28 @@ int run(const RunOptions& o) {
     }
     fmt::print("{}", report.render());
   }
+  if (!o.report.empty() || o.report_json) {
+    Result<ReportInputs> inputs =
+        report_inputs(o.ledger, std::nullopt, o.calibration, runner->num_threads());
+    if (!inputs.is_ok()) return report_failure(inputs.status().with_context("run: report"));
+    inputs->model = ReportModel{&model, std::move(j)};
+    const nlohmann::json document = report_json(*inputs);
+    if (o.report_json) {
+      fmt::print("{}\n", document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      if (Status st = write_file_atomically(o.report, report_html(document), "the report page");
+          !st.is_ok()) {
+        return report_failure(st.with_context("run: --report"));
+      }
+      if (!o.json) fmt::print("report   {} (open it in a browser)\n", o.report);
+    }
+  }
   if (!finite) {
     std::fprintf(stderr, "switchyard: run: the logits hold a NaN or infinity\n");
     return kExitCheckFailed;
   }
   return kExitOk;
 }
-
-}  // namespace
 
 void add_run_command(CLI::App& app, CommandMain& selected) {
   auto options = std::make_shared<RunOptions>();
@@ -619,6 +610,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   cmd->add_flag("--json", options->json, "print the results as JSON");
+  cmd->add_option("--report", options->report,
+                  "also write this run's report page (HTML: coverage, kernel report, plan, "
+                  "measured times; see switchyard report) to this file");
   SamplingOptions& sampling = options->sampling;
   cmd->add_option("--temperature", sampling.temperature,
                   "0 picks the most likely token (the default); above 0, draw from the model's "
@@ -659,7 +653,7 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
                 "model that holds any (the default; --no-check-weights skips the scan)");
   cmd->callback([options, cmd, &selected] {
     options->text_prompt = cmd->count("--prompt") + cmd->count("--prompt-file") > 0;
-    selected = [options] { return run(*options); };
+    selected = [options] { return run_model(*options); };
   });
 }
 
