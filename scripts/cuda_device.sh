@@ -2,9 +2,9 @@
 # Builds Switchyard with the CUDA backend on a machine with an NVIDIA GPU and runs
 # what needs the GPU: the `cuda`-labelled tests, the conformance harness on the
 # cuda backend, the embedded model on the GPU and on the CPU in f32, f16 and
-# bf16, a calibration of the cuda kernels and the routing regret of the GPU's
-# plans. Logs go to $OUT (or ./cuda-device-out); the last lines printed are a
-# summary.
+# bf16, a calibration of the cuda kernels, the routing regret of the GPU's plans
+# and the report page of the GPU run. Logs go to $OUT (or ./cuda-device-out); the
+# last lines printed are a summary.
 #
 # Usage: scripts/cuda_device.sh [--full]   (--full also runs the whole ctest suite)
 # BENCH_FILTER narrows the CUDA benchmarks (default: all of them, "Cuda").
@@ -14,7 +14,8 @@
 # /usr/src/googletest there on a machine without the package). Google Benchmark
 # comes from the system, or from an installed copy at .bench-prefix (include/ and
 # lib/x86_64-linux-gnu/ as a Debian package lays them out); without either, the
-# CUDA benchmarks are not built.
+# CUDA benchmarks are not built. The report page's charts need Chart.js: from the
+# system (libjs-chart.js), or a copy at .chartjs/chart.min.js.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/cuda-device-out}
@@ -42,9 +43,11 @@ if [[ -d .bench-prefix ]]; then
 elif [[ -f /usr/include/benchmark/benchmark.h ]]; then
   bench=(-DSWITCHYARD_BUILD_BENCHMARKS=ON)
 fi
+charts=()
+[[ -f .chartjs/chart.min.js ]] && charts=(-DSWITCHYARD_CHARTJS="$PWD/.chartjs/chart.min.js")
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSWITCHYARD_WERROR="${WERROR:-ON}" -DSWITCHYARD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  "${gtest[@]}" "${bench[@]}"
+  "${gtest[@]}" "${bench[@]}" "${charts[@]}"
 step build cmake --build "$build" -j "$(nproc)"
 tool=$build/tools/switchyard/switchyard
 step ctest-cuda ctest --test-dir "$build" -L cuda --output-on-failure
@@ -60,6 +63,9 @@ step run-mix-auto "$tool" run --prompt-tokens 64 --tokens 32
 step calibrate-cuda "$tool" calibrate --backend cuda --graph llama,block,mlp \
   --budget-s "${CALIBRATE_BUDGET_S:-60}" --out "$out/cuda-profile.json" --plot "$out/cuda-plots"
 step regret-cuda "$tool" regret --backend cuda --calibration "$out/cuda-profile.json"
+# The report page of the embedded model on the GPU, with device times per node.
+step report-cuda "$tool" report --backend cuda --device-profile \
+  --calibration "$out/cuda-profile.json" --out "$out/report-cuda.html"
 if [[ -x $build/bench/switchyard_bench ]]; then
   step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter="${BENCH_FILTER:-Cuda}" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
