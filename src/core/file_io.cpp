@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -106,19 +107,43 @@ Status write_all(int fd, std::span<const std::byte> bytes, const std::string& pa
 
 }  // namespace
 
-Status write_file_atomically(const std::string& path,
-                             const std::function<Status(const ByteSink&)>& produce) {
+struct AtomicFileWriter::State {
+  explicit State(std::string temp_path) : temp(std::move(temp_path)), guard(temp) {}
+  ~State() { discard(); }
+  // Closes and removes the temporary, if it is still open.
+  void discard() {
+    if (fd < 0) return;
+    ::close(fd);
+    ::unlink(temp.c_str());
+    fd = -1;
+  }
+  Status closed() const {
+    return failed_precondition_error(fmt::format("'{}' is already committed or abandoned", shown));
+  }
+
+  std::string path, shown, temp;
+  int fd = -1;
+  TemporaryGuard guard;
+};
+
+AtomicFileWriter::AtomicFileWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept = default;
+AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept = default;
+AtomicFileWriter::~AtomicFileWriter() = default;
+
+Result<AtomicFileWriter> AtomicFileWriter::create(const std::string& path) {
   const std::string shown = printable(path, 200);
-  // Only a regular file is ever replaced: the rename below would put a file in
-  // place of a directory entry of any kind (a device node, a FIFO, a link).
+  // Only a regular file is ever replaced: the rename in commit() would put a file
+  // in place of a directory entry of any kind (a device node, a FIFO, a link).
+  // Nothing at the path is opened, so a FIFO there cannot block.
   struct stat existing {};
   if (::lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
     return invalid_argument_error(
         fmt::format("'{}' is {}; only a regular file is replaced by a written file", shown,
                     file_kind(existing.st_mode)));
   }
-  // The temporary lives beside the target so that the rename stays on one file system
-  // and is atomic.
+  // The temporary lives beside the target so that the rename stays on one file
+  // system and is atomic.
   std::string temp = path + ".tmp.XXXXXX";
   const int fd = mkstemp(temp.data());
   if (fd < 0) {
@@ -131,36 +156,62 @@ Status write_file_atomically(const std::string& path,
     }
     return unavailable_error(std::move(message));
   }
-  TemporaryGuard guard(temp);
-  auto fail = [&](Status status) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    return status;
-  };
+  auto state = std::make_unique<State>(std::move(temp));
+  state->fd = fd;
+  state->path = path;
+  state->shown = shown;
   // mkstemp creates the file private to its owner; a written file is ordinary data.
   if (fchmod(fd, 0644) != 0) {
-    return fail(unavailable_error(fmt::format("cannot set permissions of '{}': {}",
-                                              printable(temp, 200), std::strerror(errno))));
+    return unavailable_error(fmt::format("cannot set permissions of '{}': {}",
+                                         printable(state->temp, 200), std::strerror(errno)));
   }
-  Status written =
-      produce([&](std::span<const std::byte> chunk) { return write_all(fd, chunk, shown); });
-  if (!written.is_ok()) return fail(written);
-  if (fsync(fd) != 0) {
-    return fail(
-        unavailable_error(fmt::format("cannot flush '{}': {}", shown, std::strerror(errno))));
+  return AtomicFileWriter(std::move(state));
+}
+
+Status AtomicFileWriter::write(std::span<const std::byte> bytes) {
+  if (state_ == nullptr || state_->fd < 0) {
+    return state_ ? state_->closed() : failed_precondition_error("a moved-from file writer");
   }
+  Status written = write_all(state_->fd, bytes, state_->shown);
+  if (!written.is_ok()) state_->discard();
+  return written;
+}
+
+Status AtomicFileWriter::commit() {
+  if (state_ == nullptr || state_->fd < 0) {
+    return state_ ? state_->closed() : failed_precondition_error("a moved-from file writer");
+  }
+  State& s = *state_;
+  if (fsync(s.fd) != 0) {
+    const int error = errno;
+    s.discard();
+    return unavailable_error(fmt::format("cannot flush '{}': {}", s.shown, std::strerror(error)));
+  }
+  const int fd = std::exchange(s.fd, -1);
   if (::close(fd) != 0) {
     const int error = errno;
-    ::unlink(temp.c_str());
-    return unavailable_error(fmt::format("cannot close '{}': {}", shown, std::strerror(error)));
+    ::unlink(s.temp.c_str());
+    return unavailable_error(fmt::format("cannot close '{}': {}", s.shown, std::strerror(error)));
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+  if (std::rename(s.temp.c_str(), s.path.c_str()) != 0) {
     const int error = errno;
-    ::unlink(temp.c_str());
+    ::unlink(s.temp.c_str());
     return unavailable_error(
-        fmt::format("cannot rename the new file to '{}': {}", shown, std::strerror(error)));
+        fmt::format("cannot rename the new file to '{}': {}", s.shown, std::strerror(error)));
   }
   return Status::ok();
+}
+
+void AtomicFileWriter::abandon() {
+  if (state_ != nullptr) state_->discard();
+}
+
+Status write_file_atomically(const std::string& path,
+                             const std::function<Status(const ByteSink&)>& produce) {
+  SWITCHYARD_ASSIGN_OR_RETURN(AtomicFileWriter out, AtomicFileWriter::create(path));
+  SWITCHYARD_RETURN_IF_ERROR(
+      produce([&](std::span<const std::byte> chunk) { return out.write(chunk); }));
+  return out.commit();
 }
 
 Status write_file_atomically(const std::string& path, std::string_view contents,

@@ -3,6 +3,7 @@
 // which writes through it; here, the contract every caller relies on.
 #include "switchyard/file_io.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -72,6 +73,50 @@ TEST_F(FileIoTest, RefusesWhatIsNotARegularFileAndNamesWhatItWrites) {
   const Status missing = write_file_atomically((dir_ / "no" / "f").string(), "x", "the page");
   EXPECT_EQ(missing.code(), StatusCode::kNotFound) << missing.to_string();
   EXPECT_EQ(entries(), 1u);
+}
+
+// A file written a piece at a time appears only when committed; abandoned (or
+// destroyed), it leaves the old file; after either, writing is refused.
+TEST_F(FileIoTest, APieceAtATimeAppearsOnlyOnCommit) {
+  const fs::path p = dir_ / "logits.npy";
+  ASSERT_TRUE(write_file_atomically(p.string(), "old", "the logits").is_ok());
+  auto bytes = [](std::string_view s) { return std::as_bytes(std::span(s)); };
+  {
+    Result<AtomicFileWriter> out = AtomicFileWriter::create(p.string());
+    ASSERT_TRUE(out.is_ok()) << out.status().to_string();
+    ASSERT_TRUE(out->write(bytes("never ")).is_ok());
+    EXPECT_EQ(read(p), "old");
+    EXPECT_EQ(entries(), 2u);  // the old file and the temporary
+  }
+  EXPECT_EQ(read(p), "old");
+  EXPECT_EQ(entries(), 1u);
+
+  Result<AtomicFileWriter> out = AtomicFileWriter::create(p.string());
+  ASSERT_TRUE(out.is_ok());
+  ASSERT_TRUE(out->write(bytes("new, ")).is_ok());
+  ASSERT_TRUE(out->write(bytes("whole")).is_ok());
+  ASSERT_TRUE(out->commit().is_ok());
+  EXPECT_EQ(read(p), "new, whole");
+  EXPECT_EQ(out->write(bytes("x")).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(out->commit().code(), StatusCode::kFailedPrecondition);
+
+  Result<AtomicFileWriter> dropped = AtomicFileWriter::create(p.string());
+  ASSERT_TRUE(dropped.is_ok());
+  ASSERT_TRUE(dropped->write(bytes("dropped")).is_ok());
+  dropped->abandon();
+  EXPECT_EQ(dropped->commit().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(read(p), "new, whole");
+  EXPECT_EQ(entries(), 1u);
+}
+
+// Nothing at the path is opened: a FIFO there is refused at once, not waited on.
+TEST_F(FileIoTest, AFifoIsRefusedWithoutOpeningIt) {
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result<AtomicFileWriter> out = AtomicFileWriter::create(fifo.string());
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_NE(out.status().message().find("a FIFO"), std::string_view::npos);
+  EXPECT_TRUE(fs::is_fifo(fifo));
 }
 
 }  // namespace

@@ -180,6 +180,10 @@ hostile 2 "" "quantize into a missing directory" -- \
   "$tool" quantize "$in/model.gguf" "$work/no/such/dir/q.gguf" --type q8_0
 hostile 2 "is a directory" "save the embedded model onto a directory" -- \
   "$tool" run --save-model "$work/out.d" --prompt-tokens 2 --tokens 1
+hostile 2 "only a regular file" "run --logits-out onto a FIFO" -- \
+  timeout 20 "$tool" run --prompt-tokens 2 --tokens 1 --logits-out "$work/fifo"
+hostile 2 "only a regular file" "perplexity --logits-out onto /dev/null" -- \
+  "$tool" perplexity --file "$in/model.gguf" --logits-out /dev/null
 hostile 2 "only a regular file" "a report page onto /dev/null" -- "$tool" report --no-model --out /dev/null
 hostile 2 "only a regular file" "a report page onto a FIFO" -- \
   timeout 20 "$tool" report --no-model --out "$work/fifo"

@@ -1,6 +1,7 @@
 #include "npy.h"
 
 #include <bit>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -34,64 +35,29 @@ Result<NpyWriter> NpyWriter::create(const std::filesystem::path& path, std::int6
                                              0,
                                              static_cast<unsigned char>(length & 0xff),
                                              static_cast<unsigned char>(length >> 8)};
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    return unavailable_error(fmt::format("npy: cannot open '{}' for writing", path.string()));
-  }
-  NpyWriter writer(f, path, rows, cols);
-  if (std::fwrite(preamble, 1, kPreamble, f) != kPreamble ||
-      std::fwrite(header.data(), 1, header.size(), f) != header.size()) {
-    writer.abandon();
-    return unavailable_error(fmt::format("npy: writing '{}' failed", path.string()));
-  }
-  return writer;
-}
-
-NpyWriter::NpyWriter(NpyWriter&& other) noexcept
-    : file_(std::exchange(other.file_, nullptr)),
-      path_(std::move(other.path_)),
-      rows_(other.rows_),
-      cols_(other.cols_),
-      written_(other.written_) {}
-
-NpyWriter::~NpyWriter() { abandon(); }
-
-void NpyWriter::abandon() {
-  if (file_ == nullptr) return;
-  std::fclose(file_);
-  file_ = nullptr;
-  std::error_code ignored;
-  std::filesystem::remove(path_, ignored);
+  SWITCHYARD_ASSIGN_OR_RETURN(AtomicFileWriter file, AtomicFileWriter::create(path.string()));
+  SWITCHYARD_RETURN_IF_ERROR(file.write(std::as_bytes(std::span(preamble))));
+  SWITCHYARD_RETURN_IF_ERROR(file.write(std::as_bytes(std::span(header))));
+  return NpyWriter(std::move(file), path, rows, cols);
 }
 
 Status NpyWriter::append(std::span<const float> row) {
-  if (file_ == nullptr) return failed_precondition_error("npy: the writer is closed");
   if (static_cast<std::int64_t>(row.size()) != cols_ || written_ == rows_) {
     return invalid_argument_error(fmt::format("npy: a row of {} values as row {} of {} rows of {}",
                                               row.size(), written_, rows_, cols_));
   }
-  if (std::fwrite(row.data(), sizeof(float), row.size(), file_) != row.size()) {
-    abandon();
-    return unavailable_error(fmt::format("npy: writing '{}' failed", path_.string()));
-  }
+  SWITCHYARD_RETURN_IF_ERROR(file_.write(std::as_bytes(row)).with_context("npy"));
   ++written_;
   return Status::ok();
 }
 
 Status NpyWriter::finish() {
-  if (file_ == nullptr) return failed_precondition_error("npy: the writer is closed");
   if (written_ != rows_) {
-    abandon();
+    file_.abandon();
     return failed_precondition_error(
         fmt::format("npy: '{}' got {} of its {} rows", path_.string(), written_, rows_));
   }
-  const bool closed = std::fclose(std::exchange(file_, nullptr)) == 0;
-  if (!closed) {
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-    return unavailable_error(fmt::format("npy: writing '{}' failed", path_.string()));
-  }
-  return Status::ok();
+  return file_.commit().with_context("npy");
 }
 
 Status write_npy_f32(const std::filesystem::path& path, std::int64_t rows, std::int64_t cols,

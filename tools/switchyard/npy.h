@@ -11,40 +11,38 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <span>
 
+#include "switchyard/file_io.h"
 #include "switchyard/status.h"
 
 namespace switchyard::tool {
 
 // A version 1.0 .npy file of little-endian f32 ('<f4', C order, shape (rows,
 // cols)) written a row at a time, so that rows need not all be in memory. The
-// file is complete only after finish(); an unfinished writer (an error, or
-// destroyed early) removes it.
+// file is written whole or not at all (AtomicFileWriter, switchyard/file_io.h):
+// it appears at its path only on finish(); an unfinished writer (an error, or
+// destroyed early) leaves whatever was there as it was.
 class NpyWriter {
  public:
-  // kUnavailable naming the path when it cannot be created.
+  // AtomicFileWriter::create's errors: a path that is not a regular file, a
+  // directory that is missing or not writable.
   [[nodiscard]] static Result<NpyWriter> create(const std::filesystem::path& path,
                                                 std::int64_t rows, std::int64_t cols);
-  NpyWriter(NpyWriter&& other) noexcept;
-  NpyWriter& operator=(NpyWriter&&) = delete;
-  ~NpyWriter();
 
   // kInvalidArgument for a row of another length or one row too many;
-  // kUnavailable when the write fails (the file is removed).
+  // kUnavailable when the write fails (the writer is then abandoned).
   [[nodiscard]] Status append(std::span<const float> row);
   // kFailedPrecondition when fewer rows than announced were appended;
-  // kUnavailable when closing fails. Either way the file is removed.
+  // kUnavailable when the file cannot be completed. Either way nothing is written.
   [[nodiscard]] Status finish();
 
  private:
-  NpyWriter(std::FILE* file, std::filesystem::path path, std::int64_t rows, std::int64_t cols)
-      : file_(file), path_(std::move(path)), rows_(rows), cols_(cols) {}
-  void abandon();
+  NpyWriter(AtomicFileWriter file, std::filesystem::path path, std::int64_t rows, std::int64_t cols)
+      : file_(std::move(file)), path_(std::move(path)), rows_(rows), cols_(cols) {}
 
-  std::FILE* file_ = nullptr;
+  AtomicFileWriter file_;
   std::filesystem::path path_;
   std::int64_t rows_ = 0;
   std::int64_t cols_ = 0;

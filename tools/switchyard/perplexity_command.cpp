@@ -18,6 +18,7 @@
 #include "command.h"
 #include "model_source.h"
 #include "npy.h"
+#include "output_path.h"
 #include "progress.h"
 #include "switchyard/backends.h"
 #include "switchyard/dispatch.h"
@@ -57,6 +58,12 @@ int perplexity(const PerplexityCommandOptions& o) {
   if (!backend.is_ok()) return report_failure(backend.status());
 
   Progress progress(!o.json);
+  if (!o.logits_out.empty()) {
+    // Refused before the model loads, not after it scored.
+    if (Status st = check_output_path(o.logits_out, o.model, "the logits"); !st.is_ok()) {
+      return report_failure(st.with_context("perplexity: --logits-out"));
+    }
+  }
   progress.show("loading", 0, 2);
   Result<GgufFile> file =
       o.model.empty() ? synthetic_file("tiny", "mix", "") : GgufFile::open(o.model);

@@ -1,7 +1,5 @@
 #include "report.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -213,30 +211,6 @@ Result<ReportInputs> report_inputs(const std::string& ledger_path, std::optional
         load_calibration(in.calibration_path, *in.table, threads, in.calibration_ignored).status());
   }
   return in;
-}
-
-Status check_report_path(const std::string& path, const std::string& input) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const std::string shown = printable(path, 200);
-  std::error_code ec;
-  const fs::file_status existing = fs::symlink_status(target, ec);
-  if (path.empty() || target.filename().empty() ||
-      (fs::exists(existing) && !fs::is_regular_file(existing))) {
-    return invalid_argument_error(fmt::format(
-        "cannot write a report to '{}': only a regular file is replaced by a page", shown));
-  }
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
-    return invalid_argument_error(
-        fmt::format("cannot write a report to '{}': '{}' is not a writable directory", shown,
-                    printable(dir.string(), 200)));
-  }
-  if (!input.empty() && fs::exists(existing) && fs::equivalent(target, input, ec)) {
-    return invalid_argument_error(
-        fmt::format("cannot write a report to '{}': it is the model file", shown));
-  }
-  return Status::ok();
 }
 
 nlohmann::json report_json(const ReportInputs& in) {

@@ -69,11 +69,4 @@ struct ReportInputs {
 // Whether this build inlines Chart.js into the page (false: tables only).
 [[nodiscard]] bool report_has_charts();
 
-// kInvalidArgument, before any work, when the page could not be written to
-// `path`: something other than a regular file is there (a directory, a link, a
-// device), or its directory does not exist or is not writable; or it is `input`
-// (the model file), which a page must never replace. The page itself is written
-// with write_file_atomically (switchyard/file_io.h).
-[[nodiscard]] Status check_report_path(const std::string& path, const std::string& input = {});
-
 }  // namespace switchyard::tool

@@ -11,6 +11,7 @@
 
 #include "command.h"
 #include "model_source.h"
+#include "output_path.h"
 #include "report.h"
 #include "run_model.h"
 #include "switchyard/backends.h"
@@ -41,7 +42,7 @@ int run_report(ReportOptions o) {
       only = *b;
     }
     if (!o.json) {
-      if (Status st = check_report_path(o.out); !st.is_ok()) {
+      if (Status st = check_output_path(o.out, "", "the report page"); !st.is_ok()) {
         return report_failure(st.with_context("report"));
       }
     }

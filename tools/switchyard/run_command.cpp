@@ -44,6 +44,7 @@
 #include "command.h"
 #include "model_source.h"
 #include "npy.h"
+#include "output_path.h"
 #include "progress.h"
 #include "report.h"
 #include "run_model.h"
@@ -133,19 +134,16 @@ int run_model(const RunOptions& o) {
         "run: --synthetic, --model-type and --save-model apply to the embedded model, not to a "
         "model file"));
   }
+  // Outputs are refused before the model loads, not after it ran.
   if (!o.report.empty()) {
-    if (Status st = check_report_path(o.report, o.model); !st.is_ok()) {
+    if (Status st = check_output_path(o.report, o.model, "the report page"); !st.is_ok()) {
       return report_failure(st.with_context("run: --report"));
     }
   }
   if (!o.logits_out.empty()) {
-    // Refused before the model loads, not after it ran.
-    std::FILE* f = std::fopen(o.logits_out.c_str(), "wb");
-    if (f == nullptr) {
-      return report_failure(invalid_argument_error(
-          fmt::format("run: --logits-out: cannot write '{}'", o.logits_out)));
+    if (Status st = check_output_path(o.logits_out, o.model, "the logits"); !st.is_ok()) {
+      return report_failure(st.with_context("run: --logits-out"));
     }
-    std::fclose(f);
   }
   std::string prompt_text = o.prompt;
   if (!o.prompt_file.empty()) {
