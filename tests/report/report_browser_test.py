@@ -11,7 +11,8 @@ through its WebDriver, and checks:
     no grid holds a cell the JSON lacks; `report --json` has the same coverage;
   - the violations table holds the JSON's violations, row for row;
   - each bucket's plan table has a row per planned node, sorts and filters;
-  - clicking a cell lists its alternatives; the charts were drawn.
+  - clicking a cell lists its alternatives; the charts were drawn;
+  - a page without a model (report --no-model) renders without errors too.
 Saves a screenshot (report.png) and the page in ARTIFACTS.
 
 Usage: report_browser_test.py SWITCHYARD ARTIFACTS. Exits 77 (a skip) without
@@ -212,6 +213,22 @@ def main():
 
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         check(not errors, f"console errors while in use: {errors}")
+
+        # A page without a model renders too, and says so where a model's data would be.
+        bare = os.path.join(artifacts, "report-no-model.html")
+        run_tool(tool, "report", "--no-model", "--out", bare, env=env)
+        driver.get("file://" + os.path.abspath(bare))
+        for _ in range(100):
+            if driver.execute_script("return document.body.getAttribute('data-rendered')"):
+                break
+            time.sleep(0.1)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        check(not errors, f"console errors on the page without a model: {errors}")
+        for section in ("seal-body", "plan-body", "run-body"):
+            text = driver.execute_script(
+                f"return document.getElementById('{section}').textContent")
+            check("No model in this report" in text, f"{section} without a model: {text}")
+        driver.get("file://" + os.path.abspath(page))
         driver.execute_script("window.scrollTo(0, 0)")
         height = driver.execute_script("return document.body.scrollHeight")
         driver.set_window_size(1400, min(max(height, 1800), 12000))
