@@ -39,6 +39,12 @@ double size_of(const CostSample& s) { return calibration_size(s.bytes, s.flops);
 
 // The fit is a function of the size alone, so any (bytes, flops) at a size gives
 // it; bytes alone are used.
+std::string calibration_axis_label() {
+  const BackendCaps caps;
+  return fmt::format("work: roofline ns at {:g} GFLOP/s and {:g} GB/s, +{:g} ns a call",
+                     caps.peak_gflops, caps.memory_gbps, caps.call_overhead_ns);
+}
+
 nlohmann::json fitted_curve(const FittedCost& fit, double lo, double hi) {
   const double base = calibration_size(0, 0);
   const double per_byte = calibration_size(1, 0) - base;
@@ -94,10 +100,7 @@ Result<std::vector<fs::path>> write_calibration_plot_data(const CalibrateReport&
         fmt::format("calibrate --plot {}: not a directory it can make: {}", dir.string(),
                     ec ? ec.message() : "exists"));
   }
-  const BackendCaps caps;
-  const std::string x_label =
-      fmt::format("work: roofline ns at {:g} GFLOP/s and {:g} GB/s, +{:g} ns a call",
-                  caps.peak_gflops, caps.memory_gbps, caps.call_overhead_ns);
+  const std::string x_label = calibration_axis_label();
   nlohmann::json machines = nlohmann::json::array();
   for (const BackendFingerprint& f : report.profile.fingerprints()) {
     machines.push_back(fmt::format("{}: {}", name(f.backend), f.text));

@@ -20,6 +20,10 @@
 
 namespace switchyard::tool {
 
+// What the size axis measures: "work: roofline ns at 50 GFLOP/s and 20 GB/s, +20
+// ns a call" (the reference rates of calibration_size).
+[[nodiscard]] std::string calibration_axis_label();
+
 // The fitted cost along the size axis (calibration_size's), from `lo` to `hi`, as
 // [size, ns] points log-spaced for drawing.
 [[nodiscard]] nlohmann::json fitted_curve(const FittedCost& fit, double lo, double hi);

@@ -1,7 +1,6 @@
 #include "report.h"
 
 #include <algorithm>
-#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -106,8 +105,8 @@ nlohmann::json model_json(const ReportModel& m) {
 }
 
 // Per op family, per calibrated kernel: the measured points and the fitted cost
-// on the size axis (calibration_size: the work at the reference rates), so the
-// diagonal is what the modelled cost would say at those rates.
+// on the size axis (calibration_size: the work at the reference rates). Kernels
+// no longer in the table (their revision changed) are the family "retired".
 nlohmann::json calibration_json(const ReportInputs& in) {
   const CalibrationProfile& profile = *in.calibration;
   struct Known {
@@ -154,12 +153,10 @@ nlohmann::json calibration_json(const ReportInputs& in) {
   for (const BackendFingerprint& f : profile.fingerprints()) {
     fingerprints.push_back({{"backend", name(f.backend)}, {"text", f.text}});
   }
-  const BackendCaps caps;
   return {{"source", in.calibration_path},
           {"fingerprints", std::move(fingerprints)},
           {"ignored", in.calibration_ignored},
-          {"axis", fmt::format("work: roofline ns at {:g} GFLOP/s and {:g} GB/s, +{:g} ns a call",
-                               caps.peak_gflops, caps.memory_gbps, caps.call_overhead_ns)},
+          {"axis", calibration_axis_label()},
           {"families", std::move(fams)}};
 }
 
