@@ -16,8 +16,7 @@
 //   sum_j w_j x_j ~= dx * sum_g (scale_g * sum_j level_j q_j + offset_g * sum_j q_j)
 //
 // with the offsets' sums (q4_1, q5_1, q2_k, q4_k, q5_k) from a dp4a against ones.
-// Each warp takes one weight row (two when a row is short: Note [Fetching the
-// next stage while computing this one]), its lanes adjacent chunks, four chunks in
+// Each warp takes one weight row, its lanes adjacent chunks, four chunks in
 // flight per lane; the lanes' f32 sums are added across the warp in a fixed
 // order, so results are the same on every run. The error is that of the 8-bit
 // activations (each within amax / 254 of its block's largest magnitude), which
@@ -146,88 +145,51 @@ __device__ __forceinline__ void dot_chunks(const std::uint8_t* blocks, std::int6
   }
 }
 
-// Note [Fetching the next stage while computing this one]
-// A staged warp used to copy its step's bytes, wait for all of them and only then
-// compute: while it computed, none of its loads were in flight, and a warp that
-// took one row of 4096 weights did a single copy and a single wait in its life,
-// so the SMs spent much of the kernel waiting on HBM with little queued behind
-// (the profile in docs/benchmarks.md: memory pipes 32-40 % busy). Now each warp
-// has two stages: it issues the copy of its next step (the rest of its row, or
-// its next row's start) before it computes the current one, so one step's bytes
-// are always in flight per warp. A row of a single step gives a warp too little
-// to overlap, so such warps take kRowsPerWarp rows each.
-constexpr int kRowsPerWarp = 2;
-
-// Rows [0, m) of out (m <= M) for `rows` consecutive weight rows per warp from
-// (blockIdx.x * kMatvecWarps + warp) * rows.
+// Rows [0, m) of out (m <= M) for weight row blockIdx.x * kMatvecWarps + warp.
 template <QuantFormat F, int M>
 __global__ void __launch_bounds__(kMatvecWarps * 32)
     matvec_kernel(const std::uint8_t* w, std::int64_t row_bytes, const std::int8_t* xq,
-                  const float* xs, float* out, int m, std::int64_t n, std::int64_t k, int rows) {
+                  const float* xs, float* out, int m, std::int64_t n, std::int64_t k) {
   using Fmt = Format<F>;
   constexpr int kChunksPerBlock = Fmt::kBlockElems / kChunkElems;
   const int lane = threadIdx.x & 31;
   const int warp = static_cast<int>(threadIdx.x >> 5);
-  const std::int64_t first_col = (std::int64_t{blockIdx.x} * kMatvecWarps + warp) * rows;
-  if (first_col >= n) return;
-  const std::int64_t cols = n - first_col < rows ? n - first_col : rows;
+  const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + warp;
+  if (col >= n) return;
+  const std::uint8_t* row = w + col * row_bytes;
   const std::int64_t chunks = k / kChunkElems;
-  const std::int64_t steps = (chunks + kStepChunks - 1) / kStepChunks;
   float acc[M] = {};
-  // Item t: step t % steps of row first_col + t / steps.
-  const std::int64_t items = cols * steps;
-  auto finish_row = [&](std::int64_t col) {
-#pragma unroll
-    for (int r = 0; r < M; ++r) {
-      if (r >= m) break;
-      const float total = warp_sum(acc[r]);
-      if (lane == 0) out[r * n + col] = total;
-      acc[r] = 0.0f;
-    }
-  };
-  if constexpr (kStaged<F>) {
-    __shared__ __align__(16) std::uint8_t stage[kMatvecWarps][2][stage_bytes<F>()];
-    int head[2] = {0, 0};
-    // Starts the asynchronous copies of item t's bytes to stage `buf` (Note
-    // [Staging weights in shared memory]).
-    auto fetch = [&](std::int64_t t, int buf) {
-      const std::int64_t step = t % steps * kStepChunks;
+  for (std::int64_t step = 0; step < chunks; step += kStepChunks) {
+    if constexpr (kStaged<F>) {
+      __shared__ __align__(16) std::uint8_t stage[kMatvecWarps][stage_bytes<F>()];
       const std::int64_t step_chunks = chunks - step < kStepChunks ? chunks - step : kStepChunks;
-      const std::uint8_t* first =
-          w + (first_col + t / steps) * row_bytes + step / kChunksPerBlock * Fmt::kBlockBytes;
+      const std::uint8_t* first = row + step / kChunksPerBlock * Fmt::kBlockBytes;
       const auto start = reinterpret_cast<std::uintptr_t>(first);
       const auto* aligned = reinterpret_cast<const uint4*>(start & ~std::uintptr_t{15});
-      head[buf] = static_cast<int>(start & 15u);
+      const int head = static_cast<int>(start & 15u);
       const int bytes = static_cast<int>(step_chunks / kChunksPerBlock) * Fmt::kBlockBytes;
-      const int segments = (head[buf] + bytes + 15) / 16;
-      uint4* dst = reinterpret_cast<uint4*>(stage[warp][buf]);
+      const int segments = (head + bytes + 15) / 16;
+      uint4* dst = reinterpret_cast<uint4*>(stage[warp]);
+      // Asynchronous copies: every segment's load is in flight at once, none
+      // waits in a register for its store.
       for (int i = lane; i < segments; i += 32) {
         __pipeline_memcpy_async(dst + i, aligned + i, sizeof(uint4));
       }
-    };
-    fetch(0, 0);
-    __pipeline_commit();
-    for (std::int64_t t = 0; t < items; ++t) {
-      const int buf = static_cast<int>(t & 1);
-      if (t + 1 < items) fetch(t + 1, buf ^ 1);
-      // One group per iteration, empty at the end, so that "all but the newest
-      // group" is always item t's.
       __pipeline_commit();
-      __pipeline_wait_prior(1);
+      __pipeline_wait_prior(0);
       __syncwarp();
-      const std::int64_t step = t % steps * kStepChunks;
-      dot_chunks<F, M>(stage[warp][buf] + head[buf], step + lane, step, chunks, xq, xs, m, k, acc);
-      __syncwarp();  // every lane is done with this stage before item t + 2 fills it
-      if (t % steps == steps - 1) finish_row(first_col + t / steps);
-    }
-  } else {
-    for (std::int64_t t = 0; t < items; ++t) {
-      const std::int64_t step = t % steps * kStepChunks;
-      const std::uint8_t* row = w + (first_col + t / steps) * row_bytes;
+      dot_chunks<F, M>(stage[warp] + head, step + lane, step, chunks, xq, xs, m, k, acc);
+      __syncwarp();  // every lane is done with the stage before the next step fills it
+    } else {
       dot_chunks<F, M>(row + step / kChunksPerBlock * Fmt::kBlockBytes, step + lane, step, chunks,
                        xq, xs, m, k, acc);
-      if (t % steps == steps - 1) finish_row(first_col + t / steps);
     }
+  }
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    if (r >= m) break;
+    const float total = warp_sum(acc[r]);
+    if (lane == 0) out[r * n + col] = total;
   }
 }
 
@@ -235,23 +197,17 @@ template <QuantFormat F>
 void launch_matvec(const std::uint8_t* w, const std::int8_t* xq, const float* xs, float* out,
                    std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream) {
   const std::int64_t row_bytes = k / Format<F>::kBlockElems * Format<F>::kBlockBytes;
-  // Note [Fetching the next stage while computing this one]: a staged row of one
-  // step is too short to overlap on its own.
-  const bool one_step = k / kChunkElems <= kStepChunks;
-  const int rows = kStaged<F> && one_step ? kRowsPerWarp : 1;
-  const std::int64_t per_block = std::int64_t{kMatvecWarps} * rows;
-  const dim3 grid(static_cast<unsigned>((n + per_block - 1) / per_block));
+  const dim3 grid(static_cast<unsigned>((n + kMatvecWarps - 1) / kMatvecWarps));
   const dim3 block(kMatvecWarps * 32);
-  const int m_rows = static_cast<int>(m);
+  const int rows = static_cast<int>(m);
   if (m == 1) {
-    matvec_kernel<F, 1><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, m_rows, n, k, rows);
+    matvec_kernel<F, 1><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
   } else if (m == 2) {
-    matvec_kernel<F, 2><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, m_rows, n, k, rows);
+    matvec_kernel<F, 2><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
   } else if (m <= 4) {
-    matvec_kernel<F, 4><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, m_rows, n, k, rows);
+    matvec_kernel<F, 4><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
   } else {
-    matvec_kernel<F, kMaxRows>
-        <<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, m_rows, n, k, rows);
+    matvec_kernel<F, kMaxRows><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
   }
 }
 
