@@ -46,6 +46,20 @@ def run_tool(tool, *args, env=None):
     return done.stdout
 
 
+def open_page(driver, path, what):
+    """Loads the page at `path`, waits for its script to finish drawing, and checks
+    that the console holds no error."""
+    driver.get("file://" + os.path.abspath(path))
+    for _ in range(100):
+        if driver.execute_script("return document.body.getAttribute('data-rendered')"):
+            break
+        time.sleep(0.1)
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    check(not errors, f"console errors while loading {what}: {errors}")
+    check(driver.execute_script("return document.body.getAttribute('data-rendered')") == "true",
+          f"the script of {what} did not finish drawing")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -91,15 +105,7 @@ def main():
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
-        driver.get("file://" + os.path.abspath(page))
-        for _ in range(100):
-            if driver.execute_script("return document.body.getAttribute('data-rendered')"):
-                break
-            time.sleep(0.1)
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        check(not errors, f"console errors while loading: {errors}")
-        check(driver.execute_script("return document.body.getAttribute('data-rendered')") == "true",
-              "the page's script did not finish rendering")
+        open_page(driver, page, "the report")
         report = json.loads(driver.execute_script(
             "return document.getElementById('report-data').textContent"))
         check(report["format"] == "switchyard-report" and report["version"] == 1,
@@ -217,13 +223,7 @@ def main():
         # A page without a model renders too, and says so where a model's data would be.
         bare = os.path.join(artifacts, "report-no-model.html")
         run_tool(tool, "report", "--no-model", "--out", bare, env=env)
-        driver.get("file://" + os.path.abspath(bare))
-        for _ in range(100):
-            if driver.execute_script("return document.body.getAttribute('data-rendered')"):
-                break
-            time.sleep(0.1)
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        check(not errors, f"console errors on the page without a model: {errors}")
+        open_page(driver, bare, "the page without a model")
         for section in ("seal-body", "plan-body", "run-body"):
             text = driver.execute_script(
                 f"return document.getElementById('{section}').textContent")
