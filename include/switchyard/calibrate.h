@@ -90,6 +90,12 @@ struct CalibrateReport {
 [[nodiscard]] std::vector<BackendFingerprint> machine_fingerprints(const KernelBindingTable& table,
                                                                    int threads);
 
+// The part of `profile` that applies to `table` on this machine with `threads` CPU
+// threads; what it leaves out is appended to `ignored`.
+[[nodiscard]] CalibrationProfile applicable_here(const CalibrationProfile& profile,
+                                                 const KernelBindingTable& table, int threads,
+                                                 std::vector<std::string>& ignored);
+
 // Loads the profile at `path` and keeps what applies to `table` on this machine
 // with `threads` CPU threads; what it leaves out is appended to `ignored`.
 [[nodiscard]] Result<std::shared_ptr<const CalibrationProfile>> load_calibration(

@@ -368,16 +368,23 @@ Result<CalibrateReport> calibrate(const KernelBindingTable& table,
   return report;
 }
 
-Result<std::shared_ptr<const CalibrationProfile>> load_calibration(
-    const std::string& path, const KernelBindingTable& table, int threads,
-    std::vector<std::string>& ignored) {
-  SWITCHYARD_ASSIGN_OR_RETURN(CalibrationProfile profile, CalibrationProfile::load(path));
+CalibrationProfile applicable_here(const CalibrationProfile& profile,
+                                   const KernelBindingTable& table, int threads,
+                                   std::vector<std::string>& ignored) {
   std::vector<std::uint64_t> revisions;
   for (const auto& ref : table.entries()) revisions.push_back(ref.entry.revision_hash);
   const std::vector<BackendFingerprint> here = machine_fingerprints(table, threads);
   CalibrationProfile::Applicable usable = profile.applicable(here, revisions);
   ignored.insert(ignored.end(), usable.ignored.begin(), usable.ignored.end());
-  return std::make_shared<const CalibrationProfile>(std::move(usable.profile));
+  return std::move(usable.profile);
+}
+
+Result<std::shared_ptr<const CalibrationProfile>> load_calibration(
+    const std::string& path, const KernelBindingTable& table, int threads,
+    std::vector<std::string>& ignored) {
+  SWITCHYARD_ASSIGN_OR_RETURN(CalibrationProfile profile, CalibrationProfile::load(path));
+  return std::make_shared<const CalibrationProfile>(
+      applicable_here(profile, table, threads, ignored));
 }
 
 }  // namespace switchyard

@@ -202,10 +202,9 @@ Result<ReportInputs> report_inputs(const std::string& ledger_path, std::optional
   }
   if (!in.calibration_path.empty()) {
     SWITCHYARD_ASSIGN_OR_RETURN(in.calibration, CalibrationProfile::load(in.calibration_path));
-    // What the planner would leave out here: another machine's backends, kernels
-    // whose revision changed.
-    SWITCHYARD_RETURN_IF_ERROR(
-        load_calibration(in.calibration_path, *in.table, threads, in.calibration_ignored).status());
+    // What the planner leaves out here (another machine's backends, kernels whose
+    // revision changed), for the page to list; the profile is read once.
+    (void)applicable_here(*in.calibration, *in.table, threads, in.calibration_ignored);
   }
   return in;
 }
