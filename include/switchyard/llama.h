@@ -184,7 +184,9 @@ struct LlamaLoadOptions {
   // model's context_length is kOutOfRange.
   std::int64_t max_context = 0;
   // The KV cache's dtype: f16 (half the memory and the bytes an attention reads;
-  // keys and values rounded once, as they are written) or f32.
+  // keys and values rounded once, as they are written), f32, or q8_0 (34 bytes per
+  // 32 values, quantized per block as they are written; needs a head size that is
+  // a multiple of 32 and attention and set_rows kernels for q8_0 on the backend).
   DType cache_dtype = DType::kF16;
   // The largest number of tokens one eval call takes (the prefill bucket's max);
   // 0 means min(max_context, 512).

@@ -874,9 +874,11 @@ class Model {
       o.runner = m->pool_ ? static_cast<ParallelRunner*>(m->pool_.get()) : &default_thread_pool();
       if (cache_type == "f32") {
         o.cache_dtype = DType::kF32;
+      } else if (cache_type == "q8_0") {
+        o.cache_dtype = DType::kQ8_0;
       } else if (cache_type != "f16") {
-        raise(invalid_argument_error(
-            fmt::format("Model.load: cache_type must be 'f16' or 'f32', not '{}'", cache_type)));
+        raise(invalid_argument_error(fmt::format(
+            "Model.load: cache_type must be 'f16', 'f32' or 'q8_0', not '{}'", cache_type)));
       }
       m->model_.emplace(value(LlamaModel::load(std::move(file), o)));
     }

@@ -24,14 +24,20 @@ constexpr std::string_view kMask = "kq_mask";
 constexpr std::string_view kLogits = "logits";
 constexpr std::string_view kLogitRows = "logit_rows";
 
+// Bytes of one token's keys (or values) of one layer in a cache of `dtype`: kv_dim
+// values, whole blocks for q8_0 (load checks the head size).
+std::int64_t cache_row_bytes(const LlamaConfig& c, DType dtype) {
+  return c.kv_dim() / block_elems(dtype) * block_bytes(dtype);
+}
+
 // The KV cache is sized by a requested token count and the file's dimensions:
 // checked against the machine's memory before anything is allocated, so that a
 // request too large is an error that says how large, not std::bad_alloc.
 Status check_cache_fits(const LlamaConfig& c, DType dtype, std::int64_t tokens) {
   std::int64_t bytes = 0;
-  const bool overflow = __builtin_mul_overflow(tokens, c.kv_dim(), &bytes) ||
+  const bool overflow = __builtin_mul_overflow(tokens, cache_row_bytes(c, dtype), &bytes) ||
                         __builtin_mul_overflow(bytes, c.block_count, &bytes) ||
-                        __builtin_mul_overflow(bytes, std::int64_t{2} * dense_bytes(dtype), &bytes);
+                        __builtin_mul_overflow(bytes, std::int64_t{2}, &bytes);
   const std::int64_t memory = physical_memory_bytes();
   if (overflow || (memory > 0 && bytes > memory)) {
     return resource_exhausted_error(fmt::format(
@@ -368,7 +374,7 @@ struct LlamaModel::State {
   Status allocate_cache(BackendMemory* device, BackendId backend) {
     // Bytes of one layer's k (or v) rows.
     const auto per_layer =
-        static_cast<std::size_t>(max_context * config.kv_dim() * dense_bytes(cache_dtype));
+        static_cast<std::size_t>(max_context * cache_row_bytes(config, cache_dtype));
     const std::size_t total = 2 * per_layer * static_cast<std::size_t>(config.block_count);
     std::byte* base = nullptr;
     if (device != nullptr) {
@@ -423,9 +429,16 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
                     "(llama.context_length); ask for at most {}",
                     options.max_context, c.context_length, c.context_length));
   }
-  if (options.cache_dtype != DType::kF32 && options.cache_dtype != DType::kF16) {
+  if (options.cache_dtype != DType::kF32 && options.cache_dtype != DType::kF16 &&
+      options.cache_dtype != DType::kQ8_0) {
     return invalid_argument_error(
-        fmt::format("llama: the KV cache is f16 or f32, not {}", name(options.cache_dtype)));
+        fmt::format("llama: the KV cache is f16, f32 or q8_0, not {}", name(options.cache_dtype)));
+  }
+  if (options.cache_dtype == DType::kQ8_0 && c.head_dim() % block_elems(DType::kQ8_0) != 0) {
+    return invalid_argument_error(fmt::format(
+        "llama: a q8_0 KV cache keeps each head in blocks of {} values; this model's heads have "
+        "{}: use an f16 or f32 cache",
+        block_elems(DType::kQ8_0), c.head_dim()));
   }
   s.cache_dtype = options.cache_dtype;
   s.max_context = options.max_context > 0 ? options.max_context

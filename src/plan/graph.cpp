@@ -207,8 +207,14 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in, con
                                           shape_text(dst), shape_text(src), name(in[2].dtype),
                                           shape_text(in[2].shape)));
         }
-        if (!is_float(in[0].dtype) || !is_float(in[1].dtype)) {
-          return mismatch(op, "dst and src must be float types");
+        // A quantized dst (a q8_0 KV cache) takes rows of whole blocks.
+        if (!(is_float(in[0].dtype) || is_quantized(in[0].dtype)) || !is_float(in[1].dtype)) {
+          return mismatch(op, "dst must be a float or quantized type, src a float type");
+        }
+        if (is_quantized(in[0].dtype) && !is_symbolic(dst[1]) &&
+            dst[1] % block_elems(in[0].dtype) != 0) {
+          return mismatch(op, fmt::format("rows of {} values are not whole {} blocks of {}", dst[1],
+                                          name(in[0].dtype), block_elems(in[0].dtype)));
         }
         if (out_dtype && *out_dtype != in[0].dtype) {
           return mismatch(op, "the output has dst's dtype");

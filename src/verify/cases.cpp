@@ -428,14 +428,21 @@ Result<std::vector<Case>> get_rows_cases(const DTypeList& d, const KernelCaps& c
 
 Result<std::vector<Case>> set_rows_cases(const DTypeList& d, const KernelCaps& caps, Gen& g) {
   constexpr OpKind kOp = OpKind::kSetRows;
-  if (d.size() != 4 || !is_float(d[0]) || !is_float(d[1]) || !is_int(d[2]) || d[3] != d[0]) {
-    return unsupported(kOp, d, "takes dst (float), src (float), idx (integer), out (dst's)");
+  if (d.size() != 4 || !(is_float(d[0]) || is_quantized(d[0])) || !is_float(d[1]) ||
+      !is_int(d[2]) || d[3] != d[0]) {
+    return unsupported(kOp, d,
+                       "takes dst (float or quantized), src (float), idx (integer), out (dst's)");
   }
   struct Config {
     std::int64_t rows, cols, n;
   };
-  // One row of a cache (a decode step), a prompt's rows, every row.
-  const Config configs[] = {{7, 5, 1}, {9, 64, 4}, {3, 33, 3}};
+  // One row of a cache (a decode step), a prompt's rows, every row; a quantized
+  // cache's rows are whole blocks.
+  const bool quantized = is_quantized(d[0]);
+  const std::int64_t block = block_elems(d[0]);
+  const std::vector<Config> configs =
+      quantized ? std::vector<Config>{{7, block, 1}, {9, 2 * block, 4}, {3, 3 * block, 3}}
+                : std::vector<Config>{{7, 5, 1}, {9, 64, 4}, {3, 33, 3}};
   auto make = [&](const Config& cfg) {
     // Distinct indices (a repeat has no specified winner), the last row among them.
     std::vector<double> order(static_cast<std::size_t>(cfg.rows));
@@ -457,7 +464,7 @@ Result<std::vector<Case>> set_rows_cases(const DTypeList& d, const KernelCaps& c
   };
   std::vector<Case> cases;
   for (const Config& cfg : configs) cases.push_back(make(cfg));
-  add_strided(cases, caps, make(configs[1]));
+  if (!quantized) add_strided(cases, caps, make(configs[1]));
   return cases;
 }
 
@@ -515,8 +522,15 @@ Result<std::vector<Case>> concat_cases(const DTypeList& d, const KernelCaps& cap
 
 Result<std::vector<Case>> attention_cases(const DTypeList& d, const KernelCaps& caps, Gen& g) {
   constexpr OpKind kOp = OpKind::kAttention;
-  if ((d.size() != 4 && d.size() != 5) || !all_dense_float(d)) {
-    return unsupported(kOp, d, "takes q, k, v [, mask], out (float)");
+  // Keys and values float, or quantized (a quantized KV cache) with whole blocks
+  // per head.
+  const bool quantized_kv = d.size() >= 4 && is_quantized(d[1]) && d[2] == d[1];
+  bool float_operands = d.size() == 4 || d.size() == 5;
+  for (std::size_t i = 0; float_operands && i < d.size(); ++i) {
+    float_operands = is_float(d[i]) || (quantized_kv && (i == 1 || i == 2));
+  }
+  if (!float_operands) {
+    return unsupported(kOp, d, "takes q, k, v [, mask], out (float; k and v may be quantized)");
   }
   const bool has_mask = d.size() == 5;
   struct Config {
@@ -532,7 +546,9 @@ Result<std::vector<Case>> attention_cases(const DTypeList& d, const KernelCaps& 
                                        // Decoding shapes: a long cache in several
                                        // tiles and splits, groups of 4 and 8 heads.
                                        {{}, 1, 300, 8, 2, 128, true, 299},
-                                       {{}, 2, 130, 16, 2, 64, true, 128}};
+                                       {{}, 2, 130, 16, 2, 64, true, 128},
+                                       // A prompt over a cache of 32-value heads.
+                                       {{2}, 6, 40, 4, 2, 32, true, 34}};
   auto make = [&](const Config& cfg) {
     std::vector<std::int64_t> qd = cfg.batch, kd = cfg.batch;
     qd.insert(qd.end(), {cfg.sq, cfg.h, cfg.dh});
@@ -556,8 +572,10 @@ Result<std::vector<Case>> attention_cases(const DTypeList& d, const KernelCaps& 
     return c;
   };
   std::vector<Case> cases;
-  for (const Config& cfg : configs) cases.push_back(make(cfg));
-  add_strided(cases, caps, make(configs[1]));
+  for (const Config& cfg : configs) {
+    if (!quantized_kv || cfg.dh % block_elems(d[1]) == 0) cases.push_back(make(cfg));
+  }
+  if (!quantized_kv) add_strided(cases, caps, make(configs[1]));
   return cases;
 }
 
@@ -628,7 +646,9 @@ Result<std::vector<Case>> make_cases(OpKind op, const DTypeList& dtypes, const K
   if (dtypes.size() < 2 || dtypes.overflowed()) {
     return unsupported(op, dtypes, "a static op has inputs and one output");
   }
-  if (is_quantized(dtypes[dtypes.size() - 1])) {
+  // A quantized output is checked block by block (the harness measures each
+  // value against its block's largest); only set_rows writes one so far.
+  if (is_quantized(dtypes[dtypes.size() - 1]) && op != OpKind::kSetRows) {
     return unsupported(op, dtypes, "a quantized output has no elementwise check");
   }
   const OpFamily family = op_family(op);

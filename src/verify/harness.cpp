@@ -312,6 +312,23 @@ Comparison compare(std::span<const double> out, const RefOutput& ref, DType dtyp
   return c;
 }
 
+// A quantized output keeps each value to within a fraction of its block's
+// largest magnitude (the block's scale sets every value's step), so that is
+// what a relative bound measures against: the scale of every element becomes
+// the largest |reference value| of its block of `block` consecutive elements.
+void measure_by_blocks(RefOutput& ref, std::int64_t block) {
+  ref.scale.resize(ref.values.size());
+  for (std::size_t b = 0; b < ref.values.size(); b += static_cast<std::size_t>(block)) {
+    const std::size_t end = std::min(ref.values.size(), b + static_cast<std::size_t>(block));
+    double largest = 0.0;
+    for (std::size_t i = b; i < end; ++i) {
+      if (std::isfinite(ref.values[i])) largest = std::max(largest, std::abs(ref.values[i]));
+    }
+    std::fill(ref.scale.begin() + static_cast<std::ptrdiff_t>(b),
+              ref.scale.begin() + static_cast<std::ptrdiff_t>(end), largest);
+  }
+}
+
 // Rounds a case's operands to their dtypes and lays them out. Fills `refs` with
 // the values the kernel will read.
 Status prepare_inputs(Case& c, std::vector<RefTensor>& refs, std::vector<HostInput>& host) {
@@ -557,6 +574,7 @@ VerifyEntryReport verify_entry(const KernelBindingTable::Slot& slot, const Bindi
           fmt::format("harness error on case {}: {}", result.description, ref.status().message());
       return report;
     }
+    if (is_quantized(out_dtype)) measure_by_blocks(*ref, block_elems(out_dtype));
     std::vector<std::vector<std::byte>> pristine;
     for (const HostInput& h : host)
       pristine.emplace_back(h.bytes.span().begin(), h.bytes.span().end());

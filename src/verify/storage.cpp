@@ -1,5 +1,6 @@
 #include "verify/storage.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "switchyard/half.h"
+#include "switchyard/quant.h"
 #include "verify/reference.h"
 
 namespace switchyard::verify_detail {
@@ -201,7 +203,10 @@ Result<HostInput> make_input(DType dtype, const Shape& shape, std::span<const do
 }
 
 GuardedOutput::GuardedOutput(DType dtype, const Shape& shape) {
-  payload_ = static_cast<std::size_t>(shape.numel() * dense_bytes(dtype));
+  // A quantized output is whole blocks (its rows are, as its generator makes them).
+  payload_ = is_quantized(dtype)
+                 ? static_cast<std::size_t>(shape.numel() / block_elems(dtype) * block_bytes(dtype))
+                 : static_cast<std::size_t>(shape.numel() * dense_bytes(dtype));
   bytes_ = AlignedBytes(payload_ + 2 * kGuardBytes);
   view_ = TensorView::contiguous(bytes_.data() + kGuardBytes, dtype, shape);
   reset();
@@ -230,6 +235,16 @@ std::optional<std::int64_t> GuardedOutput::first_damaged_guard() const {
 
 std::vector<double> GuardedOutput::values() const {
   std::vector<double> out(static_cast<std::size_t>(view_.numel()));
+  if (is_quantized(view_.dtype())) {
+    // Poison bytes decode as NaN scales, so an unwritten block reads as NaN.
+    std::vector<float> decoded(out.size());
+    if (!dequantize(view_.dtype(), output_bytes(), decoded).is_ok()) {
+      std::fill(out.begin(), out.end(), std::numeric_limits<double>::quiet_NaN());
+      return out;
+    }
+    std::copy(decoded.begin(), decoded.end(), out.begin());
+    return out;
+  }
   for (std::int64_t i = 0; i < view_.numel(); ++i) {
     out[i] = load_element(view_.dtype(), view_.first(), i);
   }

@@ -61,10 +61,11 @@ inline std::vector<Shape> case_shapes(OpKind op, std::size_t operands, bool big)
         return s;
       }
     case OpFamily::kAttention: {
+      // Heads of 32: whole q8_0 blocks, for a q8_0 KV cache's keys and values.
       const std::int64_t sq = big ? 64 : 3;
-      std::vector<Shape> s = {{1, sq, 4, 8}, {1, 5, 2, 8}, {1, 5, 2, 8}};
+      std::vector<Shape> s = {{1, sq, 4, 32}, {1, 5, 2, 32}, {1, 5, 2, 32}};
       if (operands == 5) s.push_back({sq, 5});
-      s.push_back({1, sq, 4, 8});
+      s.push_back({1, sq, 4, 32});
       return s;
     }
     case OpFamily::kMatmul: return {{rows, k}, {4, k}, {rows, 4}};

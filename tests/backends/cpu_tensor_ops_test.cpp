@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu_test_util.h"
 #include "switchyard/cost.h"
+#include "switchyard/quant.h"
 
 namespace switchyard::test {
 namespace {
@@ -258,6 +259,50 @@ TEST(CpuSetRowsTest, RefusesABadIndexAndAPartialOverlapWritingNothing) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("overlaps"), std::string::npos) << s.to_string();
   EXPECT_EQ(big.values(), (std::vector<double>{5, 5, 6, 6, 7, 7, 8, 8}));
+}
+
+// A q8_0 cache (Note [A q8_0 KV cache]): each written row is the bytes GGUF's
+// q8_0 quantizer gives it, the other rows keep theirs, a row with a NaN reads
+// back NaN in that block only, and rows of part of a block are refused.
+TEST(CpuSetRowsTest, AQ8_0CacheTakesQuantizedRowsInPlace) {
+  const DType t = DType::kQ8_0;
+  const BindingEntry e =
+      only_entry(cpu_entries(OpKind::kSetRows, {t, DType::kF32, DType::kI32, t}));
+  constexpr std::int64_t kRows = 5, kCols = 64;
+  const std::size_t row = static_cast<std::size_t>(*row_bytes(t, kCols));
+  std::vector<std::byte> cache(kRows * row);
+  for (std::size_t i = 0; i < cache.size(); ++i) cache[i] = std::byte(i % 7);  // small scales
+  const std::vector<std::byte> before = cache;
+  std::vector<float> src(2 * kCols);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::sin(0.3f * static_cast<float>(i));
+  src[kCols + 40] = std::numeric_limits<float>::quiet_NaN();  // row 1, second block
+  Tensor idx = Tensor::of(DType::kI32, {2}, {3, 1});
+  const TensorView view = TensorView::contiguous(cache.data(), t, {kRows, kCols});
+  ASSERT_TRUE(
+      call_entry(e, {view, TensorView::contiguous(src.data(), DType::kF32, {2, kCols}), idx.view()},
+                 {view})
+          .is_ok());
+  std::vector<std::byte> expected(row);
+  ASSERT_TRUE(quantize(t, std::span(src).first(kCols), expected).is_ok());
+  EXPECT_EQ(std::memcmp(cache.data() + 3 * row, expected.data(), row), 0);
+  for (std::int64_t r : {0, 2, 4}) {
+    EXPECT_EQ(std::memcmp(cache.data() + r * row, before.data() + r * row, row), 0) << r;
+  }
+  std::vector<float> back(kCols);
+  ASSERT_TRUE(dequantize(t, std::span(cache).subspan(row, row), back).is_ok());
+  for (std::int64_t j = 0; j < kCols; ++j) {
+    EXPECT_EQ(std::isnan(back[j]), j >= 32) << j;
+    if (j < 32) {
+      EXPECT_NEAR(back[j], src[kCols + j], 1.0 / 254 + 1e-3) << j;
+    }
+  }
+  const TensorView part = TensorView::contiguous(cache.data(), t, {2, 48});
+  std::vector<float> narrow(48);
+  Tensor one = Tensor::of(DType::kI32, {1}, {0});
+  const Status s = call_entry(
+      e, {part, TensorView::contiguous(narrow.data(), DType::kF32, {1, 48}), one.view()}, {part});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("whole q8_0 blocks"), std::string::npos) << s.to_string();
 }
 
 // --- layout --------------------------------------------------------------------
@@ -747,6 +792,62 @@ TEST(CpuAttentionTest, MaskedKeyTailsAreSkippedAsTheCausalFlagSkipsThem) {
   }
   const cpu::CpuFeatures& f = cpu::cpu_features();
   EXPECT_EQ(simd, (f.avx512 && f.f16c ? 1 : 0) + (f.avx2 && f.f16c ? 1 : 0));
+}
+
+// q8_0 keys and values (a q8_0 KV cache) are read as their exact values: every
+// q8_0 sibling gives the bytes of its f32 counterpart (same variant, same mask)
+// on the dequantized keys and values, for a decode row (whose f32 kernel reads
+// the rows in place) and a prompt (packed rows) over several key blocks.
+TEST(CpuAttentionTest, Q8_0KeysAndValuesGiveTheF32SiblingsBytes) {
+  const DType f32 = DType::kF32, q8 = DType::kQ8_0;
+  const std::int64_t h = 8, hkv = 2, dh = 64, skv = 75;
+  const auto quantized = [&](std::uint64_t seed) {
+    std::vector<float> values(static_cast<std::size_t>(skv * hkv * dh));
+    const std::vector<double> drawn = random_values(skv * hkv * dh, -1, 1, seed);
+    std::copy(drawn.begin(), drawn.end(), values.begin());
+    std::vector<std::byte> bytes(static_cast<std::size_t>(*row_bytes(q8, skv * hkv * dh)));
+    EXPECT_TRUE(quantize(q8, values, bytes).is_ok());
+    EXPECT_TRUE(dequantize(q8, bytes, values).is_ok());
+    return std::pair(std::move(bytes), values);
+  };
+  auto [kq, kf] = quantized(101);
+  auto [vq, vf] = quantized(102);
+  const Shape kv_shape{1, skv, hkv, dh};
+  const TensorView k8 = TensorView::contiguous(kq.data(), q8, kv_shape);
+  const TensorView v8 = TensorView::contiguous(vq.data(), q8, kv_shape);
+  const TensorView k32 = TensorView::contiguous(kf.data(), f32, kv_shape);
+  const TensorView v32 = TensorView::contiguous(vf.data(), f32, kv_shape);
+  int compared = 0;
+  for (std::int64_t sq : {std::int64_t{1}, std::int64_t{6}}) {
+    Tensor q = Tensor::of(f32, {1, sq, h, dh}, random_values(sq * h * dh, -1, 1, 103));
+    OpParams params;
+    params.scale = 0.125f;
+    params.causal = true;
+    params.query_offset = skv - sq;
+    for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {f32, q8, q8, f32})) {
+      const std::string variant = e.name.substr(e.name.find("__"));
+      const BindingEntry* dense = nullptr;
+      const auto siblings = cpu_entries(OpKind::kAttention, {f32, f32, f32, f32});
+      for (const BindingEntry& d : siblings) {
+        if (d.name.ends_with(variant)) dense = &d;
+      }
+      ASSERT_NE(dense, nullptr) << e.name;
+      Tensor got(f32, {1, sq, h, dh}), want(f32, {1, sq, h, dh});
+      ASSERT_TRUE(call_entry(e, {q.view(), k8, v8}, {got.view()}, params).is_ok()) << e.name;
+      ASSERT_TRUE(call_entry(*dense, {q.view(), k32, v32}, {want.view()}, params).is_ok());
+      EXPECT_TRUE(got.same_bytes(want)) << e.name << ", " << sq << " queries";
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 2);
+  // A head that is not whole blocks is refused by name.
+  const TensorView narrow_k = TensorView::contiguous(kq.data(), q8, {1, 3, 1, 48});
+  Tensor q = Tensor::of(f32, {1, 1, 1, 48}, std::vector<double>(48, 0.5));
+  Tensor out(f32, {1, 1, 1, 48});
+  const BindingEntry e = cpu_entries(OpKind::kAttention, {f32, q8, q8, f32}).front();
+  const Status s = call_entry(e, {q.view(), narrow_k, narrow_k}, {out.view()});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("whole blocks of 32"), std::string::npos) << s.to_string();
 }
 
 TEST(CpuAttentionTest, SimdSiblingsGiveTheSameBytesOnOneAndThreeThreads) {

@@ -288,13 +288,46 @@ TEST(LlamaForwardTest, AnF16CacheIsWithinItsRounding) {
   o.cache_dtype = DType::kBF16;
   Result<LlamaModel> bf16 = LlamaModel::load(file, o);
   EXPECT_EQ(bf16.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bf16.status().message().find("f16 or f32"), std::string::npos);
+  EXPECT_NE(bf16.status().message().find("f16, f32 or q8_0"), std::string::npos);
   o.cache_dtype = DType::kF16;
   o.max_context = model->config().context_length + 1;
   Result<LlamaModel> long_context = LlamaModel::load(file, o);
   EXPECT_EQ(long_context.status().code(), StatusCode::kOutOfRange);
   EXPECT_NE(long_context.status().message().find("context length"), std::string::npos)
       << long_context.status().to_string();
+}
+
+// A q8_0 cache keeps each key and value within 1/254 of its block's largest
+// magnitude (Note [A q8_0 KV cache]): the logits move by more than an f16
+// cache's rounding moves them, and still little; a prompt then decode steps, so
+// set_rows quantizes both many rows and one. A model whose heads are not whole
+// 32-value blocks is refused by name.
+TEST(LlamaForwardTest, AQ8_0CacheIsWithinItsRounding) {
+  GgufFile file = f32_file("q8_0_cache");
+  TestRegistry r;
+  LlamaLoadOptions o = options(r.registry);
+  o.cache_dtype = DType::kQ8_0;
+  Result<LlamaModel> model = LlamaModel::load(file, o);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(12, model->config().vocab_size);
+  std::vector<float> got = eval(*model, std::span(t).first(8));
+  for (std::size_t i = 8; i < t.size(); ++i) {
+    const std::vector<float> step = eval(*model, std::span(t).subspan(i, 1));
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  const double error = max_scaled_error(got, testing::LlamaReference(file).logits(t));
+  EXPECT_LT(error, 2e-2);  // 0.0099 measured
+  EXPECT_GT(error, 1e-3);
+
+  SyntheticLlamaConfig narrow = test_config();
+  narrow.embedding_length = 64;
+  narrow.head_count = 4;  // heads of 16 values
+  narrow.head_count_kv = 2;
+  GgufFile narrow_file = synthetic_file(narrow, {}, "q8_0_narrow");
+  Result<LlamaModel> refused = LlamaModel::load(narrow_file, o);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("blocks of 32"), std::string::npos)
+      << refused.status().to_string();
 }
 
 // The end-of-sequence tokens a file names become LlamaConfig::end_tokens (each

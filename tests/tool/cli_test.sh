@@ -189,6 +189,13 @@ contains out "VIOLATION blk.0.attn_q.weight" "the kernel report names the weight
 SWITCHYARD_MASK_KERNELS='cpu:matmul:q4_k' expect 1 "strict run with a masked kernel" -- \
   "$tool" run --strict --prompt-tokens 4 --tokens 2
 contains err "strict" "the refusal says why"
+# A q8_0 KV cache runs; without a kernel that reads one, the load names the
+# attention and refuses (it has no fallback).
+expect 0 "run with a q8_0 KV cache" -- "$tool" run --cache-type q8_0 --prompt-tokens 8 --tokens 4
+expect 2 "run with an unknown cache type" -- "$tool" run --cache-type q4_0
+SWITCHYARD_MASK_KERNELS='cpu:attention:q8_0' expect 2 "a q8_0 cache with its attention masked" -- \
+  "$tool" run --cache-type q8_0 --prompt-tokens 4 --tokens 2
+contains err "no kernel for attention(f32,q8_0,q8_0" "the refusal names the missing kernel"
 
 # inspect
 expect 0 "inspect" -- "$tool" inspect "$work/tiny-f32.gguf"

@@ -98,7 +98,7 @@ int perplexity(const PerplexityCommandOptions& o) {
   load.max_context = o.context;
   load.max_batch = batch;
   load.runner = runner;
-  load.cache_dtype = o.cache_type == "f32" ? DType::kF32 : DType::kF16;
+  load.cache_dtype = *parse_dtype(o.cache_type);  // one of --cache-type's members
   progress.show("loading", 1, 2);
   Result<LlamaModel> model = LlamaModel::load(*file, load);
   progress.clear();
@@ -200,8 +200,8 @@ void add_perplexity_command(CLI::App& app, CommandMain& selected) {
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->add_option("--cache-type", options->cache_type,
-                  "the KV cache's dtype: f16 (the default) or f32")
-      ->check(CLI::IsMember({"f16", "f32"}));
+                  "the KV cache's dtype: f16 (the default), f32 or q8_0")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0"}));
   cmd->add_option("--logits-out", options->logits_out,
                   "write the logits of every scored position to this .npy file (f32, one row "
                   "per scored token)");

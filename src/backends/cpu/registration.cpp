@@ -40,6 +40,7 @@ constexpr DType kF32 = DType::kF32;
 constexpr DType kF16 = DType::kF16;
 constexpr DType kBF16 = DType::kBF16;
 constexpr DType kI32 = DType::kI32;
+constexpr DType kQ8_0 = DType::kQ8_0;
 
 // A sequential f32 dot product of length K is within about K * 2^-24 of the exact
 // result relative to sum |x_i * w_i|; the bound is stated at a K of a few thousand.
@@ -313,6 +314,16 @@ void append_tensor_rows(std::vector<Row>& rows) {
                          variant_name(kRef), options(kRef, exact(), nullptr)));
     }
   }
+  // A q8_0 KV cache (Note [A q8_0 KV cache] in layout/get_rows.cpp): each value
+  // within amax / 254 + 2^-11 amax of its block's largest magnitude amax (the
+  // verify scale of a quantized output).
+  for (DType src : kFloatDTypes) {
+    rows.push_back(row(
+        OpKind::kSetRows, {kQ8_0, src, kI32, kQ8_0}, set_rows_kernel(kQ8_0, src),
+        variant_name(kRef),
+        options(kRef, PrecisionGuarantee::bounded(true, true, std::nullopt, 4.5e-3, std::nullopt),
+                nullptr)));
+  }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
   for (DType t : kLayoutDTypes) {
     rows.push_back(row(OpKind::kCopy, {t, t}, copy_kernel(t), variant_name(kRef),
@@ -344,8 +355,10 @@ void append_tensor_rows(std::vector<Row>& rows) {
   // to ~100 and Dh up to 256), the exponentials within 2 ulp, the weighted sum an
   // f32 accumulation over the keys; relative to sum_j p_j |v_j| (the verify
   // scale), stated for up to a few thousand keys.
-  const std::pair<DType, DType> kAttention[] = {
-      {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
+  // q8_0 keys and values (a q8_0 KV cache) are dequantized exactly as they are
+  // read, so the claims are those of the dense siblings on the stored values.
+  const std::pair<DType, DType> kAttention[] = {{kF32, kF32}, {kF32, kF16},   {kF32, kBF16},
+                                                {kF16, kF16}, {kBF16, kBF16}, {kF32, kQ8_0}};
   for (auto [q, kv] : kAttention) {
     for (bool mask : {false, true}) {
       DTypeList dtypes = mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q};

@@ -108,6 +108,8 @@ struct AttentionSimd {
   std::int64_t block;
   // [q storage][k / v storage]; q, mask and out share a storage type.
   AttentionItemFn item[kFloatStorageCount][kFloatStorageCount];
+  // [q storage] for q8_0 keys and values (Note [A q8_0 KV cache]).
+  AttentionItemFn item_q8_0[kFloatStorageCount];
 };
 
 // The tables of each instruction set. Call only when cpu_features() reports the

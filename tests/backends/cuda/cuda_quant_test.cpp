@@ -296,6 +296,41 @@ TEST(CudaQuantTest, APromptOverSeveralTilesFillsEveryColumn) {
   EXPECT_LE(worst, 1.0 / 128);
 }
 
+// One and two activation rows take the matrix-vector kernel's one- and
+// two-row forms over rows of several steps (Note [Staging weights in shared
+// memory]), the last one partial, and more weight rows than one wave of blocks
+// holds: both give the same bits for the same row and keep the 8-bit
+// activations' claim.
+TEST(CudaQuantTest, OneAndTwoRowsGiveTheSameBitsOverSeveralSteps) {
+  REQUIRE_CUDA_DEVICE();
+  for (DType wt : {DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(std::string(name(wt)));
+    const BindingEntry* e = matmul_sibling(wt, "dp4a");
+    ASSERT_NE(e, nullptr);
+    // 5001 rows: more than one wave of 4-warp blocks; 4864 values: one
+    // 4096-value step and part of another.
+    constexpr std::int64_t kN = 5001, kK = 4864;
+    const std::vector<std::byte> bytes = quantized(wt, random_floats(kN * kK, 7, 0.5f));
+    std::vector<float> a = random_floats(kK, 8);
+    a.insert(a.end(), a.begin(), a.end());  // two equal rows
+    const auto run = [&](std::int64_t m) {
+      std::vector<float> out(static_cast<std::size_t>(m * kN), -7.0f);
+      const TensorView in[] = {
+          TensorView::contiguous(a.data(), kF32, Shape{m, kK}),
+          TensorView::contiguous(const_cast<std::byte*>(bytes.data()), wt, Shape{kN, kK})};
+      const Status st =
+          run_entry(*e, in, TensorView::contiguous(out.data(), kF32, Shape{m, kN}), {});
+      EXPECT_TRUE(st.is_ok()) << st.to_string();
+      return out;
+    };
+    const std::vector<float> one = run(1), two = run(2);
+    ASSERT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+    ASSERT_EQ(std::memcmp(one.data(), two.data() + kN, one.size() * sizeof(float)), 0);
+    const std::vector<float> w = dequantized(wt, bytes, static_cast<std::size_t>(kN * kK));
+    EXPECT_LE(check_product(a, w, one, 1, kN, kK, -1).worst, 1.0 / 64);
+  }
+}
+
 // A quantized weight must start on its format's alignment (Note [Reading blocks
 // on the device]); one that does not is refused by name, not read crooked.
 TEST(CudaQuantTest, AMisalignedWeightIsRefused) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/attention/attention.h"
+#include "backends/cpu/q8_0_rows.h"
 #include "backends/cpu/simd_rows.h"
 
 namespace switchyard::cpu {
@@ -49,6 +50,11 @@ Result<AttentionShape> check_attention(const KernelCall& call, std::string_view 
         "by Hkv",
         kernel, q.shape().to_string(), k.shape().to_string()));
   }
+  if (std::is_same_v<KV, Q8_0Block> && s.dh % kQ8_0Values != 0) {
+    return invalid_argument_error(
+        fmt::format("{}: q8_0 keys and values need a head size that is whole blocks of {}, not {}",
+                    kernel, kQ8_0Values, s.dh));
+  }
   if constexpr (kMask) {
     const TensorView& mask = call.inputs[3];
     SWITCHYARD_RETURN_IF_ERROR(check_dtype(mask, kDTypeOf<Q>, kernel));
@@ -59,6 +65,16 @@ Result<AttentionShape> check_attention(const KernelCall& call, std::string_view 
     s.mask = mask.first_as<const Q>();
   }
   return s;
+}
+
+// Every value of a contiguous q8_0 tensor, in f32.
+std::vector<float> dequantized(const TensorView& t) {
+  std::vector<float> values(static_cast<std::size_t>(t.numel()));
+  const auto* blocks = reinterpret_cast<const Q8_0Block*>(t.first());
+  for (std::size_t b = 0; b < values.size() / kQ8_0Values; ++b) {
+    dequantize_q8_0_block(blocks[b], values.data() + b * kQ8_0Values);
+  }
+  return values;
 }
 
 template <typename Q, typename KV, bool kMask>
@@ -80,8 +96,20 @@ Status attention_kernel_impl(const KernelCall& call) {
   const bool causal = call.params.causal;
   const std::int64_t query_offset = call.params.query_offset;
   const Q* pq = q.first_as<const Q>();
-  const KV* pk = k.first_as<const KV>();
-  const KV* pv = v.first_as<const KV>();
+  // q8_0 keys and values are read as their exact f32 values.
+  using KVE = std::conditional_t<std::is_same_v<KV, Q8_0Block>, float, KV>;
+  std::vector<float> k_values, v_values;
+  const KVE* pk = nullptr;
+  const KVE* pv = nullptr;
+  if constexpr (std::is_same_v<KV, Q8_0Block>) {
+    k_values = dequantized(k);
+    v_values = dequantized(v);
+    pk = k_values.data();
+    pv = v_values.data();
+  } else {
+    pk = k.first_as<const KV>();
+    pv = v.first_as<const KV>();
+  }
   Q* po = out.first_as<Q>();
   // One task row is one (batch, query, head) output vector.
   const std::int64_t rows = q.numel() > 0 ? q.numel() / dh : 0;
@@ -100,7 +128,7 @@ Status attention_kernel_impl(const KernelCall& call) {
                               valid = std::clamp<std::int64_t>(s + query_offset + 1, 0, skv);
                             double m = -std::numeric_limits<double>::infinity();
                             for (std::int64_t j = 0; j < valid; ++j) {
-                              const KV* kr = pk + ((b * skv + j) * kv_heads + kvh) * dh;
+                              const KVE* kr = pk + ((b * skv + j) * kv_heads + kvh) * dh;
                               double dot = 0.0;
                               for (std::int64_t e = 0; e < dh; ++e) {
                                 dot += static_cast<double>(to_f32(qr[e])) * to_f32(kr[e]);
@@ -129,7 +157,7 @@ Status attention_kernel_impl(const KernelCall& call) {
                             for (std::int64_t j = 0; j < valid; ++j) {
                               p[j] = std::exp(p[j] - m);
                               sum += p[j];
-                              const KV* vr = pv + ((b * skv + j) * kv_heads + kvh) * dh;
+                              const KVE* vr = pv + ((b * skv + j) * kv_heads + kvh) * dh;
                               for (std::int64_t e = 0; e < dh; ++e) acc[e] += p[j] * to_f32(vr[e]);
                             }
                             for (std::int64_t e = 0; e < dh; ++e)
@@ -161,8 +189,8 @@ Status attention_simd_impl(const KernelCall& call) {
   const std::int64_t rows = call.inputs[0].numel() / std::max<std::int64_t>(1, s.dh);
   if (rows == 0) return Status::ok();
   AttentionArgs args{.q = call.inputs[0].first_as<const Q>(),
-                     .k = call.inputs[1].first_as<const KV>(),
-                     .v = call.inputs[2].first_as<const KV>(),
+                     .k = call.inputs[1].first(),
+                     .v = call.inputs[2].first(),
                      .mask = s.mask,
                      .out = call.outputs[0].first_as<Q>(),
                      .sq = s.sq,
@@ -208,7 +236,9 @@ Status attention_simd_impl(const KernelCall& call) {
     args.mask_zero = mask_zero.data();
   }
   const AttentionItemFn fn =
-      table.item[static_cast<int>(kStorageOf<Q>)][static_cast<int>(kStorageOf<KV>)];
+      std::is_same_v<KV, Q8_0Block>
+          ? table.item_q8_0[static_cast<int>(kStorageOf<Q>)]
+          : table.item[static_cast<int>(kStorageOf<Q>)][static_cast<int>(kStorageOf<KV>)];
   // Items per task: enough multiply-adds (~2^18, tens of microseconds) to repay
   // a hand-off to the pool; a decoding step of a small model runs on one thread.
   const std::int64_t item_work = std::max<std::int64_t>(1, item_rows * s.skv * s.dh);
@@ -237,6 +267,7 @@ KernelFn attention_for(DType kv) {
     case DType::kF32: return impl_of<Q, float, kMask, kVariant>();
     case DType::kF16: return impl_of<Q, F16, kMask, kVariant>();
     case DType::kBF16: return impl_of<Q, BF16, kMask, kVariant>();
+    case DType::kQ8_0: return impl_of<Q, Q8_0Block, kMask, kVariant>();
     default: return nullptr;
   }
 }

@@ -18,6 +18,7 @@
 //           (two rows at a time, sharing the value loads).
 // Every row is computed by the same instruction sequence whatever rows share its
 // work item, so results never depend on how items are split between threads.
+#include "backends/cpu/q8_0_rows.h"
 #include "backends/cpu/simd_rows.h"
 #include "backends/cpu/simd_vec.h"
 
@@ -168,8 +169,36 @@ inline void pack_rows(const KV* base, std::int64_t stride, std::int64_t j0, std:
   }
 }
 
+// The same for q8_0 rows (Note [A q8_0 KV cache] in layout/get_rows.cpp): base
+// points at the block of key 0's head, `stride` counts values (whole blocks).
+inline void pack_rows(const Q8_0Block* base, std::int64_t stride, std::int64_t j0, std::int64_t n,
+                      std::int64_t count, std::int64_t dh, std::int64_t dh_pad, float* dst) {
+  for (std::int64_t j = 0; j < count; ++j) {
+    float* d = dst + j * dh_pad;
+    std::int64_t e = 0;
+    if (j < n) {
+      const Q8_0Block* src = base + (j0 + j) * (stride / kQ8_0Values);
+      for (; e < dh; e += kQ8_0Values) dequantize_q8_0_block(src[e / kQ8_0Values], d + e);
+    }
+    for (; e < dh_pad; ++e) d[e] = 0.0f;
+  }
+}
+
+// Where a kv head's key 0 starts: `offset` values into a dense tensor, or the
+// block holding value `offset` of a q8_0 one.
+template <typename KV>
+inline const KV* kv_head_start(const void* tensor, std::int64_t offset) {
+  if constexpr (std::is_same_v<KV, Q8_0Block>) {
+    return static_cast<const KV*>(tensor) + offset / kQ8_0Values;
+  } else {
+    return static_cast<const KV*>(tensor) + offset;
+  }
+}
+
 template <typename Q, typename KV>
 void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
+  // q8_0 rows are always packed: the direct reads below take dense rows.
+  constexpr bool kDenseKv = !std::is_same_v<KV, Q8_0Block>;
   const std::int64_t group = a.heads / a.kv_heads;
   const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;
   const std::int64_t qb = item % qblocks;
@@ -216,16 +245,16 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
     kv_end = valid > kv_end ? valid : kv_end;
   }
   const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
-  const KV* kbase = static_cast<const KV*>(a.k) + head_offset;
-  const KV* vbase = static_cast<const KV*>(a.v) + head_offset;
+  const KV* kbase = kv_head_start<KV>(a.k, head_offset);
+  const KV* vbase = kv_head_start<KV>(a.v, head_offset);
   const VF sc = vset(a.scale);
-  const bool direct = rows <= 4 && dh % kW == 0;
+  const bool direct = kDenseKv && rows <= 4 && dh % kW == 0;
   for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
     const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
     // Packed rows, or (direct) the tensor's own rows where they are whole vectors
     // and too few query rows share them to repay the copy.
     const float* vsrc_packed = vpack;
-    const KV* vsrc_direct = vbase + j0 * kv_stride;
+    const KV* vsrc_direct = direct ? vbase + j0 * kv_stride : vbase;
     if (!direct) {
       pack_rows(kbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, kpack);
       pack_rows(vbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, vpack);
@@ -256,7 +285,9 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
           if (!direct) {
             lg = dot_tile(qr, kpack + base * dh_pad, dh_pad, dh_pad);
           } else if (base + kW <= nblock) {
-            lg = dot_tile(qr, kbase + (j0 + base) * kv_stride, kv_stride, dh_pad);
+            if constexpr (kDenseKv) {
+              lg = dot_tile(qr, kbase + (j0 + base) * kv_stride, kv_stride, dh_pad);
+            }
           } else {
             lg = dot_tile(qr, kpack, dh_pad, dh_pad);
           }
@@ -318,8 +349,11 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       const std::int64_t both = n0 < n1 ? n0 : n1;
       float* const acc2[2] = {acc + r * dh_pad, acc + (r + 1) * dh_pad};
       const float* const p2[2] = {pb + r * kBlock, pb + (r + 1) * kBlock};
-      if (both > 0 && direct)
-        add_weighted_values<2>(acc2, p2, vsrc_direct, kv_stride, both, dh_pad);
+      if constexpr (kDenseKv) {
+        if (both > 0 && direct) {
+          add_weighted_values<2>(acc2, p2, vsrc_direct, kv_stride, both, dh_pad);
+        }
+      }
       if (both > 0 && !direct) add_weighted_values<2>(acc2, p2, vsrc_packed, dh_pad, both, dh_pad);
       for (int i = 0; i < 2; ++i) {
         const std::int64_t ni = i == 0 ? n0 : n1;
@@ -327,8 +361,10 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
         float* const acc1[1] = {acc2[i]};
         const float* const p1[1] = {p2[i] + both};
         if (direct) {
-          add_weighted_values<1>(acc1, p1, vsrc_direct + both * kv_stride, kv_stride, ni - both,
-                                 dh_pad);
+          if constexpr (kDenseKv) {
+            add_weighted_values<1>(acc1, p1, vsrc_direct + both * kv_stride, kv_stride, ni - both,
+                                   dh_pad);
+          }
         } else {
           add_weighted_values<1>(acc1, p1, vsrc_packed + both * dh_pad, dh_pad, ni - both, dh_pad);
         }
@@ -338,7 +374,9 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       const auto n0 = static_cast<std::int64_t>(ml[3 * r + 2]);
       float* const acc1[1] = {acc + r * dh_pad};
       const float* const p1[1] = {pb + r * kBlock};
-      if (n0 > 0 && direct) add_weighted_values<1>(acc1, p1, vsrc_direct, kv_stride, n0, dh_pad);
+      if constexpr (kDenseKv) {
+        if (n0 > 0 && direct) add_weighted_values<1>(acc1, p1, vsrc_direct, kv_stride, n0, dh_pad);
+      }
       if (n0 > 0 && !direct) add_weighted_values<1>(acc1, p1, vsrc_packed, dh_pad, n0, dh_pad);
     }
   }
@@ -360,6 +398,7 @@ constexpr void fill_attention_q(AttentionSimd& t, int qs) {
   t.item[qs][0] = &attention_item<Q, float>;
   t.item[qs][1] = &attention_item<Q, F16>;
   t.item[qs][2] = &attention_item<Q, BF16>;
+  t.item_q8_0[qs] = &attention_item<Q, Q8_0Block>;
 }
 
 constexpr AttentionSimd make_attention_table() {

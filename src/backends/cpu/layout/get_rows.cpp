@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "backends/cpu/layout/layout.h"
+#include "backends/cpu/q8_0_rows.h"
 #include "backends/cpu/simd_rows.h"
 
 namespace switchyard::cpu {
@@ -99,18 +100,21 @@ KernelFn get_rows_for(DType table, DType out) {
 // meaning and is refused; so is an index out of range, before anything is
 // written. Indices are expected distinct: a repeat leaves one of its rows,
 // unspecified which (rows are written in parallel).
-template <typename D, typename S>
-Status set_rows_kernel_impl(const KernelCall& call) {
-  const std::string_view kernel = kernel_label(call);
-  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, kernel));
+//
+// The checks every set_rows makes after its arity, and the copy of dst into the
+// output when the two differ; the row indices on success. `row_bytes` is one
+// row's size.
+Result<const std::int32_t*> prepare_set_rows(const KernelCall& call, DType dst_dtype,
+                                             DType src_dtype, std::size_t row_bytes,
+                                             std::string_view kernel) {
   const TensorView& dst = call.inputs[0];
   const TensorView& src = call.inputs[1];
   const TensorView& idx = call.inputs[2];
   const TensorView& out = call.outputs[0];
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(dst, kDTypeOf<D>, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(src, kDTypeOf<S>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(dst, dst_dtype, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(src, src_dtype, kernel));
   SWITCHYARD_RETURN_IF_ERROR(check_dtype(idx, DType::kI32, kernel));
-  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, kDTypeOf<D>, kernel));
+  SWITCHYARD_RETURN_IF_ERROR(check_dtype(out, dst_dtype, kernel));
   for (const TensorView* t : {&dst, &src, &idx, &out}) {
     SWITCHYARD_RETURN_IF_ERROR(check_contiguous(*t, kernel));
   }
@@ -121,18 +125,13 @@ Status set_rows_kernel_impl(const KernelCall& call) {
                     dst.shape().to_string(), src.shape().to_string(), idx.shape().to_string(),
                     out.shape().to_string()));
   }
-  const std::int64_t rows = dst.dim(0);
-  const std::int64_t cols = dst.dim(1);
-  const std::int64_t n = idx.dim(0);
   const std::int32_t* pi = idx.first_as<const std::int32_t>();
-  SWITCHYARD_RETURN_IF_ERROR(check_rows(pi, n, rows, kernel));
-  const D* pd = dst.first_as<const D>();
-  D* po = out.first_as<D>();
-  const auto bytes = static_cast<std::size_t>(rows * cols) * sizeof(D);
-  if (static_cast<const void*>(pd) != static_cast<const void*>(po)) {
-    const auto* a = reinterpret_cast<const std::byte*>(pd);
-    const auto* b = reinterpret_cast<const std::byte*>(po);
-    if (a < b + bytes && b < a + bytes) {
+  SWITCHYARD_RETURN_IF_ERROR(check_rows(pi, idx.dim(0), dst.dim(0), kernel));
+  const std::byte* pd = dst.first();
+  std::byte* po = out.first();
+  const std::size_t bytes = static_cast<std::size_t>(dst.dim(0)) * row_bytes;
+  if (pd != po) {
+    if (pd < po + bytes && po < pd + bytes) {
       return invalid_argument_error(fmt::format(
           "{}: the output overlaps dst without being it; bind the same tensor for an update in "
           "place, or disjoint memory",
@@ -140,18 +139,72 @@ Status set_rows_kernel_impl(const KernelCall& call) {
     }
     std::memcpy(po, pd, bytes);
   }
-  const S* ps = src.first_as<const S>();
-  call.ctx.parallel_for(n, row_grain(cols), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const S* from = ps + i * cols;
-      D* to = po + static_cast<std::int64_t>(pi[i]) * cols;
-      if constexpr (std::is_same_v<S, D>) {
-        std::memcpy(to, from, static_cast<std::size_t>(cols) * sizeof(D));
-      } else {
-        for (std::int64_t j = 0; j < cols; ++j) to[j] = from_f32<D>(to_f32(from[j]));
-      }
-    }
-  });
+  return pi;
+}
+
+template <typename D, typename S>
+Status set_rows_kernel_impl(const KernelCall& call) {
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, kernel));
+  const std::int64_t cols = call.inputs[0].rank() == 2 ? call.inputs[0].dim(1) : 0;
+  SWITCHYARD_ASSIGN_OR_RETURN(const std::int32_t* pi,
+                              prepare_set_rows(call, kDTypeOf<D>, kDTypeOf<S>,
+                                               static_cast<std::size_t>(cols) * sizeof(D), kernel));
+  D* po = call.outputs[0].first_as<D>();
+  const S* ps = call.inputs[1].first_as<const S>();
+  call.ctx.parallel_for(call.inputs[2].dim(0), row_grain(cols),
+                        [&](std::int64_t begin, std::int64_t end) {
+                          for (std::int64_t i = begin; i < end; ++i) {
+                            const S* from = ps + i * cols;
+                            D* to = po + static_cast<std::int64_t>(pi[i]) * cols;
+                            if constexpr (std::is_same_v<S, D>) {
+                              std::memcpy(to, from, static_cast<std::size_t>(cols) * sizeof(D));
+                            } else {
+                              for (std::int64_t j = 0; j < cols; ++j)
+                                to[j] = from_f32<D>(to_f32(from[j]));
+                            }
+                          }
+                        });
+  return Status::ok();
+}
+
+// Note [A q8_0 KV cache]
+// A cache of q8_0 rows holds each key and value in 34 bytes per 32 (against 64
+// in f16), so decoding reads a little over half the bytes. set_rows quantizes
+// each new row block by block as GGUF's q8_0 quantizer does (one f16 scale,
+// amax / 127, per 32 values; q8_0_rows.h), so a value is kept within
+// amax / 254 plus the scale's f16 rounding of its block's largest magnitude,
+// and attention dequantizes the blocks it reads (attention_simd.inl). A row is
+// a whole number of blocks: a head size that is a multiple of 32.
+template <typename S>
+Status set_rows_q8_0_impl(const KernelCall& call) {
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR(check_arity(call, 3, 1, kernel));
+  const std::int64_t cols = call.inputs[0].rank() == 2 ? call.inputs[0].dim(1) : 0;
+  if (cols % kQ8_0Values != 0) {
+    return invalid_argument_error(fmt::format(
+        "{}: rows of {} values are not whole q8_0 blocks of {}", kernel, cols, kQ8_0Values));
+  }
+  const std::int64_t blocks = cols / kQ8_0Values;
+  SWITCHYARD_ASSIGN_OR_RETURN(
+      const std::int32_t* pi,
+      prepare_set_rows(call, DType::kQ8_0, kDTypeOf<S>,
+                       static_cast<std::size_t>(blocks) * sizeof(Q8_0Block), kernel));
+  auto* po = reinterpret_cast<Q8_0Block*>(call.outputs[0].first());
+  const S* ps = call.inputs[1].first_as<const S>();
+  call.ctx.parallel_for(call.inputs[2].dim(0), row_grain(cols),
+                        [&](std::int64_t begin, std::int64_t end) {
+                          float values[kQ8_0Values];
+                          for (std::int64_t i = begin; i < end; ++i) {
+                            Q8_0Block* to = po + static_cast<std::int64_t>(pi[i]) * blocks;
+                            for (std::int64_t b = 0; b < blocks; ++b) {
+                              const S* from = ps + i * cols + b * kQ8_0Values;
+                              for (std::int64_t j = 0; j < kQ8_0Values; ++j)
+                                values[j] = to_f32(from[j]);
+                              quantize_q8_0_block(values, to[b]);
+                            }
+                          }
+                        });
   return Status::ok();
 }
 
@@ -169,6 +222,13 @@ KernelFn set_rows_from(DType src) {
 
 KernelFn set_rows_kernel(DType dst, DType src) {
   switch (dst) {
+    case DType::kQ8_0:
+      switch (src) {
+        case DType::kF32: return &set_rows_q8_0_impl<float>;
+        case DType::kF16: return &set_rows_q8_0_impl<F16>;
+        case DType::kBF16: return &set_rows_q8_0_impl<BF16>;
+        default: return nullptr;
+      }
     case DType::kF32: return set_rows_from<float>(src);
     case DType::kF16: return set_rows_from<F16>(src);
     case DType::kBF16: return set_rows_from<BF16>(src);
