@@ -60,12 +60,22 @@ constexpr std::int64_t kGrain = 1 << 15;
 // this size starts 16 bytes into a page, where every 64-byte access of an AVX-512
 // row would straddle two cache lines.
 struct Buffer {
-  Buffer(DType t, Shape s)
-      : dtype(t), shape(s), bytes(static_cast<std::size_t>(s.numel()) * dense_bytes(t)) {
+  Buffer(DType t, Shape s) : dtype(t), shape(s), bytes(storage_bytes(t, s)) {
     data.assign(bytes / 8 + 16, 0);
     const auto address = reinterpret_cast<std::uintptr_t>(data.data());
     first = reinterpret_cast<std::byte*>(data.data()) + ((64 - address % 64) % 64);
     std::byte* p = first;
+    if (t == DType::kQ8_0) {  // a q8_0 KV cache: every block scale 1/64, varied levels
+      const std::uint16_t scale = f32_to_f16(1.0f / 64);
+      for (std::int64_t b = 0; b < s.numel() / block_elems(t); ++b) {
+        std::byte* block = p + b * block_bytes(t);
+        std::memcpy(block, &scale, sizeof scale);
+        for (int j = 0; j < block_elems(t); ++j) {
+          block[2 + j] = static_cast<std::byte>((b * 31 + j * 7) % 61);
+        }
+      }
+      return;
+    }
     for (std::int64_t i = 0; i < s.numel(); ++i) {
       // A multiplicative hash, not a random engine: the DRAM-sized buffers hold
       // 256M values, and only their range matters to the timing.
@@ -79,6 +89,10 @@ struct Buffer {
     }
   }
   TensorView view() { return TensorView::contiguous(first, dtype, shape); }
+  static std::size_t storage_bytes(DType t, const Shape& s) {
+    return is_quantized(t) ? static_cast<std::size_t>(s.numel() / block_elems(t) * block_bytes(t))
+                           : static_cast<std::size_t>(s.numel()) * dense_bytes(t);
+  }
   DType dtype;
   Shape shape;
   std::size_t bytes;
@@ -303,6 +317,22 @@ std::vector<OpBench> op_benches(std::int64_t row_count) {
        OpKind::kAttention,
        {f32, f32, f32, f32},
        {{1, 1, 32, 128}, {1, 1024, 8, 128}, {1, 1024, 8, 128}, {1, 1, 32, 128}},
+       scaled,
+       true},
+      // The same layer against a 32768-token cache of f16 and of q8_0 (Note [A
+      // q8_0 KV cache]): 128 and 68 MiB of keys and values.
+      {"attention_decode_32k/f16",
+       "",
+       OpKind::kAttention,
+       {f32, f16, f16, f32},
+       {{1, 1, 32, 128}, {1, 32768, 8, 128}, {1, 32768, 8, 128}, {1, 1, 32, 128}},
+       scaled,
+       true},
+      {"attention_decode_32k/q8_0",
+       "",
+       OpKind::kAttention,
+       {f32, DType::kQ8_0, DType::kQ8_0, f32},
+       {{1, 1, 32, 128}, {1, 32768, 8, 128}, {1, 32768, 8, 128}, {1, 1, 32, 128}},
        scaled,
        true},
   };

@@ -18,6 +18,8 @@
 //           (two rows at a time, sharing the value loads).
 // Every row is computed by the same instruction sequence whatever rows share its
 // work item, so results never depend on how items are split between threads.
+#include <cstring>
+
 #include "backends/cpu/q8_0_rows.h"
 #include "backends/cpu/simd_rows.h"
 #include "backends/cpu/simd_vec.h"
@@ -169,18 +171,43 @@ inline void pack_rows(const KV* base, std::int64_t stride, std::int64_t j0, std:
   }
 }
 
+// kW signed bytes as f32.
+inline VF load_levels(const std::int8_t* p) {
+#if defined(SWITCHYARD_SIMD_AVX512)
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#endif
+}
+
 // The same for q8_0 rows (Note [A q8_0 KV cache] in layout/get_rows.cpp): base
 // points at the block of key 0's head, `stride` counts values (whole blocks).
+// Each value is its block's scale times its level, exactly. q8_0 rows are
+// packed even for a few query rows: reading them in place, each row of the item
+// would convert every block again (measured slower than packing: BM_CpuOp's
+// attention_decode_32k).
 inline void pack_rows(const Q8_0Block* base, std::int64_t stride, std::int64_t j0, std::int64_t n,
                       std::int64_t count, std::int64_t dh, std::int64_t dh_pad, float* dst) {
+  static_assert(kQ8_0Values % kW == 0);
   for (std::int64_t j = 0; j < count; ++j) {
     float* d = dst + j * dh_pad;
     std::int64_t e = 0;
     if (j < n) {
       const Q8_0Block* src = base + (j0 + j) * (stride / kQ8_0Values);
-      for (; e < dh; e += kQ8_0Values) dequantize_q8_0_block(src[e / kQ8_0Values], d + e);
+      for (; e < dh; e += kQ8_0Values) {
+        const Q8_0Block& block = src[e / kQ8_0Values];
+        std::uint16_t bits;
+        std::memcpy(&bits, block.d, sizeof bits);
+        const VF scale = vset(_cvtsh_ss(bits));
+#pragma GCC unroll 4
+        for (int i = 0; i < kQ8_0Values; i += kW) {
+          store(d + e + i, vmul(scale, load_levels(block.qs + i)));
+        }
+      }
     }
-    for (; e < dh_pad; ++e) d[e] = 0.0f;
+    for (; e < dh_pad; e += kW) store(d + e, vset(0.0f));
   }
 }
 
@@ -197,7 +224,7 @@ inline const KV* kv_head_start(const void* tensor, std::int64_t offset) {
 
 template <typename Q, typename KV>
 void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
-  // q8_0 rows are always packed: the direct reads below take dense rows.
+  // q8_0 rows are always packed (pack_rows above); the direct reads take dense rows.
   constexpr bool kDenseKv = !std::is_same_v<KV, Q8_0Block>;
   const std::int64_t group = a.heads / a.kv_heads;
   const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;

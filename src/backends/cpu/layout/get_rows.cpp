@@ -175,7 +175,9 @@ Status set_rows_kernel_impl(const KernelCall& call) {
 // amax / 127, per 32 values; q8_0_rows.h), so a value is kept within
 // amax / 254 plus the scale's f16 rounding of its block's largest magnitude,
 // and attention dequantizes the blocks it reads (attention_simd.inl). A row is
-// a whole number of blocks: a head size that is a multiple of 32.
+// a whole number of blocks: a head size that is a multiple of 32. On the CPU
+// this buys memory, not speed: attention is bound by its arithmetic there, and
+// dequantizing costs more than the bytes saved (docs/benchmarks.md, table 9).
 template <typename S>
 Status set_rows_q8_0_impl(const KernelCall& call) {
   const std::string_view kernel = kernel_label(call);
