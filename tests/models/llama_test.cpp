@@ -263,6 +263,18 @@ TEST(LlamaForwardTest, F32ModelMatchesFloat64Reference) {
   EXPECT_LT(max_scaled_error(got, ref), 1e-4);
 }
 
+// 12 tokens, a prompt of 8 then a decode step each: how far their logits are from
+// the float64 reference's (max_scaled_error).
+double prompt_then_decode_error(LlamaModel& model, const GgufFile& file) {
+  const auto t = tokens(12, model.config().vocab_size);
+  std::vector<float> got = eval(model, std::span(t).first(8));
+  for (std::size_t i = 8; i < t.size(); ++i) {
+    const std::vector<float> step = eval(model, std::span(t).subspan(i, 1));
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  return max_scaled_error(got, testing::LlamaReference(file).logits(t));
+}
+
 // The default f16 cache rounds each key and value once, to 2^-11 relative: the
 // logits move by a few times that against the float64 reference, and less than
 // 1e-4 would mean the cache was not f16 at all. A prompt then decode steps.
@@ -274,13 +286,7 @@ TEST(LlamaForwardTest, AnF16CacheIsWithinItsRounding) {
   ASSERT_EQ(o.cache_dtype, DType::kF16);
   Result<LlamaModel> model = LlamaModel::load(file, o);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  const auto t = tokens(12, model->config().vocab_size);
-  std::vector<float> got = eval(*model, std::span(t).first(8));
-  for (std::size_t i = 8; i < t.size(); ++i) {
-    const std::vector<float> step = eval(*model, std::span(t).subspan(i, 1));
-    got.insert(got.end(), step.begin(), step.end());
-  }
-  const double error = max_scaled_error(got, testing::LlamaReference(file).logits(t));
+  const double error = prompt_then_decode_error(*model, file);
   EXPECT_LT(error, 3e-3);
   EXPECT_GT(error, 1e-5);
   // A cache of another dtype is refused by name, and so is a context past the
@@ -309,13 +315,7 @@ TEST(LlamaForwardTest, AQ8_0CacheIsWithinItsRounding) {
   o.cache_dtype = DType::kQ8_0;
   Result<LlamaModel> model = LlamaModel::load(file, o);
   ASSERT_TRUE(model.is_ok()) << model.status().to_string();
-  const auto t = tokens(12, model->config().vocab_size);
-  std::vector<float> got = eval(*model, std::span(t).first(8));
-  for (std::size_t i = 8; i < t.size(); ++i) {
-    const std::vector<float> step = eval(*model, std::span(t).subspan(i, 1));
-    got.insert(got.end(), step.begin(), step.end());
-  }
-  const double error = max_scaled_error(got, testing::LlamaReference(file).logits(t));
+  const double error = prompt_then_decode_error(*model, file);
   EXPECT_LT(error, 2e-2);  // 0.0099 measured
   EXPECT_GT(error, 1e-3);
 
