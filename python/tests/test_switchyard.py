@@ -95,11 +95,11 @@ def test_a_model_loads_tokenizes_and_scores(model_path):
     assert np.all(np.isfinite(logits))
     # The same tokens from an empty cache: the same bits.
     assert np.array_equal(model.logits(ids), logits)
-    # A q8_0 cache keeps keys and values to 1/254 of each block's largest: the
-    # logits move a little, and only a little.
-    q8 = switchyard.Model.load(model_path, threads=1, cache_type="q8_0")
-    moved = np.abs(q8.logits(ids) - logits).max() / np.abs(logits).max()
-    assert 0 < moved < 0.05
+    # A q8_0 cache keeps each head in blocks of 32 values: this model's heads of
+    # 16 are refused by name.
+    with pytest.raises(switchyard.Error) as narrow:
+        switchyard.Model.load(model_path, threads=1, cache_type="q8_0")
+    assert "blocks of 32" in str(narrow.value)
 
 
 def test_generation_streams_text_and_greedy_follows_the_logits(model_path):
