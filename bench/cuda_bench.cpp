@@ -72,15 +72,26 @@ class Workspace {
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
+  // Bytes of n values of dtype (whole blocks for a quantized one).
+  static std::int64_t storage_bytes(DType dtype, std::int64_t n) {
+    return is_quantized(dtype) ? n / block_elems(dtype) * block_bytes(dtype)
+                               : n * dense_bytes(dtype);
+  }
+
   // A device tensor of `dtype` filled with N(0, scale) values (zeros hide
   // unwritten outputs and can run faster than real data).
   TensorView tensor(DType dtype, Shape shape, float scale = 1.0f) {
     const std::int64_t n = shape.numel();
-    const std::int64_t bytes = n * dense_bytes(dtype);
+    const std::int64_t bytes = storage_bytes(dtype, n);
     std::vector<std::byte> host(static_cast<std::size_t>(bytes));
     std::mt19937 rng(static_cast<std::uint32_t>(blocks_.size() + 1));
     std::normal_distribution<float> dist(0.0f, scale);
-    for (std::int64_t i = 0; i < n; ++i) {
+    if (is_quantized(dtype)) {  // a q8_0 KV cache, say: quantized from the same draws
+      std::vector<float> values(static_cast<std::size_t>(n));
+      for (float& v : values) v = dist(rng);
+      ok_ = ok_ && quantize(dtype, values, host).is_ok();
+    }
+    for (std::int64_t i = 0; i < n && !is_quantized(dtype); ++i) {
       const float v = dist(rng);
       if (dtype == DType::kF32) {
         reinterpret_cast<float*>(host.data())[i] = v;
@@ -483,7 +494,8 @@ void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type
                                ws.tensor(kv_type, Shape{kBatch, kKv, kKvHeads, kDh})};
   const TensorView out = ws.tensor(q_type, Shape{kBatch, 1, kHeads, kDh});
   if (!ws.ok()) return state.SkipWithError("could not set up the operands");
-  const double kv_bytes = 2.0 * kBatch * kKv * kKvHeads * kDh * dense_bytes(kv_type);
+  const double kv_bytes =
+      2.0 * static_cast<double>(Workspace::storage_bytes(kv_type, kBatch * kKv * kKvHeads * kDh));
   const double copy_bw = 2.0 * kCopyBytes / copy_seconds(ws, kCopyBytes);
   OpParams params;
   params.scale = 1.0f / std::sqrt(static_cast<float>(kDh));
@@ -500,6 +512,8 @@ void BM_CudaDecodeAttention(benchmark::State& state, DType q_type, DType kv_type
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch16, DType::kF16, DType::kF16, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f32_batch16, DType::kF32, DType::kF32, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaDecodeAttention, f16_batch1, DType::kF16, DType::kF16, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaDecodeAttention, q8_0_batch16, DType::kF32, DType::kQ8_0, 16)
+    ->UseRealTime();
 
 // Causal self-attention over a prompt of `tokens` (one sequence, Llama-3-8B's 32
 // query heads over 8 kv heads of 128), f32 queries as the llama model runs them

@@ -101,6 +101,11 @@ cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std:
 cudaError_t set_rows(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
                      const std::int32_t* idx, Type out_type, void* out, std::int64_t rows,
                      int* error, cudaStream_t stream);
+// The same into q8_0 rows (a q8_0 KV cache; cols a multiple of 32): each block of
+// 32 values quantized as the CPU quantizes it (Note [A q8_0 cache on the device]).
+cudaError_t set_rows_q8_0(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
+                          const std::int32_t* idx, void* out, std::int64_t rows, int* error,
+                          cudaStream_t stream);
 
 // --- attention.cu ---------------------------------------------------------------
 struct AttentionShape {
@@ -126,6 +131,14 @@ cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, c
                       const void* mask, void* out, const AttentionShape& shape, float scale,
                       bool causal, std::int64_t query_offset, std::int64_t splits, float* partial,
                       cudaStream_t stream);
+// attention_splits and attention for f32 q, mask and out over q8_0 k and v (a
+// q8_0 KV cache, head_dim a multiple of 32), each value read as its exact f32
+// value (Note [A q8_0 cache on the device] in tensor/tensor.cu).
+std::int64_t attention_splits_q8_0(const AttentionShape& shape);
+cudaError_t attention_q8_0(const float* q, const void* k, const void* v, const float* mask,
+                           float* out, const AttentionShape& shape, float scale, bool causal,
+                           std::int64_t query_offset, std::int64_t splits, float* partial,
+                           cudaStream_t stream);
 
 // --- attention_tc.cu ------------------------------------------------------------
 // The largest head dimension the tensor-core kernel takes.

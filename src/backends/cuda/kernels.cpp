@@ -445,11 +445,13 @@ Status set_rows_kernel(const KernelCall& call) {
   const TensorView& out = call.outputs[0];
   const std::optional<device::Type> src_type = device_type(src.dtype());
   const std::optional<device::Type> out_type = device_type(out.dtype());
-  if (!src_type || *src_type == device::Type::kI32 || !out_type ||
-      *out_type == device::Type::kI32 || dst.dtype() != out.dtype() || idx.dtype() != DType::kI32) {
+  const bool q8_0 = out.dtype() == DType::kQ8_0;  // a q8_0 KV cache
+  if (!src_type || *src_type == device::Type::kI32 || (!out_type && !q8_0) ||
+      (out_type && *out_type == device::Type::kI32) || dst.dtype() != out.dtype() ||
+      idx.dtype() != DType::kI32) {
     return invalid_argument_error(fmt::format(
-        "{}: takes a float dst, a float src, i32 indices and an output of dst's dtype; got {}, "
-        "{}, {} and {}",
+        "{}: takes a float or q8_0 dst, a float src, i32 indices and an output of dst's dtype; "
+        "got {}, {}, {} and {}",
         label(call), name(dst.dtype()), name(src.dtype()), name(idx.dtype()), name(out.dtype())));
   }
   for (const TensorView* t : {&dst, &src, &idx, &out}) {
@@ -462,9 +464,15 @@ Status set_rows_kernel(const KernelCall& call) {
                     dst.shape().to_string(), src.shape().to_string(), idx.shape().to_string(),
                     out.shape().to_string()));
   }
+  if (q8_0 && dst.dim(1) % block_elems(DType::kQ8_0) != 0) {
+    return invalid_argument_error(
+        fmt::format("{}: rows of {} values are not whole q8_0 blocks of {}", label(call),
+                    dst.dim(1), block_elems(DType::kQ8_0)));
+  }
   // Not in place: the output first takes dst's values, on the same stream.
   if (dst.first() != out.first()) {
-    const auto bytes = static_cast<std::size_t>(dst.numel() * dense_bytes(dst.dtype()));
+    const auto bytes = static_cast<std::size_t>(dst.dim(0) * dst.dim(1) / block_elems(dst.dtype()) *
+                                                block_bytes(dst.dtype()));
     const auto* a = static_cast<const std::byte*>(dst.first());
     const auto* b = static_cast<const std::byte*>(out.first());
     if (a < b + bytes && b < a + bytes) {
@@ -478,6 +486,12 @@ Status set_rows_kernel(const KernelCall& call) {
   }
   // An index out of range is found on the device and reported when the stream is
   // next synchronized, as kOutOfRange.
+  if (q8_0) {
+    return launched(device::set_rows_q8_0(*src_type, src.first(), src.dim(0), src.dim(1),
+                                          idx.first_as<const std::int32_t>(), out.first(),
+                                          out.dim(0), s->error_device, stream),
+                    call);
+  }
   return launched(device::set_rows(*src_type, src.first(), src.dim(0), src.dim(1),
                                    idx.first_as<const std::int32_t>(), *out_type, out.first(),
                                    out.dim(0), s->error_device, stream),
@@ -490,6 +504,7 @@ namespace {
 struct AttentionOperands {
   cudaStream_t stream = nullptr;
   device::Type qt{}, kvt{};
+  bool q8_0 = false;  // k and v q8_0 (a q8_0 KV cache), q f32; kvt unset
   device::AttentionShape s;
   const void* mask = nullptr;
 };
@@ -504,14 +519,15 @@ Result<AttentionOperands> check_attention(const KernelCall& call) {
   SWITCHYARD_ASSIGN_OR_RETURN(a.stream, prepare(call, inputs));
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const TensorView& out = call.outputs[0];
+  a.q8_0 = k.dtype() == DType::kQ8_0 && q.dtype() == DType::kF32;
   const std::optional<device::Type> qt = device_type(q.dtype()), kvt = device_type(k.dtype());
-  if (!qt || !kvt || *qt == device::Type::kI32 || *kvt == device::Type::kI32 ||
-      v.dtype() != k.dtype() || out.dtype() != q.dtype() ||
+  if (!qt || (!kvt && !a.q8_0) || *qt == device::Type::kI32 ||
+      (kvt && *kvt == device::Type::kI32) || v.dtype() != k.dtype() || out.dtype() != q.dtype() ||
       (inputs == 4 && call.inputs[3].dtype() != q.dtype()) ||
       (q.dtype() != DType::kF32 && k.dtype() != q.dtype())) {
     return invalid_argument_error(fmt::format(
         "{}: dtypes q {}, k {}, v {}, out {}: the kernel takes q, mask and out of one "
-        "float dtype and k, v of that dtype or, for f32 q, f16 or bf16",
+        "float dtype and k, v of that dtype or, for f32 q, f16, bf16 or q8_0",
         label(call), name(q.dtype()), name(k.dtype()), name(v.dtype()), name(out.dtype())));
   }
   for (const TensorView& t : call.inputs) SWITCHYARD_RETURN_IF_ERROR(check_contiguous(call, t));
@@ -542,6 +558,11 @@ Result<AttentionOperands> check_attention(const KernelCall& call) {
     return invalid_argument_error(fmt::format("{}: head dimension {} is above the kernel's {}",
                                               label(call), s.head_dim, device::kMaxHeadDim));
   }
+  if (a.q8_0 && s.head_dim % block_elems(DType::kQ8_0) != 0) {
+    return invalid_argument_error(
+        fmt::format("{}: q8_0 keys and values need a head size that is whole blocks of {}, not {}",
+                    label(call), block_elems(DType::kQ8_0), s.head_dim));
+  }
   if (inputs == 4) {
     const TensorView& m = call.inputs[3];
     if (m.rank() != 2 || m.dim(0) != s.sq || m.dim(1) != s.skv) {
@@ -551,7 +572,7 @@ Result<AttentionOperands> check_attention(const KernelCall& call) {
     a.mask = m.first();
   }
   a.qt = *qt;
-  a.kvt = *kvt;
+  if (kvt) a.kvt = *kvt;
   return a;
 }
 
@@ -562,7 +583,8 @@ Status attention_kernel(const KernelCall& call) {
   const device::AttentionShape& s = a.s;
   // Note [Splitting the keys across blocks] (device.h): the partial results live
   // in the stream's scratch.
-  const std::int64_t splits = device::attention_splits(s, a.kvt);
+  const std::int64_t splits =
+      a.q8_0 ? device::attention_splits_q8_0(s) : device::attention_splits(s, a.kvt);
   float* partial = nullptr;
   if (splits > 1) {
     SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * cs, stream_of(call));
@@ -571,6 +593,14 @@ Status attention_kernel(const KernelCall& call) {
         sizeof(float);
     SWITCHYARD_ASSIGN_OR_RETURN(void* p, scratch(*cs, bytes));
     partial = static_cast<float*>(p);
+  }
+  if (a.q8_0) {
+    return launched(device::attention_q8_0(
+                        call.inputs[0].first_as<const float>(), call.inputs[1].first(),
+                        call.inputs[2].first(), static_cast<const float*>(a.mask),
+                        call.outputs[0].first_as<float>(), s, call.params.scale, call.params.causal,
+                        call.params.query_offset, splits, partial, a.stream),
+                    call);
   }
   return launched(device::attention(a.qt, a.kvt, call.inputs[0].first(), call.inputs[1].first(),
                                     call.inputs[2].first(), a.mask, call.outputs[0].first(), s,
@@ -581,6 +611,10 @@ Status attention_kernel(const KernelCall& call) {
 
 Status attention_tc_kernel(const KernelCall& call) {
   SWITCHYARD_ASSIGN_OR_RETURN(const AttentionOperands a, check_attention(call));
+  if (a.q8_0) {
+    return invalid_argument_error(
+        fmt::format("{}: q8_0 k and v have no tensor-core path", label(call)));
+  }
   if (a.s.head_dim > device::kMaxTensorCoreHeadDim) {
     return invalid_argument_error(
         fmt::format("{}: head dimension {} is above the tensor-core kernel's {}", label(call),

@@ -62,6 +62,7 @@ constexpr DType kF32 = DType::kF32;
 constexpr DType kF16 = DType::kF16;
 constexpr DType kBF16 = DType::kBF16;
 constexpr DType kI32 = DType::kI32;
+constexpr DType kQ8_0 = DType::kQ8_0;
 constexpr DType kFloatDTypes[] = {kF32, kF16, kBF16};
 constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
 
@@ -244,14 +245,22 @@ void append_tensor_rows(std::vector<Row>& rows) {
                          fmt::format("simt_in{}", inputs), exact(), kOwn, kStridedBroadcast));
     }
   }
-  const std::pair<DType, DType> kAttention[] = {
-      {kF32, kF32}, {kF32, kF16}, {kF32, kBF16}, {kF16, kF16}, {kBF16, kBF16}};
+  // A q8_0 KV cache (Note [A q8_0 cache on the device] in tensor/tensor.cu):
+  // set_rows quantizes as the CPU does (its claim), attention reads each value
+  // exactly (the f32 claim; no tensor-core sibling).
+  for (DType src : kFloatDTypes) {
+    rows.push_back(row(OpKind::kSetRows, {kQ8_0, src, kI32, kQ8_0}, &set_rows_kernel, "simt",
+                       PrecisionGuarantee::bounded(true, true, std::nullopt, 4.5e-3, std::nullopt),
+                       kOwn));
+  }
+  const std::pair<DType, DType> kAttention[] = {{kF32, kF32}, {kF32, kF16},   {kF32, kBF16},
+                                                {kF16, kF16}, {kBF16, kBF16}, {kF32, kQ8_0}};
   for (auto [q, kv] : kAttention) {
     for (bool mask : {false, true}) {
       const DTypeList key = mask ? DTypeList{q, kv, kv, q, q} : DTypeList{q, kv, kv, q};
       rows.push_back(row(OpKind::kAttention, key, &attention_kernel, mask ? "simt_mask" : "simt",
                          f32_bound(1e-4, std::nullopt, q), kOwn));
-      if (kv == kF32) continue;
+      if (kv == kF32 || kv == kQ8_0) continue;
       Row tc = row(OpKind::kAttention, key, &attention_tc_kernel, mask ? "tc_mask" : "tc",
                    tensor_core_attention_bound(q, kv), kOwn, {}, &admits_tensor_core_attention);
       tc.options.cost = &tensor_core_attention_cost;

@@ -10,11 +10,47 @@
 // the keys, serving every query head of the group from one read of K and V. A
 // tiled tensor-core kernel for prefill is still to come.
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/device_common.cuh"
 
 namespace switchyard::cuda::device {
 namespace {
+
+// Keys and values of a q8_0 cache: the tag type KV of the kernels below, read
+// through Q8Ptr, which moves by values as a pointer does and gives each value
+// exactly (its block's f16 scale times its signed byte).
+struct Q8_0Kv {};
+constexpr int kQ8Values = 32, kQ8Bytes = 34;
+
+struct Q8Ptr {
+  const std::uint8_t* blocks;
+  std::int64_t at;
+  __device__ Q8Ptr operator+(std::int64_t n) const { return {blocks, at + n}; }
+  __device__ float operator[](std::int64_t i) const {
+    const std::int64_t e = at + i;
+    const std::uint8_t* block = blocks + (e / kQ8Values) * kQ8Bytes;
+    const float d = __half2float(*reinterpret_cast<const __half*>(block));
+    return d * static_cast<float>(static_cast<std::int8_t>(block[2 + e % kQ8Values]));
+  }
+};
+
+// How a kernel reads K and V of storage KV: the pointer type, and the values one
+// thread of grouped_kernel loads at once (16 bytes of a dense type; a quarter
+// of a q8_0 block, which keeps the kernel's shared memory that of f16).
+template <typename KV>
+struct KvRead {
+  using Ptr = const KV*;
+  static constexpr int kPerLoad = static_cast<int>(16 / sizeof(KV));
+  static Ptr at(const void* p) { return static_cast<Ptr>(p); }
+};
+template <>
+struct KvRead<Q8_0Kv> {
+  using Ptr = Q8Ptr;
+  static constexpr int kPerLoad = 8;
+  static Ptr at(const void* p) { return {static_cast<const std::uint8_t*>(p), 0}; }
+};
 
 constexpr int kWarps = 8;
 // Note [Keys in flight]
@@ -33,9 +69,10 @@ constexpr int kPerLane = static_cast<int>(kMaxHeadDim / 32);
 // (Note [Splitting the keys across blocks] in device.h).
 template <typename Q, typename KV>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_kernel(const Q* q, const KV* k, const KV* v, const Q* mask, Q* out, AttentionShape s,
-                     float scale, bool causal, std::int64_t query_offset, std::int64_t splits,
-                     std::int64_t chunk, float* partial) {
+    attention_kernel(const Q* q, typename KvRead<KV>::Ptr k, typename KvRead<KV>::Ptr v,
+                     const Q* mask, Q* out, AttentionShape s, float scale, bool causal,
+                     std::int64_t query_offset, std::int64_t splits, std::int64_t chunk,
+                     float* partial) {
   __shared__ float part_m[kWarps], part_l[kWarps];
   __shared__ float part_acc[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -232,21 +269,35 @@ constexpr int kGroupThreads = 128;
 constexpr int kTileKeys = 64;
 constexpr std::int64_t kMinGroupedKeysPerSplit = 64;
 
-// The V values of KV in 16 bytes, as f32.
+// The V values of a dense KV in one 16-byte load, as f32.
 template <typename KV>
-__device__ __forceinline__ void load16(const KV* p, float (&out)[16 / sizeof(KV)]) {
+__device__ __forceinline__ void load_values(const KV* p, float (&out)[16 / sizeof(KV)]) {
   const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
   const KV* e = reinterpret_cast<const KV*>(&raw);
 #pragma unroll
   for (int i = 0; i < static_cast<int>(16 / sizeof(KV)); ++i) out[i] = to_f32(e[i]);
 }
+// A quarter of a q8_0 block (8 values from a multiple of 8): its scale and 8
+// bytes that sit on 2-byte boundaries, read as four 2-byte words.
+__device__ __forceinline__ void load_values(Q8Ptr p, float (&out)[8]) {
+  const std::uint8_t* block = p.blocks + (p.at / kQ8Values) * kQ8Bytes;
+  const float d = __half2float(__ldg(reinterpret_cast<const __half*>(block)));
+  const auto* words = reinterpret_cast<const unsigned short*>(block + 2 + p.at % kQ8Values);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned w = __ldg(words + i);
+    out[2 * i] = d * static_cast<float>(static_cast<std::int8_t>(w & 0xffu));
+    out[2 * i + 1] = d * static_cast<float>(static_cast<std::int8_t>(w >> 8));
+  }
+}
 
 template <typename Q, typename KV, int G, int LANES>
 __global__ void __launch_bounds__(kGroupThreads)
-    grouped_kernel(const Q* q, const KV* k, const KV* v, const Q* mask, Q* out, AttentionShape s,
-                   float scale, bool causal, std::int64_t query_offset, std::int64_t splits,
-                   std::int64_t chunk, float* partial) {
-  constexpr int V = static_cast<int>(16 / sizeof(KV));
+    grouped_kernel(const Q* q, typename KvRead<KV>::Ptr k, typename KvRead<KV>::Ptr v,
+                   const Q* mask, Q* out, AttentionShape s, float scale, bool causal,
+                   std::int64_t query_offset, std::int64_t splits, std::int64_t chunk,
+                   float* partial) {
+  constexpr int V = KvRead<KV>::kPerLoad;
   constexpr int kDh = LANES * V;
   constexpr int kSlots = kGroupThreads / LANES;  // keys read at once
   constexpr int kPer = kTileKeys / kSlots;       // keys per thread and tile
@@ -300,8 +351,8 @@ __global__ void __launch_bounds__(kGroupThreads)
     __syncthreads();
     end = static_cast<std::int64_t>(live_end);
   }
-  const KV* kbase = k + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
-  const KV* vbase = v + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
+  const typename KvRead<KV>::Ptr kbase = k + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
+  const typename KvRead<KV>::Ptr vbase = v + (b * s.skv * s.kv_heads + kvh) * kDh + part * V;
 
   for (std::int64_t t0 = first; t0 < end; t0 += kTileKeys) {
     const int n = static_cast<int>(end - t0 < kTileKeys ? end - t0 : kTileKeys);
@@ -312,7 +363,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     for (int u = 0; u < kPer; ++u) {
       const int j = u * kSlots + slot;
       if (j < n) {
-        load16(kbase + (t0 + j) * kv_stride, row_data[u]);
+        load_values(kbase + (t0 + j) * kv_stride, row_data[u]);
       } else {
 #pragma unroll
         for (int e = 0; e < V; ++e) row_data[u][e] = 0.0f;
@@ -346,7 +397,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
       const int j = u * kSlots + slot;
-      if (j < n) load16(vbase + (t0 + j) * kv_stride, row_data[u]);
+      if (j < n) load_values(vbase + (t0 + j) * kv_stride, row_data[u]);
     }
     __syncthreads();
     // 2. Warp w takes heads w, w + 4, ...: the tile's maximum (two scores per
@@ -423,11 +474,11 @@ __global__ void __launch_bounds__(kGroupThreads)
 
 // The key-row lanes of grouped_kernel for these shapes (8, 16 or 32), or 0 where
 // the simple kernel runs.
-int grouped_lanes(const AttentionShape& s, std::size_t kv_bytes) {
+// `per_load` is KvRead<KV>::kPerLoad.
+int grouped_lanes(const AttentionShape& s, std::int64_t per_load) {
   if (s.kv_heads <= 0 || s.heads % s.kv_heads != 0) return 0;
   const std::int64_t g = s.heads / s.kv_heads;
   if (g != 1 && g != 2 && g != 4 && g != 8) return 0;
-  const std::int64_t per_load = 16 / static_cast<std::int64_t>(kv_bytes);
   if (s.head_dim % per_load != 0) return 0;
   const std::int64_t lanes = s.head_dim / per_load;
   return lanes == 8 || lanes == 16 || lanes == 32 ? static_cast<int>(lanes) : 0;
@@ -461,7 +512,7 @@ template <typename Q, typename KV, int G, int LANES>
 void launch_grouped(const Launch& a) {
   grouped_kernel<Q, KV, G, LANES>
       <<<a.blocks(a.s.batch * a.s.sq * a.s.kv_heads), kGroupThreads, 0, a.stream>>>(
-          static_cast<const Q*>(a.q), static_cast<const KV*>(a.k), static_cast<const KV*>(a.v),
+          static_cast<const Q*>(a.q), KvRead<KV>::at(a.k), KvRead<KV>::at(a.v),
           static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale, a.causal,
           a.query_offset, a.splits, a.chunk(), a.partial_or_null());
   a.merge<Q>();
@@ -482,9 +533,13 @@ bool try_grouped_for_lanes(const Launch& a) {
 
 template <typename Q, typename KV>
 bool try_grouped(const Launch& a) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  // Dense rows take 16-byte loads; q8_0 rows 2-byte ones (load_values above).
+  const std::uintptr_t align = std::is_same_v<KV, Q8_0Kv> ? 2 : 16;
+  const auto aligned = [&](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % align == 0;
+  };
   if (!aligned(a.k) || !aligned(a.v)) return false;
-  switch (grouped_lanes(a.s, sizeof(KV))) {
+  switch (grouped_lanes(a.s, KvRead<KV>::kPerLoad)) {
     case 8: return try_grouped_for_lanes<Q, KV, 8>(a);
     case 16: return try_grouped_for_lanes<Q, KV, 16>(a);
     case 32: return try_grouped_for_lanes<Q, KV, 32>(a);
@@ -496,17 +551,15 @@ template <typename Q, typename KV>
 void launch(const Launch& a) {
   if (try_grouped<Q, KV>(a)) return;
   attention_kernel<Q, KV><<<a.blocks(a.s.batch * a.s.sq * a.s.heads), kWarps * 32, 0, a.stream>>>(
-      static_cast<const Q*>(a.q), static_cast<const KV*>(a.k), static_cast<const KV*>(a.v),
+      static_cast<const Q*>(a.q), KvRead<KV>::at(a.k), KvRead<KV>::at(a.v),
       static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale, a.causal, a.query_offset,
       a.splits, a.chunk(), a.partial_or_null());
   a.merge<Q>();
 }
 
-}  // namespace
-
-std::int64_t attention_splits(const AttentionShape& s, Type kv_type) {
-  const std::size_t kv_bytes = kv_type == Type::kF32 ? 4 : 2;
-  const bool grouped = grouped_lanes(s, kv_bytes) != 0;
+// attention_splits for K and V that grouped_kernel reads `per_load` values at a time.
+std::int64_t splits_for(const AttentionShape& s, std::int64_t per_load) {
+  const bool grouped = grouped_lanes(s, per_load) != 0;
   const std::int64_t rows = s.batch * s.sq * (grouped ? s.kv_heads : s.heads);
   if (rows <= 0) return 1;
   const std::int64_t min_keys = grouped ? kMinGroupedKeysPerSplit : kMinKeysPerSplit;
@@ -516,16 +569,42 @@ std::int64_t attention_splits(const AttentionShape& s, Type kv_type) {
   return splits < 1 ? 1 : splits;
 }
 
+// The checks every attention call makes; false where the shapes are refused.
+bool attention_shape_ok(const AttentionShape& s, std::int64_t splits, const float* partial) {
+  const std::int64_t blocks = s.batch * s.sq * s.heads * splits;
+  return blocks <= 0x7fffffff && s.head_dim <= kMaxHeadDim && s.kv_heads > 0 &&
+         s.heads % s.kv_heads == 0 && splits >= 1 && (splits == 1 || partial != nullptr);
+}
+
+}  // namespace
+
+std::int64_t attention_splits(const AttentionShape& s, Type kv_type) {
+  return splits_for(s, kv_type == Type::kF32 ? KvRead<float>::kPerLoad : KvRead<__half>::kPerLoad);
+}
+
+std::int64_t attention_splits_q8_0(const AttentionShape& s) {
+  return splits_for(s, KvRead<Q8_0Kv>::kPerLoad);
+}
+
+cudaError_t attention_q8_0(const float* q, const void* k, const void* v, const float* mask,
+                           float* out, const AttentionShape& s, float scale, bool causal,
+                           std::int64_t query_offset, std::int64_t splits, float* partial,
+                           cudaStream_t stream) {
+  if (s.batch * s.sq * s.heads * splits == 0 || s.head_dim == 0) return cudaSuccess;
+  if (!attention_shape_ok(s, splits, partial) || s.head_dim % kQ8Values != 0) {
+    return cudaErrorInvalidValue;
+  }
+  launch<float, Q8_0Kv>(
+      {q, k, v, mask, out, s, scale, causal, query_offset, splits, partial, stream});
+  return cudaGetLastError();
+}
+
 cudaError_t attention(Type q_type, Type kv_type, const void* q, const void* k, const void* v,
                       const void* mask, void* out, const AttentionShape& s, float scale,
                       bool causal, std::int64_t query_offset, std::int64_t splits, float* partial,
                       cudaStream_t stream) {
-  const std::int64_t blocks = s.batch * s.sq * s.heads * splits;
-  if (blocks == 0 || s.head_dim == 0) return cudaSuccess;
-  if (blocks > 0x7fffffff || s.head_dim > kMaxHeadDim || s.kv_heads <= 0 ||
-      s.heads % s.kv_heads != 0 || splits < 1 || (splits > 1 && partial == nullptr)) {
-    return cudaErrorInvalidValue;
-  }
+  if (s.batch * s.sq * s.heads * splits == 0 || s.head_dim == 0) return cudaSuccess;
+  if (!attention_shape_ok(s, splits, partial)) return cudaErrorInvalidValue;
   const Launch a{q, k, v, mask, out, s, scale, causal, query_offset, splits, partial, stream};
   // The pairs the CPU backend registers: (f32, f32|f16|bf16), (f16, f16), (bf16, bf16).
   if (q_type == Type::kF32 && kv_type == Type::kF32) {

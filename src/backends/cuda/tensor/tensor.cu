@@ -1,4 +1,5 @@
 // rope, get_rows and set_rows.
+#include <cfloat>
 #include <cmath>
 
 #include "backends/cuda/device_common.cuh"
@@ -101,6 +102,47 @@ cudaError_t set_rows_from(const S* src, std::int64_t cols, const std::int32_t* i
   return cudaGetLastError();
 }
 
+// Note [A q8_0 cache on the device]
+// set_rows into q8_0 (a q8_0 KV cache; the CPU's Note [A q8_0 KV cache]): one
+// warp per block of 32 values of src, the block quantized as the CPU quantizes
+// it, with the same f32 operations in the same order (amax / 127, its
+// reciprocal, round half away from zero), so the bytes are the CPU's; a block
+// holding a NaN or an infinity gets a NaN scale. src has n x cols values, cols
+// a multiple of 32 (the host checks).
+constexpr int kQ8Values = 32, kQ8Bytes = 34;
+
+template <typename S>
+__global__ void set_rows_q8_0_kernel(const S* src, std::int64_t cols, const std::int32_t* idx,
+                                     std::uint8_t* out, std::int64_t rows, std::int64_t n,
+                                     int* error) {
+  const std::int64_t blocks_per_row = cols / kQ8Values;
+  for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
+       e += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t r = e / cols;
+    const std::int64_t row = idx[r];
+    const float x = to_f32(src[e]);
+    const float amax = warp_max(fabsf(x));
+    // Every lane of the warp agrees on its block's row (blocks do not straddle
+    // rows), so a bad index skips the whole block.
+    if (row < 0 || row >= rows) {
+      *error = kIndexOutOfRange;
+      continue;
+    }
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    std::uint8_t* block = out + (row * blocks_per_row + (e - r * cols) / kQ8Values) * kQ8Bytes;
+    float d = amax / 127.0f;
+    int level = 0;
+    if (!(amax <= FLT_MAX)) {
+      d = __int_as_float(0x7fc00000);
+    } else {
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      level = static_cast<int>(fminf(fmaxf(roundf(__fmul_rn(x, id)), -128.0f), 127.0f));
+    }
+    block[2 + lane] = static_cast<std::uint8_t>(static_cast<std::int8_t>(level));
+    if (lane == 0) *reinterpret_cast<__half*>(block) = __float2half_rn(d);
+  }
+}
+
 template <typename T>
 cudaError_t get_rows_to(const T* table, std::int64_t rows, std::int64_t cols,
                         const std::int32_t* idx, std::int64_t n, Type out_type, void* out,
@@ -144,9 +186,9 @@ cudaError_t rope(Type type, const void* x, const std::int32_t* pos, const float*
                                                    rope_dims, n);
       break;
     case Type::kBF16:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), pos, factors,
-                                                   static_cast<__nv_bfloat16*>(out), t, h, d, mode,
-                                                   base, rope_dims, n);
+      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), pos,
+                                                   factors, static_cast<__nv_bfloat16*>(out), t, h,
+                                                   d, mode, base, rope_dims, n);
       break;
     case Type::kI32: return cudaErrorInvalidValue;
   }
@@ -171,6 +213,32 @@ cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std:
     case Type::kI32: return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t set_rows_q8_0(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
+                          const std::int32_t* idx, void* out, std::int64_t rows, int* error,
+                          cudaStream_t stream) {
+  const std::int64_t elements = n * cols;
+  if (elements == 0) return cudaSuccess;
+  if (cols % kQ8Values != 0) return cudaErrorInvalidValue;
+  auto* o = static_cast<std::uint8_t*>(out);
+  const unsigned blocks = blocks_for(elements);  // kThreads and the stride: whole warps
+  switch (src_type) {
+    case Type::kF32:
+      set_rows_q8_0_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), cols,
+                                                            idx, o, rows, elements, error);
+      break;
+    case Type::kF16:
+      set_rows_q8_0_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(src), cols,
+                                                            idx, o, rows, elements, error);
+      break;
+    case Type::kBF16:
+      set_rows_q8_0_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(src),
+                                                            cols, idx, o, rows, elements, error);
+      break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t set_rows(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
