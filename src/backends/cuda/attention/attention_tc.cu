@@ -54,6 +54,10 @@ constexpr int kWarps = 4;
 constexpr int kRows = 16 * kWarps;  // query rows per block
 constexpr int kKeys = 64;           // keys per tile
 constexpr int kThreads = 32 * kWarps;
+// e^y as 2^(y log2 e): the exponent unit's instruction, where expf takes several
+// more. A weight above 2^-36 has y = x - m above -25, so rounding the product
+// changes it by under 2^-19 of itself, far inside the rounding to T that follows.
+constexpr float kLog2e = 1.44269504088896340736f;
 
 // Shared memory: the block's Q rows, then one tile of K and one of V, each row
 // padded by 16 bytes so that the eight rows a shared-memory matrix load reads
@@ -305,24 +309,47 @@ __global__ void __launch_bounds__(kThreads)
     if (more) stage(ks, k, t0 + kKeys, false);
 
     // 4. The online softmax. Accumulator e of tile nt is row group + 8 (e / 2),
-    // key 8 nt + 2 pair + e % 2.
+    // key 8 nt + 2 pair + e % 2. A tile that every row of the warp sees whole
+    // (no mask, no causal limit inside it: most tiles of a long prompt) skips
+    // the per-key tests.
     unsigned pa[kKeys / 16][4];
     if (active) {
       float top[2] = {-INFINITY, -INFINITY};
+      const bool whole = mask == nullptr && n == kKeys && warp_rows >= 16 &&
+                         (!p.causal || t0 + kKeys - 1 <= q0 + 16 * warp + p.query_offset);
+      if (whole) {
 #pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          const int j = 8 * nt + 2 * pair + (e & 1);
-          const std::int64_t key = t0 + j;
-          float x = -INFINITY;
-          if (row_valid[r] && j < n && (!p.causal || key <= row_of[r] + p.query_offset)) {
-            const float bias = mask != nullptr ? to_f32(mask[row_of[r] * s.skv + key]) : 0.0f;
-            if (bias != -INFINITY) x = __fadd_rn(__fmul_rn(sc[nt][e], p.scale), bias);
+          for (int e = 0; e < 4; ++e) {
+            sc[nt][e] = __fmul_rn(sc[nt][e], p.scale);
+            top[e >> 1] = nan_max(top[e >> 1], sc[nt][e]);
           }
-          sc[nt][e] = x;
-          top[r] = nan_max(top[r], x);
+        }
+      } else {
+        int limit[2];  // keys [0, limit) of the tile are visible to the row but for the mask
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          std::int64_t last = row_valid[r] ? n : 0;
+          if (p.causal && row_of[r] + p.query_offset - t0 + 1 < last) {
+            last = row_of[r] + p.query_offset - t0 + 1;
+          }
+          limit[r] = last < 0 ? 0 : static_cast<int>(last);
+        }
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            const int j = 8 * nt + 2 * pair + (e & 1);
+            float x = -INFINITY;
+            if (j < limit[r]) {
+              const float bias = mask != nullptr ? to_f32(mask[row_of[r] * s.skv + t0 + j]) : 0.0f;
+              if (bias != -INFINITY) x = __fadd_rn(__fmul_rn(sc[nt][e], p.scale), bias);
+            }
+            sc[nt][e] = x;
+            top[r] = nan_max(top[r], x);
+          }
         }
       }
       float correction[2], tile_sum[2] = {0.0f, 0.0f};
@@ -331,7 +358,7 @@ __global__ void __launch_bounds__(kThreads)
         top[r] = nan_max(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
         top[r] = nan_max(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
         const float m_new = nan_max(m[r], top[r]);
-        correction[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+        correction[r] = m[r] == -INFINITY ? 0.0f : exp2f(__fmul_rn(m[r] - m_new, kLog2e));
         m[r] = m_new;
       }
       const auto weight = [&](float x, int r) { return x == -INFINITY ? 0.0f : expf(x - m[r]); };
