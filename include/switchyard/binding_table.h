@@ -121,6 +121,16 @@ class DTypeList {
 };
 
 // Capability flags of one alternative.
+// Note [Precision trades]
+// Some siblings are fast because they compute in a narrower type than their key's
+// dtypes (cuda's TF32 product of f32 operands). Their claims are honest and
+// verified, but a plan that picked them on cost alone would lower its precision
+// without anyone asking: a calibration profile ranks them first, and so would any
+// cost model that knew their speed. Such a sibling says so (trades_precision), and
+// the planner rejects it (RejectReason::kPrecisionTrade) unless the plan admits
+// precision trades (PlanOptions::admit_precision_trades; the tool's
+// --admit-precision-trades). Admitted, it competes on cost like any sibling and
+// must still meet the precision floor where one is set.
 struct KernelCaps {
   // Accepts inputs with arbitrary strides; otherwise the executor makes inputs
   // contiguous before the call.
@@ -132,6 +142,9 @@ struct KernelCaps {
   bool requires_broadcast = false;
   // May write its output over its first input.
   bool in_place = false;
+  // Computes in a narrower type than its key's dtypes to be faster than a
+  // sibling with a tighter claim (Note [Precision trades]).
+  bool trades_precision = false;
 
   friend bool operator==(const KernelCaps&, const KernelCaps&) = default;
 };

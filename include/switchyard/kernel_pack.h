@@ -112,6 +112,9 @@ typedef int (*sy_kernel_fn)(const sy_kernel_call* call);
 #define SY_CAP_STRIDED_INPUT 1u
 #define SY_CAP_BROADCAST_INPUT 2u
 #define SY_CAP_IN_PLACE 4u
+/* Computes in a narrower type than its dtypes to be faster; chosen only where a
+   plan admits precision trades (Note [Precision trades]). */
+#define SY_CAP_TRADES_PRECISION 8u
 
 /* A precision claim (switchyard/precision.h). A bound below zero is unset. */
 #define SY_PRECISION_BOUNDED 1

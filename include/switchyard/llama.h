@@ -205,6 +205,9 @@ struct LlamaLoadOptions {
   std::function<void(std::int64_t done, std::int64_t total)> on_upload;
   // Measured costs for the planner (PlanOptions::calibration); null: modelled.
   std::shared_ptr<const CalibrationProfile> calibration;
+  // Let the planner take kernels that trade precision for speed, such as cuda's
+  // TF32 product for f32 weights (PlanOptions::admit_precision_trades).
+  bool admit_precision_trades = false;
 };
 
 // Time spent per op family and per node over the evals since the last

@@ -125,6 +125,10 @@ struct PlanOptions {
   // its fitted time instead of its modelled one. Pass the profile's applicable()
   // part, so that nothing measured elsewhere or for an older revision is used.
   std::shared_ptr<const CalibrationProfile> calibration;
+  // Let route picking take siblings that trade precision for speed
+  // (KernelCaps::trades_precision), ranked by cost with the others and still
+  // held to the precision floor. Off: they are rejected with kPrecisionTrade.
+  bool admit_precision_trades = false;
 };
 
 // Why a sibling was not chosen; machine-readable, with text beside it.
@@ -133,6 +137,7 @@ enum class RejectReason : std::uint8_t {
   kRequiresBroadcast,    // the kernel only takes broadcast operands; these are dense
   kPrecisionUnaudited,   // a precision floor applies and the claim is unaudited
   kPrecisionBelowFloor,  // the audited claim does not meet the floor
+  kPrecisionTrade,       // it trades precision for speed and the plan does not admit that
   kShapeNotAdmitted,     // the kernel's cost function refuses these shapes
   kCostError,            // the cost expression failed on these shapes
   kNotBound,             // the backend has no kernel at the (possibly promoted) key

@@ -122,6 +122,7 @@ nb::dict entry_dict(const BindingEntry& e) {
   caps["broadcast_input"] = e.caps.broadcast_input;
   caps["requires_broadcast"] = e.caps.requires_broadcast;
   caps["in_place"] = e.caps.in_place;
+  caps["trades_precision"] = e.caps.trades_precision;
   d["caps"] = caps;
   d["precision"] = precision_dict(e.precision);
   d["known_cost"] = e.has_known_cost();
@@ -822,7 +823,8 @@ class PyGraph {
 // the error when it did not). A graph that cannot be planned still has a report.
 std::tuple<bool, std::string, std::string, std::string> plan(
     PyGraph& graph, const std::vector<std::string>& prefer,
-    const std::vector<std::string>& fallback, bool fusion, bool casts, bool record) {
+    const std::vector<std::string>& fallback, bool fusion, bool casts, bool record,
+    bool admit_precision_trades) {
   const Graph& g = graph.graph();
   PlanOptions options;
   if (!prefer.empty()) {
@@ -833,6 +835,7 @@ std::tuple<bool, std::string, std::string, std::string> plan(
   options.enable_fusion = fusion;
   options.enable_casts = casts;
   options.record_in_registry = record;
+  options.admit_precision_trades = admit_precision_trades;
   const TableSnapshot t = table();
   Result<ExecutionPlan> planned = [&] {
     nb::gil_scoped_release released;
@@ -854,7 +857,7 @@ class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& path, std::string_view backend,
                                      std::int64_t max_context, std::string_view cache_type,
-                                     int threads) {
+                                     int threads, bool admit_precision_trades) {
     (void)table();
     auto m = std::unique_ptr<Model>(new Model());
     {
@@ -872,6 +875,7 @@ class Model {
       o.backend = value(parse_compiled_backend(backend));
       o.max_context = max_context;
       o.runner = m->pool_ ? static_cast<ParallelRunner*>(m->pool_.get()) : &default_thread_pool();
+      o.admit_precision_trades = admit_precision_trades;
       if (cache_type == "f32") {
         o.cache_dtype = DType::kF32;
       } else if (cache_type == "q8_0") {
@@ -1129,11 +1133,13 @@ NB_MODULE(_switchyard, m) {
       .def("output", &PyGraph::output, nb::arg("value"));
   m.def("plan", &plan, nb::arg("graph"), nb::arg("prefer"), nb::arg("fallback"),
         nb::arg("fusion") = true, nb::arg("casts") = true, nb::arg("record") = true,
+        nb::arg("admit_precision_trades") = false,
         "Plans the graph: (planned, report JSON, explanation, error).");
 
   nb::class_<Model>(m, "Model")
       .def_static("load", &Model::load, nb::arg("path"), nb::arg("backend") = "cpu",
                   nb::arg("max_context") = 0, nb::arg("cache_type") = "f16", nb::arg("threads") = 0,
+                  nb::arg("admit_precision_trades") = false,
                   "Loads a llama-family GGUF file (probing and sealing its kernels).")
       .def_prop_ro("config", &Model::config)
       .def_prop_ro("kernel_report", &Model::kernel_report)

@@ -176,13 +176,16 @@ class Plan:
 
 
 def plan(graph: Graph, prefer: Sequence[str] = ("cpu",), fallback: Sequence[str] = (),
-         fusion: bool = True, casts: bool = True, record: bool = True) -> Plan:
+         fusion: bool = True, casts: bool = True, record: bool = True,
+         admit_precision_trades: bool = False) -> Plan:
     """Plans `graph` against the table: each node to a backend in `prefer` order
     (then `fallback`), siblings ranked by cost. With `record`, planning is the
     registry's build phase and seals it (a strict policy covering a violation
-    raises Error)."""
+    raises Error). Kernels that compute in a narrower type to be faster (TF32)
+    compete only with `admit_precision_trades`."""
     planned, report, text, error = _switchyard.plan(graph._native, list(prefer), list(fallback),
-                                                    fusion, casts, record)
+                                                    fusion, casts, record,
+                                                    admit_precision_trades)
     return Plan(planned, json.loads(report), text, error)
 
 
@@ -205,10 +208,14 @@ class Model:
 
     @classmethod
     def load(cls, path: str, backend: str = "cpu", max_context: int = 0,
-             cache_type: str = "f16", threads: int = 0) -> "Model":
+             cache_type: str = "f16", threads: int = 0,
+             admit_precision_trades: bool = False) -> "Model":
         """Loads `path`, probing every kernel on `backend` and sealing the registry;
-        `kernel_report` says what it found."""
-        return cls(_switchyard.Model.load(str(path), backend, max_context, cache_type, threads))
+        `kernel_report` says what it found. With `admit_precision_trades` the planner
+        may take kernels that compute in a narrower type to be faster (on cuda, TF32
+        products of f32 weights)."""
+        return cls(_switchyard.Model.load(str(path), backend, max_context, cache_type, threads,
+                                          admit_precision_trades))
 
     @property
     def config(self) -> dict:

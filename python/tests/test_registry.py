@@ -93,6 +93,24 @@ def test_a_plan_explains_its_choice():
     assert "proj" in result.explain
 
 
+@pytest.mark.skipif("cuda" not in switchyard.compiled_backends(),
+                    reason="the cuda backend is not compiled in")
+def test_a_precision_trade_is_planned_only_when_admitted():
+    # Planning needs no device. TF32 is cuda's f32 product in a narrower type.
+    def chosen_and_rejected(admit):
+        result = switchyard.plan(f32_projection(), prefer=["cuda"], record=False,
+                                 admit_precision_trades=admit)
+        assert result.planned, result.error
+        [node] = [n for n in result.nodes if n["name"] == "proj"]
+        return node["chosen"]["kernel"], {r["kernel"]: r["reason"] for r in node["rejected"]}
+
+    kernel, rejected = chosen_and_rejected(False)
+    assert "tf32" not in kernel
+    assert rejected["matmul_f32__cuda_cublaslt_tf32"] == "precision_trade"
+    kernel, rejected = chosen_and_rejected(True)
+    assert "matmul_f32__cuda_cublaslt_tf32" not in rejected
+
+
 def test_graph_mistakes_raise_at_the_call_that_makes_them():
     g = switchyard.Graph()
     x = g.input("x", "f32", [4, 64])

@@ -472,6 +472,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   PlanOptions plan_options;
   plan_options.policy.preferred = {options.backend};
   plan_options.calibration = options.calibration;
+  plan_options.admit_precision_trades = options.admit_precision_trades;
   // Planning records its resolutions and seals again: in this load's registry, the
   // one the probes went to, never the process-wide one behind the caller's back.
   plan_options.registry = &registry;

@@ -213,7 +213,8 @@ int add_kernel_c(void* state, const sy_kernel_decl* decl) {
                     who, decl->precision.audit));
     return 1;
   }
-  if (decl->caps & ~(SY_CAP_STRIDED_INPUT | SY_CAP_BROADCAST_INPUT | SY_CAP_IN_PLACE)) {
+  if (decl->caps & ~(SY_CAP_STRIDED_INPUT | SY_CAP_BROADCAST_INPUT | SY_CAP_IN_PLACE |
+                     SY_CAP_TRADES_PRECISION)) {
     staging->problems.push_back(fmt::format("{}: unknown capability bits {:#x}", who, decl->caps));
     return 1;
   }
@@ -392,6 +393,7 @@ std::string caps_text(std::uint32_t caps) {
   if (caps & SY_CAP_STRIDED_INPUT) names.emplace_back("strided_input");
   if (caps & SY_CAP_BROADCAST_INPUT) names.emplace_back("broadcast_input");
   if (caps & SY_CAP_IN_PLACE) names.emplace_back("in_place");
+  if (caps & SY_CAP_TRADES_PRECISION) names.emplace_back("trades_precision");
   return json(names).dump();
 }
 
@@ -496,7 +498,8 @@ Result<Staged> stage(const KernelBindingTable& table, const Declared& d,
   s.options = KernelOptions{.name = d.name,
                             .caps = {.strided_input = (d.caps & SY_CAP_STRIDED_INPUT) != 0,
                                      .broadcast_input = (d.caps & SY_CAP_BROADCAST_INPUT) != 0,
-                                     .in_place = (d.caps & SY_CAP_IN_PLACE) != 0},
+                                     .in_place = (d.caps & SY_CAP_IN_PLACE) != 0,
+                                     .trades_precision = (d.caps & SY_CAP_TRADES_PRECISION) != 0},
                             .precision = d.precision,
                             .cost_expr = std::make_shared<const CostExpr>(std::move(cost)),
                             .source = source,

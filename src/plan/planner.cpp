@@ -18,6 +18,7 @@ std::string_view name(RejectReason reason) {
     case RejectReason::kRequiresBroadcast: return "requires_broadcast";
     case RejectReason::kPrecisionUnaudited: return "precision_unaudited";
     case RejectReason::kPrecisionBelowFloor: return "precision_below_floor";
+    case RejectReason::kPrecisionTrade: return "precision_trade";
     case RejectReason::kShapeNotAdmitted: return "shape_not_admitted";
     case RejectReason::kCostError: return "cost_error";
     case RejectReason::kNotBound: return "not_bound";
@@ -337,6 +338,11 @@ struct Router {
         }
         if (auto why = check_floor(nr.floor, e.precision, dtypes[dtypes.size() - 1])) {
           reject(why->first, why->second);
+          continue;
+        }
+        if (e.caps.trades_precision && !options.admit_precision_trades) {
+          reject(RejectReason::kPrecisionTrade,
+                 "trades precision for speed; the plan does not admit precision trades");
           continue;
         }
         if (!e.admits_shapes(cost_in.shapes)) {

@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm/dense_reference.h"
 #include "plan/test_kernels.h"
 #include "switchyard/bucket_plan.h"
+#include "switchyard/calibration.h"
 
 namespace switchyard {
 namespace {
@@ -161,6 +162,62 @@ TEST(RoutePicking, RejectionsCarryReasons) {
   EXPECT_EQ(reasons["matmul_matvec"], RejectReason::kShapeNotAdmitted);
   EXPECT_EQ(reasons[""], RejectReason::kNotBound);  // nothing on the cuda fallback
   EXPECT_EQ(n.rejected.size(), 5u);
+}
+
+// Note [Precision trades]: a sibling that computes in a narrower type is refused
+// by default however cheap it looks, modelled or measured; admitted, it competes
+// on cost and still meets the floor.
+TEST(RoutePicking, APrecisionTradeIsTakenOnlyWhenThePlanAdmitsIt) {
+  KernelBindingTable t;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<40>,
+                    opts("matmul_exact", OpKind::kMatmul));
+  KernelOptions fast =
+      opts("matmul_narrow", OpKind::kMatmul, {.trades_precision = true},
+           PrecisionGuarantee::bounded(true, true, std::nullopt, 4e-3, std::nullopt));
+  fast.cost = &scaled_matmul_cost<1, 10>;
+  t.register_kernel(OpKind::kMatmul, f32s(3), BackendId::kCpu, &matmul_variant<41>, fast);
+  const TableSnapshot table = finalize(std::move(t));
+  const auto chosen = [&](const PlanOptions& options, const Graph& g) {
+    Result<ExecutionPlan> plan = plan_graph(g, table, options);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    return plan.is_ok() ? node_report(*plan, "fc") : NodeReport{};
+  };
+  const Graph g = matmul_graph(4);
+
+  PlanOptions options;
+  options.record_in_registry = false;
+  Result<ExecutionPlan> plan = plan_graph(g, table, options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  NodeReport n = node_report(*plan, "fc");
+  EXPECT_EQ(n.chosen.kernel, "matmul_exact");
+  ASSERT_EQ(n.rejected.size(), 1u);
+  EXPECT_EQ(n.rejected[0].kernel, "matmul_narrow");
+  EXPECT_EQ(n.rejected[0].reason, RejectReason::kPrecisionTrade);
+  EXPECT_THAT(explain_text(plan->report()), HasSubstr("precision_trade"));
+
+  // Measured a thousand times faster, it is still refused.
+  CalibrationProfile profile;
+  for (const BindingEntry& e :
+       table->lookup_alternatives(OpKind::kMatmul, f32s(3), BackendId::kCpu)) {
+    const double ns = e.name == "matmul_narrow" ? 1.0 : 1e3;
+    profile.add(
+        {e.name, BackendId::kCpu, e.revision_hash,
+         fit_cost(std::vector<CostSample>{{1, 0, ns}, {1e9, 0, ns}, {2e9, 0, ns}}).value()});
+  }
+  options.calibration = std::make_shared<const CalibrationProfile>(std::move(profile));
+  EXPECT_EQ(chosen(options, g).chosen.kernel, "matmul_exact");
+
+  // Admitted, it wins on cost; a floor it does not meet still refuses it.
+  options.admit_precision_trades = true;
+  n = chosen(options, g);
+  EXPECT_EQ(n.chosen.kernel, "matmul_narrow");
+  EXPECT_TRUE(n.rejected.empty());
+  Graph strict = matmul_graph(4);
+  strict.set_precision_floor(PrecisionFloor::relative(1e-3));
+  n = chosen(options, strict);
+  EXPECT_EQ(n.chosen.kernel, "matmul_exact");
+  ASSERT_EQ(n.rejected.size(), 1u);
+  EXPECT_EQ(n.rejected[0].reason, RejectReason::kPrecisionBelowFloor);
 }
 
 TEST(RoutePicking, ShapeBucketsPlanEachShapeSeparately) {

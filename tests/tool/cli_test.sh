@@ -426,6 +426,17 @@ contains err "kernel(s) measured on this machine" "the profile in the environmen
 expect 0 "a profile of another thread count is ignored" -- \
   env SWITCHYARD_THREADS=1 "$tool" explain --graph mlp --calibration "$work/cal.json"
 contains err "ignored: cpu: measured on" "the mismatch is reported"
+# Precision trades (Note [Precision trades]): cuda's TF32 product is rejected by name
+# unless the plan admits it; planning needs no device, only the compiled backend.
+if "$tool" coverage --backend cuda --op matmul 2>/dev/null | grep -q cublaslt_tf32; then
+  expect 0 "explain on cuda" -- "$tool" explain --graph mlp --prefer cuda
+  contains out "matmul_f32__cuda_cublaslt_tf32 on cuda: precision_trade" \
+    "TF32 is rejected as a precision trade"
+  expect 0 "explain on cuda admitting trades" -- \
+    "$tool" explain --graph mlp --prefer cuda --admit-precision-trades
+  contains out "chosen     matmul_f32__cuda_cublaslt_tf32" "admitted, TF32 wins the prompt on cost"
+  lacks out "precision_trade" "nothing is rejected as a trade"
+fi
 head -c 100 "$work/cal.json" >"$work/cut.json"
 expect 2 "a truncated profile" -- "$tool" explain --calibration "$work/cut.json"
 contains err "truncated or corrupt" "the refusal says why"

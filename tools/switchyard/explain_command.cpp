@@ -29,6 +29,7 @@ struct ExplainOptions {
   std::string floor;
   std::int64_t max_tokens = 512;
   std::string calibration;
+  bool admit_precision_trades = false;
 };
 
 Result<std::vector<BackendId>> parse_backends(const std::vector<std::string>& names) {
@@ -81,6 +82,7 @@ int run_explain(const ExplainOptions& options) {
       planning_calibration(options.calibration, default_thread_count());
   if (!calibration.is_ok()) return report_failure(calibration.status());
   plan_options.calibration = *calibration;
+  plan_options.admit_precision_trades = options.admit_precision_trades;
 
   Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), plan_options);
   const PlanReport* report = nullptr;
@@ -124,6 +126,9 @@ void add_explain_command(CLI::App& app, CommandMain& selected) {
   sub->add_flag("--no-casts", options->no_casts, "Do not insert dtype casts");
   sub->add_option("--floor", options->floor,
                   "Precision floor for every node: none, bit-stable or rel:<bound>");
+  sub->add_flag("--admit-precision-trades", options->admit_precision_trades,
+                "Let kernels that compute in a narrower type to be faster (TF32) compete; "
+                "off, they are rejected as precision_trade");
   sub->add_option("--max-tokens", options->max_tokens,
                   "Largest token count of the prefill bucket (default 512)")
       ->check(CLI::Range(std::int64_t{1}, kMaxTokenCount));

@@ -39,6 +39,7 @@ struct PerplexityCommandOptions {
   std::string backend = "auto";
   int threads = 0;
   bool strict = false;
+  bool admit_precision_trades = false;
   bool json = false;
   std::string cache_type = "f16";
   std::string logits_out;
@@ -95,6 +96,7 @@ int perplexity(const PerplexityCommandOptions& o) {
   LlamaLoadOptions load;
   load.backend = *backend;
   if (o.strict) load.strict = StrictPolicy::all();
+  load.admit_precision_trades = o.admit_precision_trades;
   load.max_context = o.context;
   load.max_batch = batch;
   load.runner = runner;
@@ -198,6 +200,9 @@ void add_perplexity_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
+  cmd->add_flag("--admit-precision-trades", options->admit_precision_trades,
+                "let the planner take kernels that compute in a narrower type to be faster "
+                "(on cuda, TF32 products of f32 weights); off, they are never chosen");
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->add_option("--cache-type", options->cache_type,
                   "the KV cache's dtype: f16 (the default), f32 or q8_0")

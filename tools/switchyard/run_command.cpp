@@ -248,6 +248,7 @@ int run_model(const RunOptions& o) {
       planning_calibration(o.calibration, runner->num_threads());
   if (!calibration.is_ok()) return report_failure(calibration.status());
   load.calibration = *calibration;
+  load.admit_precision_trades = o.admit_precision_trades;
   // The weights' upload to a device: a bar, and its rate from the first constant's
   // end to the last's (the clock starts once a copy has finished).
   struct {
@@ -607,6 +608,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
+  cmd->add_flag("--admit-precision-trades", options->admit_precision_trades,
+                "let the planner take kernels that compute in a narrower type to be faster "
+                "(on cuda, TF32 products of f32 weights); off, they are never chosen");
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->add_option("--report", options->report,
                   "also write this run's report page (HTML: coverage, kernel report, plan, "

@@ -28,6 +28,7 @@ struct RunOptions {
   std::int64_t tokens = 32;
   int threads = 0;
   bool strict = false;
+  bool admit_precision_trades = false;
   bool json = false;
   // Scan every weight for NaN and infinity before loading: the default (Note
   // [Checking weights before a run]); --no-check-weights skips it.

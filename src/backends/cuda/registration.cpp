@@ -33,12 +33,12 @@
 // and cuBLASLt is run to run reproducible on one GPU (its atomics mode is off), so
 // every row claims bit stability.
 //
-// Note [TF32 is never chosen by cost]
-// The TF32 sibling is registered after the exact f32 one with the same cost, so the
-// planner's tie-break (sibling order) keeps f32 matmuls exact by default: TF32's
-// claim is weaker, and a faster estimate must not trade accuracy silently. A
-// caller takes it on purpose, by masking the exact sibling
-// (SWITCHYARD_MASK_KERNELS) or by a future precision policy that admits it.
+// Note [TF32 is a precision trade]
+// The TF32 sibling of the f32 product rounds its operands to 10-bit mantissas,
+// seven times as fast as the exact f32 one (table 13 of docs/benchmarks.md) with a
+// weaker claim. It is flagged as a precision trade (Note [Precision trades] in
+// binding_table.h): plans take it only when they admit trades, and then by its
+// cost, which models that speed.
 #include "backends/cuda/registration.h"
 
 #include <algorithm>
@@ -131,6 +131,14 @@ PrecisionGuarantee tensor_core_attention_bound(DType q, DType kv) {
   const double u = half_ulp_rel(kv);
   const double score = q == kF32 ? u * 4.0 : 0.0;
   return f32_bound(2.0 * score + 2.0 * u, std::nullopt, q);
+}
+
+// The TF32 product: the matmul roofline with its arithmetic seven times as fast
+// as the exact f32 sibling's (353 against 50 TFLOP/s measured at 4096^3).
+CostEstimate tf32_matmul_cost(const CostInputs& in) {
+  CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
+  e.flops /= 7.0;
+  return e;
 }
 
 // Ranks the tensor-core attention against the SIMT kernels: its blocks take 64
@@ -269,8 +277,8 @@ void append_tensor_rows(std::vector<Row>& rows) {
   }
 }
 
-// Per key, best first: cuBLASLt (exact f32 compute; then TF32, Note [TF32 is never
-// chosen by cost]; the split product for f32 x bf16) where it takes the key's
+// Per key, best first: cuBLASLt (exact f32 compute; then TF32, Note [TF32 is a
+// precision trade]; the split product for f32 x bf16) where it takes the key's
 // dtypes, the tiled kernel last.
 void append_matmul_rows(std::vector<Row>& rows) {
   constexpr OpKind kOp = OpKind::kMatmul;
@@ -278,8 +286,10 @@ void append_matmul_rows(std::vector<Row>& rows) {
     const DTypeList key{t, t, t};
     rows.push_back(row(kOp, key, &matmul_cublaslt_kernel, "cublaslt", dot(t), kCublasLt));
     if (t == kF32) {
-      rows.push_back(
-          row(kOp, key, &matmul_cublaslt_tf32_kernel, "cublaslt_tf32", tf32_dot(), kCublasLt));
+      Row tf32 = row(kOp, key, &matmul_cublaslt_tf32_kernel, "cublaslt_tf32", tf32_dot(), kCublasLt,
+                     {.trades_precision = true});
+      tf32.options.cost = &tf32_matmul_cost;
+      rows.push_back(std::move(tf32));
     }
     rows.push_back(row(kOp, key, &matmul_simt_kernel, "simt", dot(t), kOwn));
   }

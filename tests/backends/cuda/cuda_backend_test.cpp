@@ -228,6 +228,36 @@ TEST(CudaBackendTest, PromptsTakeTheSplitProductAndDecodingTheTiledKernel) {
                                               "matmul_f32_bf16_f32__cuda_cublaslt_split"));
 }
 
+// Note [TF32 is a precision trade]: a 512 x 1024 x 1024 f32 product plans onto
+// the exact cuBLASLt sibling with TF32 rejected by name, measured or not; a plan
+// that admits precision trades ranks TF32 first by its cost. Planning needs no
+// device.
+TEST(CudaBackendTest, Tf32IsTakenOnlyWhereThePlanAdmitsPrecisionTrades) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", DType::kF32, {512, 1024});
+  const ValueId w = b.input("w", DType::kF32, {1024, 1024});
+  b.output(b.matmul(x, w, "fc", "ffn_up"));
+  Result<Graph> graph = std::move(b).build();
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  PlanOptions options;
+  options.policy.preferred = {BackendId::kCuda};
+  options.record_in_registry = false;
+  const auto fc = [&]() -> NodeReport {
+    Result<ExecutionPlan> plan = plan_graph(*graph, current_table(), options);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    return plan.is_ok() ? plan->report().buckets[0].nodes[0] : NodeReport{};
+  };
+  NodeReport n = fc();
+  EXPECT_EQ(n.chosen.kernel, "matmul_f32__cuda_cublaslt");
+  const auto tf32 = std::find_if(n.rejected.begin(), n.rejected.end(), [](const auto& r) {
+    return r.kernel == "matmul_f32__cuda_cublaslt_tf32";
+  });
+  ASSERT_NE(tf32, n.rejected.end());
+  EXPECT_EQ(tf32->reason, RejectReason::kPrecisionTrade);
+  options.admit_precision_trades = true;
+  EXPECT_EQ(fc().chosen.kernel, "matmul_f32__cuda_cublaslt_tf32");
+}
+
 // q [tokens, 8, 64] f32 against an f16 cache of 256 keys [256, 2, 64], causal: the
 // llama graph's attention node.
 Result<Graph> prompt_attention_graph() {
