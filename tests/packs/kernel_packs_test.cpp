@@ -165,6 +165,9 @@ TEST(KernelPacks, OneFunctionWithTwoDataIsTwoKernelsAndEachGetsItsOwnData) {
   ASSERT_NE(second, nullptr);
   EXPECT_EQ(first->fn, second->fn);
   EXPECT_NE(first->data, second->data);
+  // The second declares SY_CAP_TRADES_PRECISION (its manifest, "trades_precision").
+  EXPECT_FALSE(first->caps.trades_precision);
+  EXPECT_TRUE(second->caps.trades_precision);
 }
 
 TEST(KernelPacks, AKernelsRefusalIsAStatusThatNamesTheKernel) {

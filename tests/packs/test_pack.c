@@ -103,6 +103,7 @@ SWITCHYARD_PACK_EXPORT int switchyard_pack_register(const sy_pack_registrar* r) 
   /* The same function at the same key: a second kernel because its data differs. */
   sy_kernel_decl second = mul_decl("mul_f32__cpu_pack_second");
   second.data = (void*)&kSecondMarker;
+  second.caps = SY_CAP_TRADES_PRECISION; /* as a narrower-type kernel would say */
   if (r->add_kernel(r->state, &second) != 0) return 1;
 #endif
   return 0;
