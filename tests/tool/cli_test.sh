@@ -436,6 +436,8 @@ if "$tool" coverage --backend cuda --op matmul 2>/dev/null | grep -q cublaslt_tf
     "$tool" explain --graph mlp --prefer cuda --admit-precision-trades
   contains out "chosen     matmul_f32__cuda_cublaslt_tf32" "admitted, TF32 wins the prompt on cost"
   lacks out "precision_trade" "nothing is rejected as a trade"
+  expect 0 "coverage of cuda's matmuls" -- "$tool" coverage --backend cuda --op matmul
+  contains out "cublaslt_tf32 \[cublaslt, trades precision," "coverage marks the trade"
 fi
 head -c 100 "$work/cal.json" >"$work/cut.json"
 expect 2 "a truncated profile" -- "$tool" explain --calibration "$work/cut.json"

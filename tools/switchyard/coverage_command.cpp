@@ -93,7 +93,9 @@ int run_coverage(const CoverageOptions& options) {
     for (const BindingEntry& e : slot.alternatives) {
       const std::string_view state = verification_state(e, *ledger);
       ++states[state];
-      cell[slot.backend].push_back(fmt::format("{} [{}, {}]", e.name, e.source, state));
+      cell[slot.backend].push_back(fmt::format("{} [{}{}, {}]", e.name, e.source,
+                                               e.caps.trades_precision ? ", trades precision" : "",
+                                               state));
     }
   }
   std::size_t op_width = 2, sig_width = 6;
