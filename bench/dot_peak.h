@@ -10,6 +10,9 @@
 
 namespace switchyard::bench {
 
+// vpmaddubsw, vpmaddwd and vpaddd on ymm registers (the AVX2 kernels' sequence):
+// 32 byte multiply-adds per three instructions.
+double dot_peak_avx2(std::int64_t iterations);
 // vpdpbusd on zmm registers: 64 byte multiply-adds per instruction.
 double dot_peak_avx512vnni(std::int64_t iterations);
 // tdpbssd on 16 x 64-byte tiles: 16 * 16 * 64 byte multiply-adds per instruction.

@@ -22,6 +22,9 @@ void BM_DotPeak(benchmark::State& state, double (*peak)(std::int64_t)) {
 
 const bool kRegistered = [] {
   const cpu::CpuFeatures& f = cpu::cpu_features();
+  if (f.avx2) {
+    benchmark::RegisterBenchmark("BM_DotPeak/avx2", BM_DotPeak, &dot_peak_avx2)->Iterations(3);
+  }
   if (f.avx512_vnni) {
     benchmark::RegisterBenchmark("BM_DotPeak/avx512_vnni", BM_DotPeak, &dot_peak_avx512vnni)
         ->Iterations(3);
