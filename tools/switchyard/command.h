@@ -30,6 +30,14 @@ inline const CLI::Range kTokenRange(std::int64_t{0}, kMaxTokenCount);
 // Prints `status` to stderr and maps its code to an exit status.
 int report_failure(const Status& status);
 
+// --admit-precision-trades, on the commands that load a model (Note [Precision
+// trades] in binding_table.h).
+inline void add_precision_trades_flag(CLI::App* cmd, bool& admit) {
+  cmd->add_flag("--admit-precision-trades", admit,
+                "let the planner take kernels that compute in a narrower type to be faster "
+                "(on cuda, TF32 products of f32 weights); off, they are never chosen");
+}
+
 void add_coverage_command(CLI::App& app, CommandMain& selected);
 void add_run_command(CLI::App& app, CommandMain& selected);
 void add_explain_command(CLI::App& app, CommandMain& selected);

@@ -200,9 +200,7 @@ void add_perplexity_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("--threads", options->threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
-  cmd->add_flag("--admit-precision-trades", options->admit_precision_trades,
-                "let the planner take kernels that compute in a narrower type to be faster "
-                "(on cuda, TF32 products of f32 weights); off, they are never chosen");
+  add_precision_trades_flag(cmd, options->admit_precision_trades);
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->add_option("--cache-type", options->cache_type,
                   "the KV cache's dtype: f16 (the default), f32 or q8_0")

@@ -115,9 +115,7 @@ void add_report_command(CLI::App& app, CommandMain& selected) {
   cmd->add_option("--threads", run.threads, "CPU threads (default: SWITCHYARD_THREADS or all)")
       ->check(kThreadRange);
   cmd->add_flag("--strict", run.strict, "refuse to run when a kernel is missing");
-  cmd->add_flag("--admit-precision-trades", run.admit_precision_trades,
-                "let the planner take kernels that compute in a narrower type to be faster "
-                "(on cuda, TF32 products of f32 weights); off, they are never chosen");
+  add_precision_trades_flag(cmd, run.admit_precision_trades);
   cmd->add_flag("--device-profile", run.device_profile,
                 "on a GPU, wait for each node so that the times are device times");
   cmd->callback([options, &selected] { selected = [options] { return run_report(*options); }; });
