@@ -33,6 +33,10 @@ if(SWITCHYARD_WITH_CUDA)
   list(APPEND switchyard_link_deps CUDA::cudart CUDA::cublasLt)
   string(APPEND switchyard_pc_static_libs
          " -L${CUDAToolkit_LIBRARY_DIR} -lcublasLt -lcudart -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR}")
+  if(SWITCHYARD_NCCL_INCLUDE_DIR AND SWITCHYARD_NCCL_LIBRARY)  # src/CMakeLists.txt
+    list(APPEND switchyard_link_deps ${SWITCHYARD_NCCL_LIBRARY})
+    string(APPEND switchyard_pc_static_libs " ${SWITCHYARD_NCCL_LIBRARY}")
+  endif()
 endif()
 
 foreach(kind IN ITEMS static shared)

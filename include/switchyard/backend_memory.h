@@ -24,8 +24,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "switchyard/collective.h"
 #include "switchyard/status.h"
 #include "switchyard/tensor.h"
 
@@ -94,6 +97,16 @@ class BackendMemory {
   }
   // Frees what end_capture returned; null is ignored.
   virtual void destroy_recording(void* /*recording*/) {}
+
+  // The communicators of a group of `ranks` ranks on this backend's devices, rank r
+  // on device r, for the collective kernels of a tensor-parallel plan (Note
+  // [Collectives] in collective.h). kUnimplemented for a backend without
+  // collectives of its own (the host's: its ranks are HostRankGroup's threads);
+  // kUnavailable when the machine has fewer devices than ranks.
+  [[nodiscard]] virtual Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(
+      int /*ranks*/) {
+    return unimplemented_error("this backend's memory makes no communicators");
+  }
 };
 
 // Memory in the process's own address space: 64-byte aligned heap blocks and

@@ -35,6 +35,9 @@ struct BackendCaps {
   double memory_gbps = 20.0;
   // Added to every call (launch, dispatch).
   double call_overhead_ns = 20.0;
+  // One step of a collective between ranks (a hop of a ring): the link's latency
+  // and the synchronisation of the two ranks.
+  double link_hop_ns = 1000.0;
 };
 
 struct CostInputs {

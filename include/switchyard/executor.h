@@ -74,6 +74,10 @@ struct ExecutorOptions {
   // itself; a stream given here is the caller's to destroy, after the executor.
   std::array<void*, kBackendCount> streams{};
   bool allow_unplanned_shapes = true;
+  // This rank's communicator for a tensor-parallel plan's collectives
+  // (ExecContext::comm; collective.h); null for a plan of one rank. Must outlive
+  // every run.
+  Communicator* comm = nullptr;
   // Called after each constant that Executor::create uploads to another backend
   // (the weights, for a GPU), with the bytes uploaded so far and in all: a
   // progress bar for a load that moves gigabytes. Not called when nothing is

@@ -50,7 +50,12 @@ struct OpParams {
   // attention, causal masks: position of the first query row within the key
   // sequence (queries after a KV-cache prefix).
   std::int64_t query_offset = 0;
+  // all_reduce, all_gather, reduce_scatter: the number of ranks in the group, which
+  // the kernel checks against its communicator's (one: a copy, no communicator).
+  int ranks = 1;
 };
+
+class Communicator;
 
 // Runs parallel loops for kernels. A backend's thread pool implements it; a null
 // runner in ExecContext means "run serially on the calling thread".
@@ -71,6 +76,9 @@ struct ExecContext {
   // The stream the backend's memory made (BackendMemory::create_stream; for CUDA
   // a CudaStream, src/backends/cuda/cuda_stream.h); null on the CPU.
   void* stream = nullptr;
+  // This rank's place in the group that runs a tensor-parallel plan, for the
+  // collective kernels (collective.h); null for a plan of one rank.
+  Communicator* comm = nullptr;
 
   [[nodiscard]] int num_threads() const { return runner ? runner->num_threads() : 1; }
   // parallel_for through the runner, or serially when there is none.

@@ -71,6 +71,23 @@ CostEstimate set_rows_cost(const CostInputs& in) {
           0, true};
 }
 
+// Note [Collective cost]
+// The ring algorithms: an all_reduce of B bytes over N ranks sends and receives
+// 2 (N - 1) / N B per rank in 2 (N - 1) steps; all_gather and reduce_scatter move
+// (N - 1) / N of their larger operand in N - 1 steps. Each step costs a hop of
+// the link (BackendCaps::link_hop_ns). One rank is a copy.
+CostEstimate collective_cost(const CostInputs& in) {
+  const int ranks = in.params != nullptr ? in.params->ranks : 1;
+  if (ranks <= 1 || in.shapes.size() < 2) return streaming_cost<0>(in);
+  const double hop_ns = in.caps != nullptr ? in.caps->link_hop_ns : BackendCaps{}.link_hop_ns;
+  const double share = static_cast<double>(ranks - 1) / ranks;
+  const double larger = std::max(operand_bytes(in, 0), operand_bytes(in, 1));
+  const bool all_reduce = in.op == OpKind::kAllReduce;
+  const double steps = (all_reduce ? 2.0 : 1.0) * (ranks - 1);
+  const double sums = in.op == OpKind::kAllGather ? 0.0 : share * last_numel(in);
+  return {sums, (all_reduce ? 4.0 : 2.0) * share * larger, steps * hop_ns, true};
+}
+
 }  // namespace
 
 CostEstimate unknown_cost(const CostInputs& /*in*/) { return CostEstimate::unknown(); }
@@ -131,6 +148,7 @@ CostFn default_cost_for(OpKind op) {
     case OpFamily::kMatmul: return &matmul_cost;
     case OpFamily::kAttention: return &attention_cost;
     case OpFamily::kFused: return fused_cost(op);
+    case OpFamily::kCollective: return &collective_cost;
   }
   return &unknown_cost;
 }

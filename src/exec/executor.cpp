@@ -317,7 +317,7 @@ struct Executor::State {
     if constexpr (kProfile) {
       profile->node_ns.resize(plan->graph().nodes().size(), 0.0);
     }
-    ExecContext ctx{options.runner, nullptr};
+    ExecContext ctx{.runner = options.runner, .comm = options.comm};
     const TensorView* views = inst.views.data();
     for (const PlannedStep& step : inst.plan->steps) {
       const TensorView* ops = views + step.first_operand;

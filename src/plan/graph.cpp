@@ -300,6 +300,25 @@ Result<OperandInfo> infer_output(OpKind op, std::span<const OperandInfo> in, con
       }
       return in[0];
     }
+    case OpFamily::kCollective: {
+      SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 1, 1));
+      SWITCHYARD_RETURN_IF_ERROR(min_rank(op, in[0], 1, "x"));
+      SWITCHYARD_RETURN_IF_ERROR(float_dtype(op, in[0], "x"));
+      if (params.ranks < 1) {
+        return mismatch(op, fmt::format("needs at least one rank, got {}", params.ranks));
+      }
+      if (out_dtype && *out_dtype != in[0].dtype) return mismatch(op, "the output has x's dtype");
+      const std::int64_t n = in[0].shape.inner();
+      if (op == OpKind::kAllReduce || params.ranks == 1) return in[0];
+      if (is_symbolic(n)) return mismatch(op, "cannot split or join a symbolic last dimension");
+      if (op == OpKind::kAllGather) {
+        return OperandInfo{in[0].dtype, with_last(in[0].shape, n * params.ranks)};
+      }
+      if (n % params.ranks != 0) {
+        return mismatch(op, fmt::format("{} columns do not split over {} ranks", n, params.ranks));
+      }
+      return OperandInfo{in[0].dtype, with_last(in[0].shape, n / params.ranks)};
+    }
     case OpFamily::kFused: {
       if (op == OpKind::kLinear) {
         SWITCHYARD_RETURN_IF_ERROR(check_arity(op, in.size(), 3, 3));

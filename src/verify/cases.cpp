@@ -688,6 +688,15 @@ Result<std::vector<Case>> make_cases(OpKind op, const DTypeList& dtypes, const K
     case OpKind::kAttention: return attention_cases(dtypes, caps, g);
     case OpKind::kLinear: return linear_cases(dtypes, caps, g);
     case OpKind::kFfnSwiglu: return ffn_cases(dtypes, caps, g);
+    case OpKind::kAllReduce:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+      // One rank (the reference's model): the kernels' copy-through; the sums over
+      // several are tested with simulated ranks.
+      if (!all_dense_float(dtypes) || dtypes[0] != dtypes[1]) {
+        return unsupported(op, dtypes, "x and out share one float dtype");
+      }
+      return same_shape_cases(op, dtypes, caps, g, {{1}, {17}, {3, 33}, {2, 3, 64}});
     default: break;
   }
   return unimplemented_error(fmt::format("no case generator for op {}", name(op)));

@@ -593,6 +593,21 @@ Result<RefOutput> copy(std::span<const RefTensor> in) {
   return out;
 }
 
+// The harness runs a kernel as a group of one rank, where every collective is a
+// copy; the sums over several ranks are tested with simulated ranks
+// (tests/backends/collective_test.cpp).
+Result<RefOutput> collective(OpKind op, std::span<const RefTensor> in, const OpParams& params) {
+  if (params.ranks != 1) {
+    return invalid_argument_error(fmt::format(
+        "reference: {} is modelled for one rank, the case has {}", name(op), params.ranks));
+  }
+  SWITCHYARD_RETURN_IF_ERROR(expect_arity(op, in, 1, 1));
+  RefOutput out = make_output(in[0].shape);
+  out.values = in[0].values;
+  for (std::size_t i = 0; i < out.values.size(); ++i) out.scale[i] = std::abs(out.values[i]);
+  return out;
+}
+
 }  // namespace
 
 double int_dtype_min(DType t) {
@@ -665,6 +680,9 @@ Result<RefOutput> compute_reference(OpKind op, std::span<const RefTensor> inputs
     case OpKind::kAttention: return attention(inputs, params);
     case OpKind::kLinear: return linear(inputs);
     case OpKind::kFfnSwiglu: return ffn_swiglu(inputs);
+    case OpKind::kAllReduce:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter: return collective(op, inputs, params);
   }
   // Only a value outside OpKind's enumerators gets here.
   return invalid_argument_error(

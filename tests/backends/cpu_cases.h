@@ -72,7 +72,8 @@ inline std::vector<Shape> case_shapes(OpKind op, std::size_t operands, bool big)
     case OpFamily::kFused:
       if (op == OpKind::kLinear) return {{rows, k}, {4, k}, {4}, {rows, 4}};
       if (op == OpKind::kFfnSwiglu) return {{rows, k}, {k, k}, {k, k}, {k, k}, {rows, k}};
-      return {{rows, k}, {k}, {rows, k}};  // rms_norm_mul
+      return {{rows, k}, {k}, {rows, k}};                       // rms_norm_mul
+    case OpFamily::kCollective: return {{rows, k}, {rows, k}};  // one rank: a copy
   }
   return {};
 }

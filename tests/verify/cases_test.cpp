@@ -74,6 +74,9 @@ std::vector<KeyCase> dense_keys() {
       {OpKind::kLinear, {kF32, kF32, kF32, kF32}},
       {OpKind::kFfnSwiglu, {kF32, kF32, kF32, kF32, kF32}},
       {OpKind::kRmsNormMul, {kF32, kF32, kF32}},
+      {OpKind::kAllReduce, {kF32, kF32}},
+      {OpKind::kAllGather, {kF16, kF16}},
+      {OpKind::kReduceScatter, {DType::kBF16, DType::kBF16}},
   };
 }
 

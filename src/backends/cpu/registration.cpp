@@ -324,6 +324,15 @@ void append_tensor_rows(std::vector<Row>& rows) {
         options(kRef, PrecisionGuarantee::bounded(true, true, std::nullopt, 4.5e-3, std::nullopt),
                 nullptr)));
   }
+  // Collectives: sums in f32 in rank order (Note [Sums in rank order] in
+  // layout/collective.cpp), within (N - 1) 2^-24 of the sum of magnitudes for N
+  // ranks, stated up to HostRankGroup::kMaxRanks; one rank is a copy.
+  for (OpKind op : kOpsOfFamily<OpFamily::kCollective>) {
+    for (DType t : kFloatDTypes) {
+      rows.push_back(row(op, {t, t}, collective_kernel(op, t), variant_name(kRef),
+                         options(kRef, f32_bound(4e-6, std::nullopt, t), nullptr)));
+    }
+  }
   constexpr DType kLayoutDTypes[] = {kF32, kF16, kBF16, kI32};
   for (DType t : kLayoutDTypes) {
     rows.push_back(row(OpKind::kCopy, {t, t}, copy_kernel(t), variant_name(kRef),

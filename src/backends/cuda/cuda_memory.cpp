@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/cuda/collective/nccl.h"
 #include "backends/cuda/cuda_stream.h"
 
 namespace switchyard::cuda {
@@ -180,6 +181,11 @@ class CudaMemory final : public BackendMemory {
       return "CUDA device (properties unavailable)";
     }
     return fmt::format("{} | {} SMs | driver {}", prop.name, prop.multiProcessorCount, driver);
+  }
+
+  Result<std::vector<std::unique_ptr<Communicator>>> create_communicators(int ranks) override {
+    SWITCHYARD_RETURN_IF_ERROR(readiness());
+    return create_nccl_communicators(ranks);
   }
 
   Result<void*> create_stream() override {

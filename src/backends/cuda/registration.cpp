@@ -7,7 +7,8 @@
 // Every row goes through row(), which names the kernel from its key and variant
 // with kernel_name (binding_table.h): "matmul_f32__cuda_cublaslt",
 // "softmax_f16__cuda_simt_mask". The variants: "cublaslt" (and
-// "cublaslt_tf32") for cuBLASLt, "simt" for this backend's own kernels.
+// "cublaslt_tf32") for cuBLASLt, "nccl" for the collectives, "simt" for this
+// backend's own kernels.
 //
 // Note [CUDA precision claims]
 // The claims are in the CPU backend's terms (ULP bounds in the output dtype's last
@@ -51,6 +52,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/cuda/collective/nccl.h"
 #include "backends/cuda/cuda_memory.h"
 #include "backends/cuda/kernels.h"
 
@@ -170,6 +172,7 @@ CostEstimate tensor_core_attention_cost(const CostInputs& in) {
 
 constexpr std::string_view kOwn = "cuda";
 constexpr std::string_view kCublasLt = "cublaslt";
+constexpr std::string_view kNccl = "nccl";
 
 void append_elementwise_rows(std::vector<Row>& rows) {
   constexpr KernelCaps kBroadcasting{.strided_input = true, .broadcast_input = true};
@@ -240,6 +243,17 @@ void append_tensor_rows(std::vector<Row>& rows) {
     for (DType src : kFloatDTypes) {
       rows.push_back(
           row(OpKind::kSetRows, {t, src, kI32, t}, &set_rows_kernel, "simt", exact(), kOwn));
+    }
+  }
+  // Collectives (collective/collective.cpp): NCCL's sums, in f32 for f32 and in
+  // the narrow type for f16 and bf16 (each of up to N - 1 additions rounded, N
+  // ranks on one host: eight or fewer); one rank is a copy.
+  for (OpKind op : kOpsOfFamily<OpFamily::kCollective>) {
+    for (DType t : kFloatDTypes) {
+      const PrecisionGuarantee sums =
+          t == kF32 ? PrecisionGuarantee::bounded(true, true, std::nullopt, 4e-6, std::nullopt)
+                    : PrecisionGuarantee::bounded(true, true, 7.0, std::nullopt, std::nullopt);
+      rows.push_back(row(op, {t, t}, collective_kernel(op), "nccl", sums, kNccl));
     }
   }
   for (DType t : kLayoutDTypes) {

@@ -17,6 +17,7 @@
 #include "switchyard/backends.h"
 #include "switchyard/bucket_plan.h"
 #include "switchyard/calibrate.h"
+#include "switchyard/collective.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/example_graphs.h"
 #include "switchyard/executor.h"
@@ -848,6 +849,69 @@ void check_fused_ffn_bits(std::int64_t rows, std::int64_t d, std::int64_t f) {
   ASSERT_TRUE(run_kernel(OpKind::kMul, kF32x3, mul_in, a_v, params).is_ok());
   ASSERT_TRUE(run_kernel(OpKind::kMatmul, mixed, down_in, o_v, params).is_ok());
   EXPECT_EQ(std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace switchyard
+
+namespace switchyard {
+namespace {
+
+using cuda_test::cuda_memory;
+
+// Note [Collectives]: in a group of one NCCL rank the collectives go through
+// NCCL (all_gather and reduce_scatter of several rows through the scratch and
+// 2-D copies, Note [NCCL's layout and ours]); without a group each is a device
+// copy. Either way one rank's result is its input.
+TEST(CudaCollectiveTest, OneNcclRankAndNoGroupBothGiveTheInput) {
+  REQUIRE_CUDA_DEVICE();
+  Result<std::vector<std::unique_ptr<Communicator>>> group = cuda_memory().create_communicators(1);
+  if (group.status().code() == StatusCode::kUnimplemented) {
+    GTEST_SKIP() << group.status().message();
+  }
+  ASSERT_TRUE(group.is_ok()) << group.status().to_string();
+  ASSERT_EQ(group->size(), 1u);
+  Communicator& rank = *(*group)[0];
+  EXPECT_EQ(rank.backend(), BackendId::kCuda);
+  EXPECT_EQ(rank.size(), 1);
+  for (const std::int64_t rows : {1, 3}) {
+    std::vector<float> x = cuda_test::random_floats(static_cast<std::size_t>(rows * 40), 9);
+    const TensorView xv = TensorView::contiguous(x.data(), DType::kF32, {rows, 40});
+    for (OpKind op : kOpsOfFamily<OpFamily::kCollective>) {
+      for (Communicator* comm : {&rank, static_cast<Communicator*>(nullptr)}) {
+        std::vector<float> out(x.size(), -1.0f);
+        const Status st = cuda_test::run_kernel(
+            op, {DType::kF32, DType::kF32}, std::span(&xv, 1),
+            TensorView::contiguous(out.data(), DType::kF32, {rows, 40}), OpParams{}, comm);
+        ASSERT_TRUE(st.is_ok()) << name(op) << ": " << st.to_string();
+        EXPECT_EQ(out, x) << name(op) << (comm ? " through NCCL" : " without a group");
+      }
+    }
+  }
+  // Planned for two ranks, run in the group of one.
+  std::vector<float> x(8), out(8);
+  const TensorView xv = TensorView::contiguous(x.data(), DType::kF32, {8});
+  OpParams two;
+  two.ranks = 2;
+  const Status st =
+      cuda_test::run_kernel(OpKind::kAllReduce, {DType::kF32, DType::kF32}, std::span(&xv, 1),
+                            TensorView::contiguous(out.data(), DType::kF32, {8}), two, &rank);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+}
+
+TEST(CudaCollectiveTest, AGroupLargerThanTheMachineIsRefused) {
+  REQUIRE_CUDA_DEVICE();
+  Result<std::vector<std::unique_ptr<Communicator>>> group =
+      cuda_memory().create_communicators(HostRankGroup::kMaxRanks);
+  ASSERT_FALSE(group.is_ok());
+  EXPECT_TRUE(group.status().code() == StatusCode::kUnavailable ||
+              group.status().code() == StatusCode::kUnimplemented)
+      << group.status().to_string();
+}
+
+TEST(CudaCollectiveTest, WithoutADeviceNoGroupIsMade) {
+  if (cuda_memory().ready().is_ok()) GTEST_SKIP() << "this machine has a CUDA device";
+  EXPECT_EQ(cuda_memory().create_communicators(1).status().code(), StatusCode::kUnavailable);
 }
 
 }  // namespace

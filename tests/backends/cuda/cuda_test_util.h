@@ -75,9 +75,11 @@ inline std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float
 
 // Runs `entry` (a CUDA kernel) on host data: uploads the inputs and the output
 // (so a kernel that skips an element leaves the host's value), runs it on a new
-// stream, waits, and downloads the output. Quantized operands travel as their bytes.
+// stream (as a rank of `comm`'s group where one is given), waits, and downloads
+// the output. Quantized operands travel as their bytes.
 inline Status run_entry(const BindingEntry& entry, std::span<const TensorView> host_inputs,
-                        const TensorView& host_out, const OpParams& params) {
+                        const TensorView& host_out, const OpParams& params,
+                        Communicator* comm = nullptr) {
   BackendMemory& memory = cuda_memory();
   Stream stream;
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
@@ -95,7 +97,7 @@ inline Status run_entry(const BindingEntry& entry, std::span<const TensorView> h
     inputs.push_back(d);
   }
   SWITCHYARD_ASSIGN_OR_RETURN(TensorView out, upload(host_out));
-  ExecContext ctx{.stream = stream.get()};
+  ExecContext ctx{.stream = stream.get(), .comm = comm};
   SWITCHYARD_RETURN_IF_ERROR(entry.fn({.inputs = inputs,
                                        .outputs = std::span<const TensorView>(&out, 1),
                                        .params = params,
@@ -107,10 +109,11 @@ inline Status run_entry(const BindingEntry& entry, std::span<const TensorView> h
 
 // run_entry with the first CUDA kernel of the built-in table at the key.
 inline Status run_kernel(OpKind op, const DTypeList& key, std::span<const TensorView> host_inputs,
-                         const TensorView& host_out, const OpParams& params) {
+                         const TensorView& host_out, const OpParams& params,
+                         Communicator* comm = nullptr) {
   SWITCHYARD_ASSIGN_OR_RETURN(const BindingEntry* e,
                               current_table()->lookup(op, key, BackendId::kCuda));
-  return run_entry(*e, host_inputs, host_out, params);
+  return run_entry(*e, host_inputs, host_out, params, comm);
 }
 
 }  // namespace switchyard::cuda_test

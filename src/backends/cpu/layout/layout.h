@@ -1,6 +1,6 @@
 // The CPU backend's data-movement kernels: get_rows and set_rows (get_rows.cpp) and copy /
-// transpose / concat (layout.cpp). Multi-threaded by output rows and
-// deterministic at any thread count.
+// transpose / concat (layout.cpp), and the collectives (collective.cpp). Multi-threaded by output
+// rows and deterministic at any thread count.
 //
 // Example
 //   KernelFn fn = get_rows_kernel(DType::kF16, DType::kF32, Variant::kRef);  // f16 -> f32 rows
@@ -33,5 +33,10 @@ namespace switchyard::cpu {
 // contiguous runs split across the pool; null for AVX-512.
 inline constexpr int kMaxConcatInputs = 7;
 [[nodiscard]] KernelFn concat_kernel(DType dtype, int inputs, Variant variant);
+
+// all_reduce, all_gather, reduce_scatter (collective.cpp) over f32, f16 or bf16
+// contiguous operands, between the ranks of the HostRankGroup whose communicator
+// is ExecContext::comm; with one rank, a copy. Null for another op or dtype.
+[[nodiscard]] KernelFn collective_kernel(OpKind op, DType dtype);
 
 }  // namespace switchyard::cpu
