@@ -45,6 +45,9 @@
 //   std::vector<float> logits(prompt.size() * model.config().vocab_size);
 //   SWITCHYARD_RETURN_IF_ERROR(model.eval(prompt, logits));
 //   std::int32_t next = argmax_token(std::span(logits).last(model.config().vocab_size));
+//
+// Split over devices (LlamaLoadOptions::devices), the model is one plan per rank
+// with collectives between them; eval runs them all (Note [Running the ranks]).
 #pragma once
 
 #include <array>
@@ -152,14 +155,18 @@ struct LlamaKernelReport {
     std::vector<std::pair<BackendId, int>> nodes;
   };
   std::vector<BucketNodes> buckets;
-  // A weight or node whose kernel is missing on the selected backend: the tensor
-  // (or node) name, its role, the op and dtype key, and what runs instead.
+  // A weight or node whose kernel is missing on the selected backend (or that
+  // cannot use it, `problem`): the tensor (or node) name, its role, the op and
+  // dtype key, and what runs instead.
   struct Violation {
     std::string tensor;
     std::string role;
     std::string op;
     DType dtype = DType::kF32;
     std::string fallback;
+    // What is wrong, where it is not the missing kernel: a split model's share of
+    // a weight that cuts through its blocks (Note [Tensor-parallel llama]).
+    std::string problem;
   };
   std::vector<Violation> violations;
   // Probes that hit, for the summary line.
@@ -208,6 +215,16 @@ struct LlamaLoadOptions {
   // Let the planner take kernels that trade precision for speed, such as cuda's
   // TF32 product for f32 weights (PlanOptions::admit_precision_trades).
   bool admit_precision_trades = false;
+  // Split the model over this many devices, tensor parallel (Note [Tensor-parallel
+  // llama] in llama.cpp, docs/multi-gpu.md): each rank holds its share of the
+  // heads, the feed-forward units, the embedding and the vocabulary, and
+  // collectives (all_reduce, all_gather) join their partial results. 0 (the
+  // default): one plan, no collectives; 1: one rank's plan with its collectives
+  // as copies. On the cpu the ranks are threads of this process (simulated
+  // devices, for the plan and the numerics); other backends have no collectives
+  // yet (kUnimplemented). The kv heads, the embedding length and the vocabulary
+  // must divide evenly (kInvalidArgument).
+  int devices = 0;
 };
 
 // Time spent per op family and per node over the evals since the last
@@ -242,6 +259,8 @@ class LlamaModel {
   [[nodiscard]] std::int64_t max_batch() const;
   // Tokens in the cache.
   [[nodiscard]] std::int64_t position() const;
+  // The ranks the model is split over (LlamaLoadOptions::devices); 0 when not split.
+  [[nodiscard]] int devices() const;
 
   // Runs `tokens` (1 to max_batch of them) at positions [position(), position() +
   // n), appends their keys and values to the cache and writes their logits,
@@ -271,6 +290,9 @@ class LlamaModel {
  private:
   struct State;
   explicit LlamaModel(std::unique_ptr<State> state);
+  static Status load_rank(State& s, const LlamaLoadOptions& options, int rank, int ranks,
+                          Registry& registry, Communicator* comm);
+  static Status eval_rank(State& s, std::span<const std::int32_t> tokens, std::span<float> logits);
   std::unique_ptr<State> state_;
 };
 

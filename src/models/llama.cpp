@@ -5,10 +5,12 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "switchyard/backends.h"
+#include "switchyard/collective.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/environment.h"
 #include "switchyard/executor.h"
@@ -66,20 +68,63 @@ Result<std::shared_ptr<const void>> to_f32(const GgufFile& file, const GgufTenso
   return std::shared_ptr<const void>(values, values->data());
 }
 
+// Note [Tensor-parallel llama]
+// A model split over N ranks (LlamaLoadOptions::devices) runs one plan per rank,
+// each with its share of every matrix (docs/multi-gpu.md has the picture):
+//   - attention by heads: rank r has query heads [r H/N, (r + 1) H/N) and kv
+//     heads [r Hkv/N, ...) (so a kv head's query group stays on one rank), the
+//     rows of q, k and v (and their biases) that make them, its part of the KV
+//     cache, and the columns of attn_output that read them;
+//   - the feed-forward by hidden units: rows of gate and up, the same columns of
+//     down, split at whole blocks of down's type where they can be;
+//   - attn_output and ffn_down then give partial sums of the residual update,
+//     and an all_reduce after each adds them up (two per layer);
+//   - the embedding table by columns (rank r looks up its slice of each token's
+//     vector, and an all_gather joins the slices) and the output head by
+//     vocabulary (rank r computes logits [r V/N, (r + 1) V/N), and an
+//     all_gather joins them), so that no rank holds either whole.
+// Norms, rope and the residual stream are computed by every rank on the same
+// values. A column share that cuts through a quantized block is converted to f32
+// at load (the report names it). A plan of one rank (devices = 1) has the same
+// collectives, as copies: the plan a single device runs in a group.
+struct Sharding {
+  int rank = 0;
+  // 0: not split, no collectives.
+  int ranks = 0;
+};
+
+// [begin, end) of rank `rank`'s share of `total` over `ranks`, in whole `unit`s
+// when total is a multiple of unit with at least one per rank, else in elements.
+std::pair<std::int64_t, std::int64_t> share_of(std::int64_t total, int rank, int ranks,
+                                               std::int64_t unit) {
+  if (total % unit != 0 || total / unit < ranks) unit = 1;
+  const std::int64_t units = total / unit;
+  return {units * rank / ranks * unit, units * (rank + 1) / ranks * unit};
+}
+
+// What a rank keeps of a [rows, cols] matrix: rows [begin, end), or columns.
+struct Share {
+  bool columns = false;
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
 // Builds the step graph, probing each weight on the way (the probe decides whether
-// the weight is used as stored or dequantized at load).
+// the weight is used as stored or dequantized at load). `config` is the rank's:
+// its heads and kv heads (Note [Tensor-parallel llama]).
 class GraphAssembler {
  public:
   GraphAssembler(const GgufFile& file, const LlamaConfig& config, DType cache_dtype,
                  const KernelBindingTable& table, Registry& registry, BackendId backend,
-                 LlamaKernelReport& report)
+                 LlamaKernelReport& report, Sharding sharding)
       : file_(file),
         c_(config),
         cache_dtype_(cache_dtype),
         table_(table),
         registry_(registry),
         backend_(backend),
-        report_(report) {}
+        report_(report),
+        sharding_(sharding) {}
 
   Result<Graph> build() {
     const std::int64_t t = b_.symbol(kTokens);
@@ -109,9 +154,18 @@ class GraphAssembler {
           b_.input(v_cache_name(i), cache_dtype_, {kv, hkv * dh});
     }
 
-    SWITCHYARD_ASSIGN_OR_RETURN(ValueId embd, embedding_table());
-    ValueId x =
-        b_.op(OpKind::kGetRows, {embd, tokens}, "token_embd", {}, "token_embd", DType::kF32);
+    ValueId x;
+    if (split()) {
+      const auto [begin, end] = share_of(c_.embedding_length, sharding_.rank, sharding_.ranks, 1);
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId embd, weight("token_embd.weight", "token_embd",
+                                                       OpKind::kGetRows, Share{true, begin, end}));
+      x = gathered(
+          b_.op(OpKind::kGetRows, {embd, tokens}, "token_embd", {}, "token_embd", DType::kF32),
+          "token_embd_gather");
+    } else {
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId embd, embedding_table());
+      x = b_.op(OpKind::kGetRows, {embd, tokens}, "token_embd", {}, "token_embd", DType::kF32);
+    }
     std::vector<ValueId> k_all, v_all;
     OpParams rope;
     rope.rope_mode = c_.rope_mode;
@@ -168,6 +222,7 @@ class GraphAssembler {
                         {qr, b_.reshape(ks, {kv, hkv, dh}), b_.reshape(vs, {kv, hkv, dh}), mask},
                         attention_name(i), attn, "attention");
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId o, project(b_.reshape(a, {t, h * dh}), i, "attn_output"));
+      if (split()) o = summed(o, p + "attn_all_reduce", "attn_all_reduce");
       x = b_.add(x, o, p + "attn_residual", "residual");
       ValueId fn = b_.op(OpKind::kRmsNorm, {x, norm_weight(block_tensor_name(i, "ffn_norm"))},
                          p + "ffn_norm", norm, "ffn_norm");
@@ -175,16 +230,25 @@ class GraphAssembler {
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId up, project(fn, i, "ffn_up"));
       ValueId act = b_.mul(b_.silu(gate, p + "ffn_silu", "ffn_act"), up, p + "ffn_mul", "ffn_act");
       SWITCHYARD_ASSIGN_OR_RETURN(ValueId down, project(act, i, "ffn_down"));
+      if (split()) down = summed(down, p + "ffn_all_reduce", "ffn_all_reduce");
       x = b_.add(x, down, p + "ffn_residual", "residual");
     }
     ValueId picked =
         b_.op(OpKind::kGetRows, {x, logit_rows}, "logit_rows", {}, "logit_rows", DType::kF32);
     ValueId out = b_.op(OpKind::kRmsNorm, {picked, norm_weight("output_norm.weight")},
                         "output_norm", norm, "output_norm");
-    SWITCHYARD_ASSIGN_OR_RETURN(
-        ValueId head, weight(c_.tied_embeddings ? "token_embd.weight" : "output.weight", "output",
-                             OpKind::kMatmul));
-    ValueId logits = b_.op(OpKind::kMatmul, {out, head}, std::string(kLogits), {}, "output");
+    const std::string head_name = c_.tied_embeddings ? "token_embd.weight" : "output.weight";
+    ValueId logits;
+    if (split()) {
+      const auto [begin, end] = share_of(c_.vocab_size, sharding_.rank, sharding_.ranks, 1);
+      SWITCHYARD_ASSIGN_OR_RETURN(
+          ValueId head, weight(head_name, "output", OpKind::kMatmul, Share{false, begin, end}));
+      logits = gathered(b_.op(OpKind::kMatmul, {out, head}, "output", {}, "output"),
+                        std::string(kLogits));
+    } else {
+      SWITCHYARD_ASSIGN_OR_RETURN(ValueId head, weight(head_name, "output", OpKind::kMatmul));
+      logits = b_.op(OpKind::kMatmul, {out, head}, std::string(kLogits), {}, "output");
+    }
     b_.output(logits);
     for (std::size_t i = 0; i < k_all.size(); ++i) {
       b_.output(k_all[i]);
@@ -224,11 +288,14 @@ class GraphAssembler {
   static constexpr std::string_view kDequantFallback =
       "weight converted to f32 at load, f32 kernel";
 
-  // x [tokens, n] plus the block's bias for `role` (f32 [n], checked by from_gguf).
+  // x [tokens, n] plus the block's bias for `role` (f32, checked by from_gguf): the
+  // rank's n values of it.
   ValueId biased(ValueId x, std::int64_t block, std::string_view role, std::int64_t n) {
     const std::string name = block_bias_name(block, role);
     const GgufTensorInfo* info = file_.find_tensor(name);
-    ValueId bias = b_.constant_borrowed(name, DType::kF32, info->shape, file_.view(*info).data());
+    const std::int64_t begin = split() ? row_share(block, role).begin : 0;
+    ValueId bias = b_.constant_borrowed(
+        name, DType::kF32, Shape{n}, static_cast<const float*>(file_.view(*info).data()) + begin);
     return b_.add(x, b_.broadcast(bias, {b_.symbol(kTokens), n}),
                   fmt::format("blk.{}.{}_bias", block, role), std::string(role) + "_bias");
   }
@@ -239,8 +306,10 @@ class GraphAssembler {
   }
 
   // The weight `name` as the consumer `op` (matmul or get_rows) will read it: as
-  // stored when the selected backend serves that key, else converted to f32.
-  Result<ValueId> weight(const std::string& name, std::string_view role, OpKind op) {
+  // stored when the selected backend serves that key, else converted to f32; all
+  // of it, or the rank's share.
+  Result<ValueId> weight(const std::string& name, std::string_view role, OpKind op,
+                         std::optional<Share> share = std::nullopt) {
     const GgufTensorInfo* info = file_.find_tensor(name);
     const DTypeList dtypes = op == OpKind::kMatmul
                                  ? DTypeList{DType::kF32, info->dtype, DType::kF32}
@@ -253,13 +322,104 @@ class GraphAssembler {
                                                     .fallback = kDequantFallback,
                                                     .dtype = info->dtype});
     ++report_.probes;
-    if (hit.is_ok() || info->dtype == DType::kF32) {
+    const bool as_stored = hit.is_ok() || info->dtype == DType::kF32;
+    if (!as_stored) {
+      report_.violations.push_back({name, std::string(role), std::string(switchyard::name(op)),
+                                    info->dtype, std::string(kDequantFallback)});
+    }
+    if (share) return shared_weight(*info, role, op, *share, as_stored);
+    if (as_stored) {
       return b_.constant_borrowed(name, info->dtype, info->shape, file_.view(*info).data());
     }
-    report_.violations.push_back({name, std::string(role), std::string(switchyard::name(op)),
-                                  info->dtype, std::string(kDequantFallback)});
     SWITCHYARD_ASSIGN_OR_RETURN(std::shared_ptr<const void> f32, to_f32(file_, *info));
     return b_.constant(name, DType::kF32, info->shape, std::move(f32));
+  }
+
+  // The rank's share of a [rows, cols] weight: its rows, borrowed from the file;
+  // its columns, copied out of every row in whole blocks, or converted to f32
+  // where the share cuts through a block (or the stored type has no kernel).
+  Result<ValueId> shared_weight(const GgufTensorInfo& info, std::string_view role, OpKind op,
+                                const Share& share, bool as_stored) {
+    const std::int64_t rows = info.shape[0];
+    const std::int64_t cols = info.shape[1];
+    const std::int64_t unit = block_elems(info.dtype);
+    const std::int64_t row_bytes = cols / unit * block_bytes(info.dtype);
+    const std::span<const std::byte> bytes = file_.tensor_bytes(info);
+    const std::int64_t width = share.end - share.begin;
+    if (!share.columns) {
+      const Shape shape{width, cols};
+      const std::span<const std::byte> mine =
+          bytes.subspan(static_cast<std::size_t>(share.begin * row_bytes),
+                        static_cast<std::size_t>(width * row_bytes));
+      if (as_stored) return b_.constant_borrowed(info.name, info.dtype, shape, mine.data());
+      auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(width * cols));
+      SWITCHYARD_RETURN_IF_ERROR(row_to_f32(info.dtype, mine, *values));
+      return b_.constant(info.name, DType::kF32, shape,
+                         std::shared_ptr<const void>(values, values->data()));
+    }
+    const Shape shape{rows, width};
+    if (as_stored && share.begin % unit == 0 && width % unit == 0) {
+      const std::int64_t from = share.begin / unit * block_bytes(info.dtype);
+      const std::int64_t take = width / unit * block_bytes(info.dtype);
+      auto copy = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(rows * take));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::memcpy(copy->data() + r * take, bytes.data() + r * row_bytes + from,
+                    static_cast<std::size_t>(take));
+      }
+      return b_.constant(info.name, info.dtype, shape,
+                         std::shared_ptr<const void>(copy, copy->data()));
+    }
+    if (as_stored) {
+      report_.violations.push_back(
+          {info.name, std::string(role), std::string(switchyard::name(op)), info.dtype,
+           "converted to f32 at load, f32 kernel",
+           fmt::format("rank {}'s columns [{}, {}) cut {} blocks of {}", sharding_.rank,
+                       share.begin, share.end, name(info.dtype), unit)});
+    }
+    auto values = std::make_shared<std::vector<float>>(static_cast<std::size_t>(rows * width));
+    std::vector<float> row(static_cast<std::size_t>(cols));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      SWITCHYARD_RETURN_IF_ERROR(row_to_f32(info.dtype,
+                                            bytes.subspan(static_cast<std::size_t>(r * row_bytes),
+                                                          static_cast<std::size_t>(row_bytes)),
+                                            row));
+      std::copy(row.begin() + share.begin, row.begin() + share.end, values->begin() + r * width);
+    }
+    return b_.constant(info.name, DType::kF32, shape,
+                       std::shared_ptr<const void>(values, values->data()));
+  }
+
+  [[nodiscard]] bool split() const { return sharding_.ranks > 0; }
+
+  // Note [Tensor-parallel llama]: the rows of q, k, v, gate and up that the rank
+  // keeps (attn_output and ffn_down keep the same range of columns).
+  Share row_share(std::int64_t block, std::string_view role) const {
+    const int r = sharding_.rank;
+    if (role == "attn_q" || role == "attn_output") {
+      return {role == "attn_output", r * c_.q_dim(), (r + 1) * c_.q_dim()};
+    }
+    if (role == "attn_k" || role == "attn_v")
+      return {false, r * c_.kv_dim(), (r + 1) * c_.kv_dim()};
+    // The feed-forward's hidden units, in whole blocks of ffn_down's type.
+    const GgufTensorInfo* down = file_.find_tensor(block_tensor_name(block, "ffn_down"));
+    const auto [begin, end] =
+        share_of(c_.feed_forward_length, r, sharding_.ranks, block_elems(down->dtype));
+    return {role == "ffn_down", begin, end};
+  }
+
+  // The sum of every rank's x (all_reduce).
+  ValueId summed(ValueId x, std::string name, std::string role) {
+    OpParams params;
+    params.ranks = sharding_.ranks;
+    return b_.op(OpKind::kAllReduce, {x}, std::move(name), params, std::move(role));
+  }
+
+  // Every rank's x joined along the last dimension (all_gather).
+  ValueId gathered(ValueId x, std::string name) {
+    OpParams params;
+    params.ranks = sharding_.ranks;
+    std::string role = name == kLogits ? "output_gather" : name;
+    return b_.op(OpKind::kAllGather, {x}, std::move(name), params, std::move(role));
   }
 
   Result<ValueId> embedding_table() {
@@ -269,8 +429,10 @@ class GraphAssembler {
   }
 
   Result<ValueId> project(ValueId x, std::int64_t block, std::string_view role) {
-    SWITCHYARD_ASSIGN_OR_RETURN(ValueId w,
-                                weight(block_tensor_name(block, role), role, OpKind::kMatmul));
+    std::optional<Share> share;
+    if (split()) share = row_share(block, role);
+    SWITCHYARD_ASSIGN_OR_RETURN(
+        ValueId w, weight(block_tensor_name(block, role), role, OpKind::kMatmul, share));
     return b_.matmul(x, w, fmt::format("blk.{}.{}", block, role), std::string(role));
   }
 
@@ -281,6 +443,7 @@ class GraphAssembler {
   Registry& registry_;
   BackendId backend_;
   LlamaKernelReport& report_;
+  Sharding sharding_;
   GraphBuilder b_;
   ValueId embd_;
 };
@@ -296,8 +459,10 @@ std::string LlamaKernelReport::render() const {
     out += "\n";
   }
   for (const Violation& v : violations) {
-    out += fmt::format("  VIOLATION {} ({}, {}): no {} kernel on {} -> {}\n", v.tensor, v.role,
-                       name(v.dtype), v.op, name(backend), v.fallback);
+    out += fmt::format(
+        "  VIOLATION {} ({}, {}): {} -> {}\n", v.tensor, v.role, name(v.dtype),
+        v.problem.empty() ? fmt::format("no {} kernel on {}", v.op, name(backend)) : v.problem,
+        v.fallback);
   }
   for (const CoverageBinding& m : seal.masked) {
     out += fmt::format("  masked: {} {}\n", name(m.backend), m.kernel_name);
@@ -309,7 +474,21 @@ struct LlamaModel::State {
   explicit State(GgufFile f) : file(std::move(f)) {}
   // Weights are borrowed from its mapping.
   GgufFile file;
+  // The model's, and this rank's: its heads and kv heads (Note [Tensor-parallel
+  // llama]; the same as config when the model is not split).
   LlamaConfig config;
+  LlamaConfig rank_config;
+  // A split model (LlamaLoadOptions::devices): rank 0's state holds the group
+  // and the other ranks, each with its own plan, executor, cache and registry,
+  // and the logits buffer its eval writes (Note [Running the ranks]).
+  std::unique_ptr<HostRankGroup> group;
+  std::vector<std::unique_ptr<State>> peers;
+  std::unique_ptr<Registry> peer_registry;
+  std::vector<float> rank_logits;
+  // A device backend's communicators (BackendMemory::create_communicators), and
+  // the ranks the model is split over (0: not split).
+  std::vector<std::unique_ptr<Communicator>> device_comms;
+  int devices = 0;
   LlamaKernelReport report;
   std::shared_ptr<const ExecutionPlan> plan;
   std::optional<Executor> executor;
@@ -374,7 +553,7 @@ struct LlamaModel::State {
   Status allocate_cache(BackendMemory* device, BackendId backend) {
     // Bytes of one layer's k (or v) rows.
     const auto per_layer =
-        static_cast<std::size_t>(max_context * cache_row_bytes(config, cache_dtype));
+        static_cast<std::size_t>(max_context * cache_row_bytes(rank_config, cache_dtype));
     const std::size_t total = 2 * per_layer * static_cast<std::size_t>(config.block_count);
     std::byte* base = nullptr;
     if (device != nullptr) {
@@ -440,11 +619,93 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
         "{}: use an f16 or f32 cache",
         block_elems(DType::kQ8_0), c.head_dim()));
   }
+  const int ranks = options.devices;
+  if (ranks < 0 || ranks > HostRankGroup::kMaxRanks) {
+    return invalid_argument_error(fmt::format("llama: devices is 0 (not split) to {}, not {}",
+                                              HostRankGroup::kMaxRanks, ranks));
+  }
+  if (ranks > 0) {
+    if (options.backend != BackendId::kCpu && ranks > 1) {
+      return unimplemented_error(fmt::format(
+          "llama: a model split over {} devices runs on the cpu's simulated ranks; on {} a "
+          "plan runs on one device, so a split is one rank (devices 1) until each rank's plan "
+          "can be placed on a device of its own",
+          ranks, name(options.backend)));
+    }
+    // Note [Tensor-parallel llama]: whole query groups per rank, equal slices of
+    // the embedding and the vocabulary.
+    for (const auto& [what, count] :
+         {std::pair{"kv heads", c.head_count_kv}, std::pair{"embedding values", c.embedding_length},
+          std::pair{"vocabulary entries", c.vocab_size}}) {
+      if (count % ranks != 0) {
+        return invalid_argument_error(fmt::format(
+            "llama: the model's {} {} do not split evenly over {} devices", count, what, ranks));
+      }
+    }
+    if (c.feed_forward_length < ranks) {
+      return invalid_argument_error(
+          fmt::format("llama: {} feed-forward units do not give each of {} devices one",
+                      c.feed_forward_length, ranks));
+    }
+  }
+  s.rank_config = c;
+  if (ranks > 0) {
+    s.rank_config.head_dimension = c.head_dim();
+    s.rank_config.head_count = c.head_count / ranks;
+    s.rank_config.head_count_kv = c.head_count_kv / ranks;
+  }
   s.cache_dtype = options.cache_dtype;
   s.max_context = options.max_context > 0 ? options.max_context
                                           : std::min<std::int64_t>(c.context_length, 2048);
   s.max_batch = options.max_batch > 0 ? std::min(options.max_batch, s.max_context)
                                       : std::min<std::int64_t>(s.max_context, 512);
+  Registry& registry = options.registry ? *options.registry : global_registry();
+  if (options.strict) registry.set_strict_policy(*options.strict);
+  // The selected backend's slow paths are this load's violations, the CPU's too.
+  registry.set_selected_backends(std::vector<BackendId>{options.backend});
+  s.devices = ranks;
+  if (ranks == 0) {
+    SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, 0, registry, nullptr));
+    return LlamaModel(std::move(state));
+  }
+  if (options.backend != BackendId::kCpu) {
+    // One rank in a group of the backend's own (an NCCL communicator on cuda).
+    BackendMemory* memory = current_table()->backend_memory(options.backend);
+    if (memory == nullptr) {
+      return unavailable_error(fmt::format("llama: {} has no memory", name(options.backend)));
+    }
+    SWITCHYARD_ASSIGN_OR_RETURN(s.device_comms, memory->create_communicators(ranks));
+    SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, ranks, registry, s.device_comms[0].get()));
+    return LlamaModel(std::move(state));
+  }
+  // Note [Running the ranks]
+  SWITCHYARD_ASSIGN_OR_RETURN(s.group, HostRankGroup::create(ranks));
+  SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, ranks, registry, &s.group->rank(0)));
+  // The other ranks probe the same keys: rank 0's registry has them, and a
+  // private one keeps their records from repeating its report.
+  s.peer_registry = std::make_unique<Registry>(
+      RegistryConfig{.selected_backends = std::vector<BackendId>{options.backend},
+                     .sink = [](std::string_view) {}});
+  for (int r = 1; r < ranks; ++r) {
+    auto peer = std::make_unique<State>(s.file);
+    peer->config = s.config;
+    peer->rank_config = s.rank_config;
+    peer->cache_dtype = s.cache_dtype;
+    peer->max_context = s.max_context;
+    peer->max_batch = s.max_batch;
+    SWITCHYARD_RETURN_IF_ERROR(
+        load_rank(*peer, options, r, ranks, *s.peer_registry, &s.group->rank(r))
+            .with_context(fmt::format("llama: rank {} of {}", r, ranks)));
+    s.peers.push_back(std::move(peer));
+  }
+  return LlamaModel(std::move(state));
+}
+
+// One rank's graph, probes, plan, executor and cache (all of the model when it is
+// not split).
+Status LlamaModel::load_rank(State& s, const LlamaLoadOptions& options, int rank, int ranks,
+                             Registry& registry, Communicator* comm) {
+  const LlamaConfig& c = s.rank_config;
   TableSnapshot table = current_table();
   BackendMemory* backend_memory = table->backend_memory(options.backend);
   BackendMemory* cache_device =
@@ -455,13 +716,10 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     SWITCHYARD_RETURN_IF_ERROR(check_cache_fits(c, s.cache_dtype, s.max_context));
   }
 
-  Registry& registry = options.registry ? *options.registry : global_registry();
-  if (options.strict) registry.set_strict_policy(*options.strict);
-  // The selected backend's slow paths are this load's violations, the CPU's too.
-  registry.set_selected_backends(std::vector<BackendId>{options.backend});
   s.report.backend = options.backend;
 
-  GraphAssembler assembler(s.file, c, s.cache_dtype, *table, registry, options.backend, s.report);
+  GraphAssembler assembler(s.file, c, s.cache_dtype, *table, registry, options.backend, s.report,
+                           Sharding{rank, ranks});
   SWITCHYARD_ASSIGN_OR_RETURN(Graph graph, assembler.build());
   assembler.probe_other_nodes(graph);
   const std::vector<CoverageBinding> masked = masked_bindings();
@@ -508,6 +766,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   s.exec_profile.wait_for_devices = options.profile_device_time;
   exec_options.on_upload = options.on_upload;
   exec_options.record_runs = options.record_steps;
+  exec_options.comm = comm;
   if (cache_on_device) {
     // One stream for the executor and the model's own copies, so that a step's
     // upload, kernels and download are ordered without waits between them.
@@ -560,8 +819,7 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
   s.slots.resize(slot_of.size());
   s.inputs.resize(s.input_slots.size());
   s.outputs.resize(s.output_slots.size());
-  SWITCHYARD_RETURN_IF_ERROR(s.allocate_cache(cache_device, options.backend));
-  return LlamaModel(std::move(state));
+  return s.allocate_cache(cache_device, options.backend);
 }
 
 LlamaModel::LlamaModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -575,7 +833,11 @@ const ExecutionPlan& LlamaModel::plan() const { return *state_->plan; }
 std::int64_t LlamaModel::max_context() const { return state_->max_context; }
 std::int64_t LlamaModel::max_batch() const { return state_->max_batch; }
 std::int64_t LlamaModel::position() const { return state_->position; }
-void LlamaModel::reset() { state_->position = 0; }
+void LlamaModel::reset() {
+  state_->position = 0;
+  for (const auto& peer : state_->peers) peer->position = 0;
+}
+int LlamaModel::devices() const { return state_->devices; }
 
 // Note [Warming up]
 // The first run of a bucket on a GPU costs far more than the next: the CUDA
@@ -614,8 +876,50 @@ void LlamaModel::reset_profile() {
   state_->exec_profile.wait_for_devices = wait;
 }
 
+// Note [Running the ranks]
+// A split model's eval runs every rank's step at once, rank 0 on the calling
+// thread and each other rank on a thread of its own, since each waits for the
+// others in its collectives. Every rank checks the same arguments and ends with
+// the same logits (the output head's all_gather), so rank 0's are the model's. A
+// rank that fails aborts the group, which releases the ranks waiting for it; the
+// group is then reset for the next eval, and every rank's position is put back,
+// as one model's is on error. All ranks share the caller's ParallelRunner (its
+// parallel loops take one caller at a time: a rank waits in a collective only
+// outside them).
 Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> logits) {
   State& s = *state_;
+  if (s.peers.empty()) return eval_rank(s, tokens, logits);
+  const std::int64_t past = s.position;
+  std::vector<Status> peer_status(s.peers.size());
+  Status mine;
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < s.peers.size(); ++i) {
+      threads.emplace_back([&, i] {
+        State& peer = *s.peers[i];
+        peer.rank_logits.resize(logits.size());
+        peer_status[i] = eval_rank(peer, tokens, peer.rank_logits);
+        if (!peer_status[i].is_ok()) s.group->abort(peer_status[i]);
+      });
+    }
+    mine = eval_rank(s, tokens, logits);
+    if (!mine.is_ok()) s.group->abort(mine);
+  }
+  if (!s.group->aborted()) return Status::ok();
+  s.group->reset();
+  s.position = past;
+  for (const auto& peer : s.peers) peer->position = past;
+  if (!mine.is_ok()) return mine;
+  for (std::size_t i = 0; i < peer_status.size(); ++i) {
+    if (!peer_status[i].is_ok()) {
+      return peer_status[i].with_context(fmt::format("llama: rank {}", i + 1));
+    }
+  }
+  return internal_error("llama: the ranks' group was aborted, but no rank failed");
+}
+
+Status LlamaModel::eval_rank(State& s, std::span<const std::int32_t> tokens,
+                             std::span<float> logits) {
   const LlamaConfig& c = s.config;
   const auto n = static_cast<std::int64_t>(tokens.size());
   if (n < 1 || n > s.max_batch) {
@@ -682,8 +986,8 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   }
   for (std::int64_t r = 0; r < rows; ++r) logit_rows[r] = static_cast<std::int32_t>(n - rows + r);
 
-  const std::int64_t hkv = c.head_count_kv;
-  const std::int64_t dh = c.head_dim();
+  const std::int64_t hkv = s.rank_config.head_count_kv;
+  const std::int64_t dh = s.rank_config.head_dim();
   const BackendId at = s.cache_backend;
   std::vector<TensorView>& slots = s.slots;
   const TensorView host_logits =

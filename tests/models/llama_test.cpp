@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "models/llama_reference.h"
 #include "switchyard/backends.h"
+#include "switchyard/collective.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/kernel_mask.h"
 #include "switchyard/thread_pool.h"
@@ -406,6 +408,156 @@ INSTANTIATE_TEST_SUITE_P(Weights, NonFiniteWeightTest,
                              if (c == '.') c = '_';
                            return n;
                          });
+
+// --- split over devices (Note [Tensor-parallel llama]) -------------------------------
+
+LlamaLoadOptions split_options(Registry& registry, int devices) {
+  LlamaLoadOptions o = options(registry);
+  o.devices = devices;
+  return o;
+}
+
+// One rank (collectives as copies), two and four simulated ranks: a prompt then
+// decode steps match the float64 reference as the whole model does, and the
+// unsplit model's logits to f32 rounding (the ranks add their partial sums in
+// another order).
+class LlamaSplitTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LlamaSplitTest, F32ModelMatchesTheReferenceAndTheWholeModel) {
+  const int devices = GetParam();
+  GgufFile file = f32_file(fmt::format("split_{}", devices));
+  TestRegistry r;
+  Result<LlamaModel> split = LlamaModel::load(file, split_options(r.registry, devices));
+  ASSERT_TRUE(split.is_ok()) << split.status().to_string();
+  EXPECT_EQ(split->devices(), devices);
+  EXPECT_TRUE(split->kernel_report().violations.empty()) << split->kernel_report().render();
+  EXPECT_LT(prompt_then_decode_error(*split, file), 1e-4);
+  TestRegistry whole_registry;
+  Result<LlamaModel> whole = LlamaModel::load(file, options(whole_registry.registry));
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  EXPECT_EQ(whole->devices(), 0);
+  split->reset();
+  const auto t = tokens(10, split->config().vocab_size);
+  const std::vector<float> a = eval(*split, t);
+  const std::vector<float> b = eval(*whole, t);
+  const std::vector<double> b64(b.begin(), b.end());
+  EXPECT_LT(max_scaled_error(a, b64), 2e-5);
+  // The plan has two all_reduces per layer and the two all_gathers.
+  int reduces = 0, gathers = 0;
+  for (const Node& n : split->plan().graph().nodes()) {
+    reduces += n.op == OpKind::kAllReduce;
+    gathers += n.op == OpKind::kAllGather;
+  }
+  EXPECT_EQ(reduces, 2 * split->config().block_count);
+  EXPECT_EQ(gathers, 2);
+}
+
+TEST_P(LlamaSplitTest, RunsAreIdenticalAndTiedEmbeddingsSplitToo) {
+  const int devices = GetParam();
+  GgufFile file = f32_file(fmt::format("split_tied_{}", devices), /*tied=*/true);
+  TestRegistry r;
+  ThreadPool pool(2);
+  LlamaLoadOptions o = split_options(r.registry, devices);
+  o.runner = &pool;
+  Result<LlamaModel> model = LlamaModel::load(file, o);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(7, model->config().vocab_size);
+  const std::vector<float> first = eval(*model, t);
+  EXPECT_LT(max_scaled_error(first, testing::LlamaReference(file).logits(t)), 1e-4);
+  model->reset();
+  EXPECT_EQ(eval(*model, t), first);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, LlamaSplitTest, ::testing::Values(1, 2, 4));
+
+// The mixed file split in two: the embedding's and attn_output's columns (q4_k,
+// 256 wide) split at 128, inside a block, so each rank's share is converted to
+// f32 and the report says so; ffn_down's 768 (q6_k) split at whole blocks and
+// stay q6_k.
+TEST(LlamaSplitLoadTest, AQuantizedShareThatCutsABlockIsConvertedAndReported) {
+  GgufFile file = mixed_file("split_mixed");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, split_options(r.registry, 2));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const LlamaKernelReport& rep = model->kernel_report();
+  std::vector<std::string> converted;
+  for (const auto& v : rep.violations) converted.push_back(v.tensor);
+  EXPECT_THAT(converted,
+              ::testing::UnorderedElementsAre("token_embd.weight", "blk.0.attn_output.weight",
+                                              "blk.1.attn_output.weight"))
+      << rep.render();
+  EXPECT_NE(
+      rep.render().find("rank 0's columns [0, 128) cut q4_k blocks of 256 -> converted to f32"),
+      std::string::npos)
+      << rep.render();
+  const auto t = tokens(12, model->config().vocab_size);
+  EXPECT_LT(max_scaled_error(eval(*model, t), testing::LlamaReference(file).logits(t)), 5e-2);
+}
+
+TEST(LlamaSplitLoadTest, DevicesThatDoNotDivideTheModelAreRefused) {
+  GgufFile file = f32_file("split_bad");
+  for (const int devices : {3, -1, HostRankGroup::kMaxRanks + 1}) {
+    TestRegistry r;
+    Result<LlamaModel> model = LlamaModel::load(file, split_options(r.registry, devices));
+    ASSERT_FALSE(model.is_ok()) << devices;
+    EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument) << model.status().to_string();
+  }
+  TestRegistry r;
+  Result<LlamaModel> three = LlamaModel::load(file, split_options(r.registry, 3));
+  EXPECT_NE(three.status().message().find("4 kv heads do not split evenly over 3"),
+            std::string::npos)
+      << three.status().to_string();
+}
+
+// A missing collective is as loud as a missing matmul: the load names it.
+TEST(LlamaSplitLoadTest, AMissingCollectiveFailsTheLoadNamingIt) {
+  GgufFile file = f32_file("split_masked");
+  MaskGuard guard("cpu:all_reduce:*");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, split_options(r.registry, 2));
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.status().to_string().find("all_reduce"), std::string::npos)
+      << model.status().to_string();
+}
+
+// A failing eval moves no rank's position, and the next eval runs: the group a
+// failure aborted is reset. A NaN weight fails on one rank's share only, and the
+// others, waiting for it in a collective, are released with its error.
+TEST(LlamaSplitLoadTest, AFailedEvalLeavesEveryRankReadyForTheNext) {
+  Result<SyntheticModel> m = generate_synthetic_llama(test_config());
+  ASSERT_TRUE(m.is_ok());
+  for (SyntheticTensor& t : m->tensors) {
+    if (t.name != "blk.1.ffn_up.weight") continue;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(t.data.data() + 4 * 5, &nan, sizeof nan);  // row 0: rank 0's share
+  }
+  Result<GgufWriter> w = synthetic_model_writer(*m);
+  ASSERT_TRUE(w.is_ok());
+  GgufFile file = write_and_open(*w, "split_nan");
+  TestRegistry r;
+  Result<LlamaModel> model = LlamaModel::load(file, split_options(r.registry, 2));
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto t = tokens(4, model->config().vocab_size);
+  std::vector<float> logits(t.size() * static_cast<std::size_t>(model->config().vocab_size));
+  const Status nan = model->eval(t, logits);
+  EXPECT_EQ(nan.code(), StatusCode::kFailedPrecondition) << nan.to_string();
+  EXPECT_NE(nan.message().find("nan"), std::string_view::npos) << nan.to_string();
+  EXPECT_EQ(model->position(), 0);
+  const std::int32_t out_of_vocab = 512;
+  std::vector<float> one(512);
+  EXPECT_EQ(model->eval(std::span(&out_of_vocab, 1), one).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(model->position(), 0);
+}
+
+TEST(LlamaSplitLoadTest, OtherBackendsHaveNoCollectivesYet) {
+  if (!is_compiled(BackendId::kCuda)) GTEST_SKIP() << "cuda is not compiled into this build";
+  GgufFile file = f32_file("split_cuda");
+  TestRegistry r;
+  LlamaLoadOptions o = split_options(r.registry, 2);
+  o.backend = BackendId::kCuda;
+  Result<LlamaModel> model = LlamaModel::load(file, o);
+  EXPECT_EQ(model.status().code(), StatusCode::kUnimplemented) << model.status().to_string();
+}
 
 // A file may claim any context length, and a caller may ask for all of it: the KV
 // cache is checked against the machine's memory before it is allocated.

@@ -32,6 +32,20 @@ expect 2 "run --threads 100000" -- "$tool" run --threads 100000
 contains err "threads" "the refusal names the flag"
 expect 2 "run --tokens beyond any context" -- "$tool" run --tokens 99999999999999999999
 expect 2 "run --prompt-tokens 0" -- "$tool" run --prompt-tokens 0
+# Split over simulated devices: the same greedy tokens as the whole f32 model.
+expect 0 "run the f32 model whole" -- "$tool" run --model-type f32 --prompt-tokens 8 --tokens 6
+grep "^tokens" "$work/out" >"$work/tokens-whole"
+expect 0 "run --devices 2" -- "$tool" run --model-type f32 --prompt-tokens 8 --tokens 6 --devices 2
+contains out "split over 2 devices (simulated ranks)" "run says it split the model"
+contains out "collective" "the collectives' time is its own op family"
+grep "^tokens" "$work/out" >"$work/tokens-split"
+if ! cmp -s "$work/tokens-whole" "$work/tokens-split"; then
+  echo "FAIL: the split model generates other tokens than the whole one"
+  failures=$((failures + 1))
+fi
+expect 2 "run --devices 3 (4 kv heads)" -- "$tool" run --devices 3
+contains err "do not split evenly over 3 devices" "the refusal says why"
+expect 2 "run --devices 0" -- "$tool" run --devices 0
 # Sampling: the same seed gives the same tokens, the options are checked.
 expect 0 "run --temperature with a seed" -- \
   "$tool" run --prompt-tokens 4 --tokens 12 --temperature 0.9 --seed 11

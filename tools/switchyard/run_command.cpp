@@ -50,6 +50,7 @@
 #include "run_model.h"
 #include "switchyard/backends.h"
 #include "switchyard/bucket_plan.h"
+#include "switchyard/collective.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/file_io.h"
 #include "switchyard/gguf.h"
@@ -249,6 +250,7 @@ int run_model(const RunOptions& o) {
   if (!calibration.is_ok()) return report_failure(calibration.status());
   load.calibration = *calibration;
   load.admit_precision_trades = o.admit_precision_trades;
+  load.devices = o.devices;
   // The weights' upload to a device: a bar, and its rate from the first constant's
   // end to the last's (the clock starts once a copy has finished).
   struct {
@@ -411,6 +413,7 @@ int run_model(const RunOptions& o) {
     j["model"] = o.model.empty() ? "synthetic " + o.synthetic : o.model;
     j["backend"] = std::string(name(*backend));
     j["threads"] = runner->num_threads();
+    j["devices"] = model.devices();
     j["config"] = {{"architecture", c.architecture}, {"file_type", c.file_type},
                    {"vocab", c.vocab_size},          {"dim", c.embedding_length},
                    {"blocks", c.block_count},        {"heads", c.head_count},
@@ -464,6 +467,7 @@ int run_model(const RunOptions& o) {
                             {"op", v.op},
                             {"dtype", std::string(name(v.dtype))},
                             {"fallback", v.fallback}});
+      if (!v.problem.empty()) violations.back()["problem"] = v.problem;
     }
     j["kernels"] = {{"probes", report.probes}, {"nodes", buckets}, {"violations", violations}};
     j["ok"] = finite;
@@ -481,8 +485,13 @@ int run_model(const RunOptions& o) {
         c.architecture, c.block_count, c.embedding_length, c.head_count, c.head_count_kv,
         c.head_dim(), c.feed_forward_length, c.vocab_size,
         c.file_type >= 0 ? fmt::format(", general.file_type {}", c.file_type) : std::string());
-    fmt::print("backend  {}{}, {} thread{}; loaded in {:.2f} s, warmed up in {:.2f} s\n",
+    fmt::print("backend  {}{}{}, {} thread{}; loaded in {:.2f} s, warmed up in {:.2f} s\n",
                name(*backend), o.backend == "auto" ? auto_note(*backend) : std::string(),
+               model.devices() > 0
+                   ? fmt::format(", split over {} device{}{}", model.devices(),
+                                 model.devices() == 1 ? "" : "s",
+                                 *backend == BackendId::kCpu ? " (simulated ranks)" : "")
+                   : std::string(),
                runner->num_threads(), runner->num_threads() == 1 ? "" : "s", load_s, warm_s);
     if (weight_check) fmt::print("weights  {}\n", check_summary(*file, *weight_check));
     if (upload.total > 0) {
@@ -609,6 +618,10 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   add_precision_trades_flag(cmd, options->admit_precision_trades);
+  cmd->add_option("--devices", options->devices,
+                  "split the model over this many devices, tensor parallel (on the cpu: "
+                  "simulated ranks, threads of this process; docs/multi-gpu.md)")
+      ->check(CLI::Range(1, HostRankGroup::kMaxRanks));
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->add_option("--report", options->report,
                   "also write this run's report page (HTML: coverage, kernel report, plan, "

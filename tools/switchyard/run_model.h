@@ -29,6 +29,8 @@ struct RunOptions {
   int threads = 0;
   bool strict = false;
   bool admit_precision_trades = false;
+  // Split the model over this many devices (LlamaLoadOptions::devices; 0: not split).
+  int devices = 0;
   bool json = false;
   // Scan every weight for NaN and infinity before loading: the default (Note
   // [Checking weights before a run]); --no-check-weights skips it.

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cuda/cuda_test_util.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
 #include "switchyard/kernel_mask.h"
@@ -47,8 +48,9 @@ Result<GgufFile> synthetic(DType weights, std::int64_t context = 64) {
 // percent (quantized weights) may tie-break to different tokens on the two
 // sides, and the logits after a different token are not comparable.
 Result<std::vector<float>> generate(GgufFile& file, BackendId backend, Registry& registry,
-                                    DType cache, bool fixed_steps = false) {
+                                    DType cache, bool fixed_steps = false, int devices = 0) {
   LlamaLoadOptions o;
+  o.devices = devices;
   o.backend = backend;
   o.registry = &registry;
   o.cache_dtype = cache;
@@ -134,6 +136,35 @@ INSTANTIATE_TEST_SUITE_P(Weights, CudaLlamaTest,
                                            DType::kQ6_K, DType::kQ8_0, DType::kQ4_0,
                                            DType::kIQ4_XS),
                          [](const auto& param) { return std::string(name(param.param)); });
+
+// Note [Tensor-parallel llama]: the plan of one rank on cuda, its collectives
+// through an NCCL group of one, against the CPU's model split over two simulated
+// ranks: both the same model, in f32.
+TEST(CudaLlamaSplitTest, OneNcclRankMatchesTheCpusTwoRanks) {
+  REQUIRE_CUDA_DEVICE();
+  Result<GgufFile> cpu_file = synthetic(DType::kF32);
+  ASSERT_TRUE(cpu_file.is_ok()) << cpu_file.status().to_string();
+  Result<GgufFile> gpu_file = synthetic(DType::kF32);
+  ASSERT_TRUE(gpu_file.is_ok()) << gpu_file.status().to_string();
+  Registry cpu_registry({.sink = [](std::string_view) {}});
+  Registry gpu_registry({.sink = [](std::string_view) {}});
+  Result<std::vector<float>> gpu =
+      generate(*gpu_file, BackendId::kCuda, gpu_registry, DType::kF32, false, 1);
+  if (gpu.status().code() == StatusCode::kUnimplemented) GTEST_SKIP() << gpu.status().message();
+  ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
+  EXPECT_TRUE(gpu_registry.seal().violations.empty());
+  Result<std::vector<float>> cpu =
+      generate(*cpu_file, BackendId::kCpu, cpu_registry, DType::kF32, false, 2);
+  ASSERT_TRUE(cpu.is_ok()) << cpu.status().to_string();
+  ASSERT_EQ(gpu->size(), cpu->size());
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < cpu->size(); ++i) {
+    const double d = double((*gpu)[i]) - (*cpu)[i];
+    err2 += d * d;
+    ref2 += double((*cpu)[i]) * (*cpu)[i];
+  }
+  EXPECT_LE(std::sqrt(err2 / ref2), 1e-4);
+}
 
 // Note [Recorded runs]: decode steps replayed from recordings give the bits of
 // steps launched node by node, across the 256-row windows a decode step binds
