@@ -857,7 +857,7 @@ class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& path, std::string_view backend,
                                      std::int64_t max_context, std::string_view cache_type,
-                                     int threads, bool admit_precision_trades) {
+                                     int threads, bool admit_precision_trades, int devices) {
     (void)table();
     auto m = std::unique_ptr<Model>(new Model());
     {
@@ -876,6 +876,7 @@ class Model {
       o.max_context = max_context;
       o.runner = m->pool_ ? static_cast<ParallelRunner*>(m->pool_.get()) : &default_thread_pool();
       o.admit_precision_trades = admit_precision_trades;
+      o.devices = devices;
       if (cache_type == "f32") {
         o.cache_dtype = DType::kF32;
       } else if (cache_type == "q8_0") {
@@ -902,6 +903,7 @@ class Model {
     d["feed_forward_length"] = c.feed_forward_length;
     d["context_length"] = c.context_length;
     d["max_context"] = model_->max_context();
+    d["devices"] = model_->devices();
     d["end_tokens"] = c.end_tokens;
     return d;
   }
@@ -1139,7 +1141,7 @@ NB_MODULE(_switchyard, m) {
   nb::class_<Model>(m, "Model")
       .def_static("load", &Model::load, nb::arg("path"), nb::arg("backend") = "cpu",
                   nb::arg("max_context") = 0, nb::arg("cache_type") = "f16", nb::arg("threads") = 0,
-                  nb::arg("admit_precision_trades") = false,
+                  nb::arg("admit_precision_trades") = false, nb::arg("devices") = 0,
                   "Loads a llama-family GGUF file (probing and sealing its kernels).")
       .def_prop_ro("config", &Model::config)
       .def_prop_ro("kernel_report", &Model::kernel_report)

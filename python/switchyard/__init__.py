@@ -209,13 +209,16 @@ class Model:
     @classmethod
     def load(cls, path: str, backend: str = "cpu", max_context: int = 0,
              cache_type: str = "f16", threads: int = 0,
-             admit_precision_trades: bool = False) -> "Model":
+             admit_precision_trades: bool = False, devices: int = 0) -> "Model":
         """Loads `path`, probing every kernel on `backend` and sealing the registry;
         `kernel_report` says what it found. With `admit_precision_trades` the planner
         may take kernels that compute in a narrower type to be faster (on cuda, TF32
-        products of f32 weights)."""
+        products of f32 weights). `devices` splits the model over that many ranks,
+        tensor parallel (on the cpu, simulated ranks: threads of this process;
+        docs/multi-gpu.md); `config["devices"]` says how many it runs on (0: not
+        split)."""
         return cls(_switchyard.Model.load(str(path), backend, max_context, cache_type, threads,
-                                          admit_precision_trades))
+                                          admit_precision_trades, devices))
 
     @property
     def config(self) -> dict:

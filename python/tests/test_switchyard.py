@@ -135,6 +135,21 @@ def test_model_errors_are_switchyard_errors(model_path, tmp_path):
         list(model.generate("x", max_tokens=2, temperature=-1))
 
 
+def test_a_model_split_over_simulated_devices_gives_the_same_logits(model_path):
+    ids = list(range(5, 17))
+    whole = switchyard.Model.load(model_path, threads=1)
+    split = switchyard.Model.load(model_path, threads=1, devices=2)
+    assert whole.config["devices"] == 0
+    assert split.config["devices"] == 2
+    expected = whole.logits(ids)
+    got = split.logits(ids)
+    assert np.max(np.abs(got - expected)) <= 1e-4 * np.max(np.abs(expected))
+    with pytest.raises(switchyard.Error) as uneven:
+        switchyard.Model.load(model_path, threads=1, devices=3)
+    assert uneven.value.code == "invalid_argument"
+    assert "do not split evenly over 3 devices" in str(uneven.value)
+
+
 def test_models_run_in_parallel_threads(model_path):
     ids = list(range(5, 40))
     expected = switchyard.Model.load(model_path, threads=1).logits(ids)

@@ -726,6 +726,17 @@ Status LlamaModel::load_rank(State& s, const LlamaLoadOptions& options, int rank
   Result<SealReport> sealed = registry.seal_or_error(masked);
   if (!sealed.is_ok()) return sealed.status();
   s.report.seal = std::move(*sealed);
+  // A collective cannot run anywhere else: its communicator is the selected
+  // backend's, so a missing one fails the load, naming the node and its role.
+  for (const LlamaKernelReport::Violation& v : s.report.violations) {
+    const Result<OpKind> op = parse_op(v.op);
+    if (op.is_ok() && op_family(*op) == OpFamily::kCollective) {
+      return failed_precondition_error(fmt::format(
+          "llama: {} ({}, {}) has no {} kernel on {}, and a collective runs only on the backend "
+          "of its communicator\n{}",
+          v.tensor, v.role, name(v.dtype), v.op, name(options.backend), s.report.render()));
+    }
+  }
 
   PlanOptions plan_options;
   plan_options.policy.preferred = {options.backend};
