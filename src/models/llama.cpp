@@ -733,8 +733,8 @@ Status LlamaModel::load_rank(State& s, const LlamaLoadOptions& options, int rank
     if (op.is_ok() && op_family(*op) == OpFamily::kCollective) {
       return failed_precondition_error(fmt::format(
           "llama: {} ({}, {}) has no {} kernel on {}, and a collective runs only on the backend "
-          "of its communicator\n{}",
-          v.tensor, v.role, name(v.dtype), v.op, name(options.backend), s.report.render()));
+          "of its communicator",
+          v.tensor, v.role, name(v.dtype), v.op, name(options.backend)));
     }
   }
 

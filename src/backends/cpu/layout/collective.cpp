@@ -82,6 +82,17 @@ void copy_through(const KernelCall& call) {
       });
 }
 
+// The checks every collective starts with: its operands, then its rank in the
+// group; for a single rank, the copy that is the whole op, and null.
+template <typename S, OpKind kOp>
+Result<HostCommunicator*> enter(const KernelCall& call) {
+  const std::string_view kernel = kernel_label(call);
+  SWITCHYARD_RETURN_IF_ERROR((check_operands<S, kOp>(call, kernel)));
+  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, host_rank(call, kernel));
+  if (comm == nullptr) copy_through<S>(call);
+  return comm;
+}
+
 // Buffer `index` of every rank, as published.
 template <typename S>
 std::array<const S*, HostRankGroup::kMaxRanks> peer_buffers(const HostCommunicator& comm,
@@ -105,13 +116,8 @@ S sum_in_rank_order(const std::array<const S*, HostRankGroup::kMaxRanks>& in, in
 
 template <typename S>
 Status all_reduce_kernel(const KernelCall& call) {
-  const std::string_view kernel = kernel_label(call);
-  SWITCHYARD_RETURN_IF_ERROR((check_operands<S, OpKind::kAllReduce>(call, kernel)));
-  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, host_rank(call, kernel));
-  if (comm == nullptr) {
-    copy_through<S>(call);
-    return Status::ok();
-  }
+  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, (enter<S, OpKind::kAllReduce>(call)));
+  if (comm == nullptr) return Status::ok();
   // Note [Host all_reduce in two phases]
   S* out = call.outputs[0].first_as<S>();
   const void* mine[] = {call.inputs[0].first_as<S>(), out};
@@ -140,13 +146,8 @@ Status all_reduce_kernel(const KernelCall& call) {
 
 template <typename S>
 Status all_gather_kernel(const KernelCall& call) {
-  const std::string_view kernel = kernel_label(call);
-  SWITCHYARD_RETURN_IF_ERROR((check_operands<S, OpKind::kAllGather>(call, kernel)));
-  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, host_rank(call, kernel));
-  if (comm == nullptr) {
-    copy_through<S>(call);
-    return Status::ok();
-  }
+  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, (enter<S, OpKind::kAllGather>(call)));
+  if (comm == nullptr) return Status::ok();
   const void* mine[] = {call.inputs[0].first_as<S>()};
   SWITCHYARD_RETURN_IF_ERROR(comm->publish(mine));
   const int ranks = comm->size();
@@ -168,13 +169,8 @@ Status all_gather_kernel(const KernelCall& call) {
 
 template <typename S>
 Status reduce_scatter_kernel(const KernelCall& call) {
-  const std::string_view kernel = kernel_label(call);
-  SWITCHYARD_RETURN_IF_ERROR((check_operands<S, OpKind::kReduceScatter>(call, kernel)));
-  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, host_rank(call, kernel));
-  if (comm == nullptr) {
-    copy_through<S>(call);
-    return Status::ok();
-  }
+  SWITCHYARD_ASSIGN_OR_RETURN(HostCommunicator * comm, (enter<S, OpKind::kReduceScatter>(call)));
+  if (comm == nullptr) return Status::ok();
   const void* mine[] = {call.inputs[0].first_as<S>()};
   SWITCHYARD_RETURN_IF_ERROR(comm->publish(mine));
   const int ranks = comm->size();
