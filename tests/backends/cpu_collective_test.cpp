@@ -1,6 +1,8 @@
 // The CPU's collectives between simulated ranks (threads of one HostRankGroup):
 // the sums against float64, the same bits on every rank, an output that is its
-// input's memory, a rank that aborts the group, and calls that do not fit.
+// input's memory, a rank that aborts the group, and calls that do not fit. The
+// tests whose ranks run at once are named *Concurrent*, so that the test command
+// runs them under ThreadSanitizer too.
 #include <cmath>
 #include <random>
 #include <thread>
@@ -54,9 +56,9 @@ std::vector<std::vector<float>> random_ranks(int ranks, std::size_t n, std::uint
   return x;
 }
 
-class CollectiveRanksTest : public ::testing::TestWithParam<int> {};
+class ConcurrentCollectiveTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(CollectiveRanksTest, AllReduceSumsEveryRankAndEveryRankHoldsTheSameBits) {
+TEST_P(ConcurrentCollectiveTest, AllReduceSumsEveryRankAndEveryRankHoldsTheSameBits) {
   const int ranks = GetParam();
   // More elements than a chunk per rank divides evenly, on a pool per rank.
   constexpr std::int64_t kRows = 5, kCols = 4099;
@@ -83,7 +85,7 @@ TEST_P(CollectiveRanksTest, AllReduceSumsEveryRankAndEveryRankHoldsTheSameBits) 
   }
 }
 
-TEST_P(CollectiveRanksTest, AllReduceInPlace) {
+TEST_P(ConcurrentCollectiveTest, AllReduceInPlace) {
   const int ranks = GetParam();
   auto x = random_ranks(ranks, 1000, 11);
   std::vector<float> expected(1000);
@@ -102,7 +104,7 @@ TEST_P(CollectiveRanksTest, AllReduceInPlace) {
   for (const auto& v : x) EXPECT_EQ(v, expected);
 }
 
-TEST_P(CollectiveRanksTest, AllGatherJoinsTheRanksAlongTheLastDimension) {
+TEST_P(ConcurrentCollectiveTest, AllGatherJoinsTheRanksAlongTheLastDimension) {
   const int ranks = GetParam();
   constexpr std::int64_t kRows = 3, kCols = 5;
   auto x = random_ranks(ranks, kRows * kCols, 3);
@@ -128,7 +130,7 @@ TEST_P(CollectiveRanksTest, AllGatherJoinsTheRanksAlongTheLastDimension) {
   }
 }
 
-TEST_P(CollectiveRanksTest, ReduceScatterKeepsEachRanksColumnsOfTheSum) {
+TEST_P(ConcurrentCollectiveTest, ReduceScatterKeepsEachRanksColumnsOfTheSum) {
   const int ranks = GetParam();
   constexpr std::int64_t kRows = 4, kCols = 6;  // per rank
   auto x = random_ranks(ranks, static_cast<std::size_t>(kRows * kCols * ranks), 5);
@@ -154,7 +156,7 @@ TEST_P(CollectiveRanksTest, ReduceScatterKeepsEachRanksColumnsOfTheSum) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveRanksTest, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Ranks, ConcurrentCollectiveTest, ::testing::Values(1, 2, 3, 4));
 
 TEST(CollectiveTest, HalfPrecisionSumsAreRoundedOnce) {
   // 1 + 2^-11 + 2^-11 in f16: rounding after each add would lose both halves.
@@ -172,7 +174,7 @@ TEST(CollectiveTest, HalfPrecisionSumsAreRoundedOnce) {
   for (const auto& o : out) EXPECT_EQ(f16_to_f32(o[0]), 1.0f + 0x1p-10f);
 }
 
-TEST(CollectiveTest, ARankThatFailsReleasesThePeersWaitingForIt) {
+TEST(CollectiveTest, ConcurrentRanksAreReleasedByARankThatFails) {
   std::vector<float> x(8, 1.0f), out(8);
   auto group = HostRankGroup::create(3).value();
   const auto status = on_every_rank(*group, [&](int r) {

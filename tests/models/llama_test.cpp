@@ -423,7 +423,7 @@ LlamaLoadOptions split_options(Registry& registry, int devices) {
 // another order).
 class LlamaSplitTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(LlamaSplitTest, F32ModelMatchesTheReferenceAndTheWholeModel) {
+TEST_P(LlamaSplitTest, ConcurrentRanksMatchTheReferenceAndTheWholeModel) {
   const int devices = GetParam();
   GgufFile file = f32_file(fmt::format("split_{}", devices));
   TestRegistry r;
@@ -526,7 +526,7 @@ TEST(LlamaSplitLoadTest, AMissingCollectiveFailsTheLoadNamingIt) {
 // A failing eval moves no rank's position, and the next eval runs: the group a
 // failure aborted is reset. A NaN weight fails on one rank's share only, and the
 // others, waiting for it in a collective, are released with its error.
-TEST(LlamaSplitLoadTest, AFailedEvalLeavesEveryRankReadyForTheNext) {
+TEST(LlamaSplitLoadTest, ConcurrentRanksAreReadyForTheNextEvalAfterAFailedOne) {
   Result<SyntheticModel> m = generate_synthetic_llama(test_config());
   ASSERT_TRUE(m.is_ok());
   for (SyntheticTensor& t : m->tensors) {
