@@ -221,8 +221,9 @@ struct LlamaLoadOptions {
   // collectives (all_reduce, all_gather) join their partial results. 0 (the
   // default): one plan, no collectives; 1: one rank's plan with its collectives
   // as copies. On the cpu the ranks are threads of this process (simulated
-  // devices, for the plan and the numerics); other backends have no collectives
-  // yet (kUnimplemented). The kv heads, the embedding length and the vocabulary
+  // devices, for the plan and the numerics); on cuda one rank, its collectives
+  // through an NCCL group of one (more ranks, or a build without NCCL:
+  // kUnimplemented). The kv heads, the embedding length and the vocabulary
   // must divide evenly (kInvalidArgument).
   int devices = 0;
 };

@@ -84,7 +84,11 @@ CostEstimate collective_cost(const CostInputs& in) {
   const double larger = std::max(operand_bytes(in, 0), operand_bytes(in, 1));
   const bool all_reduce = in.op == OpKind::kAllReduce;
   const double steps = (all_reduce ? 2.0 : 1.0) * (ranks - 1);
-  const double sums = in.op == OpKind::kAllGather ? 0.0 : share * last_numel(in);
+  // Additions per rank: an all_reduce's 1/N of the elements from each of the
+  // other N - 1 ranks; a reduce_scatter's output from each of them.
+  const double sums = in.op == OpKind::kAllGather   ? 0.0
+                      : in.op == OpKind::kAllReduce ? share * last_numel(in)
+                                                    : (ranks - 1) * last_numel(in);
   return {sums, (all_reduce ? 4.0 : 2.0) * share * larger, steps * hop_ns, true};
 }
 

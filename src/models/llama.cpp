@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <new>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -906,12 +908,24 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
   {
     std::vector<std::jthread> threads;
     for (std::size_t i = 0; i < s.peers.size(); ++i) {
-      threads.emplace_back([&, i] {
-        State& peer = *s.peers[i];
-        peer.rank_logits.resize(logits.size());
-        peer_status[i] = eval_rank(peer, tokens, peer.rank_logits);
-        if (!peer_status[i].is_ok()) s.group->abort(peer_status[i]);
-      });
+      // A rank without its thread, or whose buffer cannot grow, fails as a Status
+      // and aborts the group, never leaving its peers waiting for it.
+      try {
+        threads.emplace_back([&, i] {
+          State& peer = *s.peers[i];
+          try {
+            peer.rank_logits.resize(logits.size());
+            peer_status[i] = eval_rank(peer, tokens, peer.rank_logits);
+          } catch (const std::bad_alloc&) {
+            peer_status[i] = resource_exhausted_error("llama: out of memory for a rank's logits");
+          }
+          if (!peer_status[i].is_ok()) s.group->abort(peer_status[i]);
+        });
+      } catch (const std::system_error& e) {
+        peer_status[i] = resource_exhausted_error(fmt::format("llama: no thread: {}", e.what()));
+        s.group->abort(peer_status[i]);
+        break;
+      }
     }
     mine = eval_rank(s, tokens, logits);
     if (!mine.is_ok()) s.group->abort(mine);

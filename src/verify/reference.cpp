@@ -595,7 +595,7 @@ Result<RefOutput> copy(std::span<const RefTensor> in) {
 
 // The harness runs a kernel as a group of one rank, where every collective is a
 // copy; the sums over several ranks are tested with simulated ranks
-// (tests/backends/collective_test.cpp).
+// (tests/backends/cpu_collective_test.cpp).
 Result<RefOutput> collective(OpKind op, std::span<const RefTensor> in, const OpParams& params) {
   if (params.ranks != 1) {
     return invalid_argument_error(fmt::format(

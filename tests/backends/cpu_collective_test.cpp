@@ -215,6 +215,11 @@ TEST(CollectiveTest, CallsThatDoNotFitTheGroupAreRefused) {
            TensorView::contiguous(x.data(), DType::kF32, {1, 7}),
            TensorView::contiguous(out.data(), DType::kF32, {1, 3}), 2, &pair->rank(0));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // No ranks at all: refused, not a division by zero.
+  for (OpKind op : kOpsOfFamily<OpFamily::kCollective>) {
+    EXPECT_EQ(call(op, DType::kF32, v, v, 0, nullptr).code(), StatusCode::kInvalidArgument)
+        << name(op);
+  }
   EXPECT_EQ(cpu::collective_kernel(OpKind::kAdd, DType::kF32), nullptr);
   EXPECT_EQ(cpu::collective_kernel(OpKind::kAllReduce, DType::kI32), nullptr);
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "switchyard/kernel.h"
+
 namespace switchyard {
 namespace {
 
@@ -99,6 +101,36 @@ TEST(CostTest, DefaultCostsFollowTheRoofline) {
   const BackendCaps caps{.peak_gflops = 100, .memory_gbps = 10, .call_overhead_ns = 5};
   // Memory bound: 12000 bytes at 10 bytes/ns = 1200 ns, plus overhead.
   EXPECT_DOUBLE_EQ(e.time_ns(caps), 1205);
+}
+
+// Note [Collective cost]: ring collectives over four ranks of 1000 f32 values.
+TEST(CostTest, CollectivesCostAsRings) {
+  OpParams params;
+  params.ranks = 4;
+  const BackendCaps caps{.link_hop_ns = 100};
+  const auto cost = [&](OpKind op, Shape in, Shape out) {
+    const Shape shapes[] = {in, out};
+    const DType dtypes[] = {DType::kF32, DType::kF32};
+    return default_cost_for(op)(
+        {.op = op, .shapes = shapes, .dtypes = dtypes, .params = &params, .caps = &caps});
+  };
+  // all_reduce: 2 x 3/4 of 4000 bytes out and in, 6 hops, 3/4 of the additions.
+  const CostEstimate reduce = cost(OpKind::kAllReduce, Shape{1000}, Shape{1000});
+  EXPECT_DOUBLE_EQ(reduce.bytes, 4 * 0.75 * 4000);
+  EXPECT_DOUBLE_EQ(reduce.overhead_ns, 600);
+  EXPECT_DOUBLE_EQ(reduce.flops, 750);
+  // all_gather: 3/4 of the 4000-byte result in 3 hops, no additions.
+  const CostEstimate gather = cost(OpKind::kAllGather, Shape{250}, Shape{1000});
+  EXPECT_DOUBLE_EQ(gather.bytes, 2 * 0.75 * 4000);
+  EXPECT_DOUBLE_EQ(gather.overhead_ns, 300);
+  EXPECT_DOUBLE_EQ(gather.flops, 0);
+  // reduce_scatter: the same traffic, each of 250 outputs adds three peers'.
+  const CostEstimate scatter = cost(OpKind::kReduceScatter, Shape{1000}, Shape{250});
+  EXPECT_DOUBLE_EQ(scatter.bytes, 2 * 0.75 * 4000);
+  EXPECT_DOUBLE_EQ(scatter.flops, 750);
+  // One rank: a copy.
+  params.ranks = 1;
+  EXPECT_DOUBLE_EQ(cost(OpKind::kAllReduce, Shape{1000}, Shape{1000}).overhead_ns, 0);
 }
 
 }  // namespace

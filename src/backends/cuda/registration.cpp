@@ -246,13 +246,14 @@ void append_tensor_rows(std::vector<Row>& rows) {
     }
   }
   // Collectives (collective/collective.cpp): NCCL's sums, in f32 for f32 and in
-  // the narrow type for f16 and bf16 (each of up to N - 1 additions rounded, N
-  // ranks on one host: eight or fewer); one rank is a copy.
+  // the narrow type for f16 and bf16, each of N - 1 additions rounded: within
+  // (N - 1) units of rounding of the sum of magnitudes, stated for the eight
+  // ranks of one host (2^-11 for f16, 2^-8 for bf16); one rank is a copy.
   for (OpKind op : kOpsOfFamily<OpFamily::kCollective>) {
     for (DType t : kFloatDTypes) {
+      const double rel = t == kF32 ? 4e-6 : t == kF16 ? 7 * 0x1p-11 : 7 * 0x1p-8;
       const PrecisionGuarantee sums =
-          t == kF32 ? PrecisionGuarantee::bounded(true, true, std::nullopt, 4e-6, std::nullopt)
-                    : PrecisionGuarantee::bounded(true, true, 7.0, std::nullopt, std::nullopt);
+          PrecisionGuarantee::bounded(true, true, std::nullopt, rel, std::nullopt);
       rows.push_back(row(op, {t, t}, collective_kernel(op), "nccl", sums, kNccl));
     }
   }

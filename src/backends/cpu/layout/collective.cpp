@@ -60,9 +60,9 @@ Status check_operands(const KernelCall& call, std::string_view kernel) {
   const std::int64_t n = x.rank() > 0 ? x.shape().inner() : 0;
   std::int64_t expected = n;
   if (kOp == OpKind::kAllGather) expected = n * ranks;
-  if (kOp == OpKind::kReduceScatter) expected = n % ranks == 0 ? n / ranks : -1;
-  if (x.rank() < 1 || out.rank() != x.rank() || out.shape().outer() != x.shape().outer() ||
-      out.shape().inner() != expected) {
+  if (kOp == OpKind::kReduceScatter) expected = ranks > 0 && n % ranks == 0 ? n / ranks : -1;
+  if (ranks < 1 || x.rank() < 1 || out.rank() != x.rank() ||
+      out.shape().outer() != x.shape().outer() || out.shape().inner() != expected) {
     return invalid_argument_error(fmt::format("{}: x {} and out {} do not fit {} over {} ranks",
                                               kernel, x.shape().to_string(),
                                               out.shape().to_string(), name(kOp), ranks));

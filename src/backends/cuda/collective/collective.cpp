@@ -52,8 +52,11 @@ class NcclCommunicator final : public Communicator {
   [[nodiscard]] int rank() const override { return rank_; }
   [[nodiscard]] int size() const override { return size_; }
   [[nodiscard]] BackendId backend() const override { return BackendId::kCuda; }
-  // NCCL's work is queued on streams, so no host thread waits inside it: an
-  // abort marks the rank, and its later collectives return the reason.
+  // Marks this rank, whose later collectives return the reason. It does not end
+  // the group's queued work: with several GPUs, peers whose NCCL kernels wait for
+  // a rank that failed would spin until ncclCommAbort on every communicator of
+  // the group, which this does not call yet (a group here has one rank; a
+  // recorded step replays its NCCL calls without this check).
   void abort(const Status& why) override {
     std::lock_guard lock(mutex_);
     if (aborted_) return;
