@@ -107,6 +107,22 @@ class BackendMemory {
       int /*ranks*/) {
     return unimplemented_error("this backend's memory makes no communicators");
   }
+
+  // Note [One device per rank]
+  // A backend may drive several devices of one kind (the GPUs of a host). Its
+  // allocations, streams and launches go to the calling thread's current device,
+  // which use_device sets, so a tensor-parallel plan's rank r loads and runs on a
+  // thread that has chosen device r first (the streams it makes then belong to
+  // device r, and so must every call that uses them). The devices this process
+  // may use are 0 .. device_count() - 1; the host has one.
+  [[nodiscard]] virtual int device_count() const { return 1; }
+  // Makes `device` the calling thread's current device. kInvalidArgument outside
+  // 0 .. device_count() - 1; kUnavailable without a usable device.
+  [[nodiscard]] virtual Status use_device(int device) {
+    if (device == 0) return Status::ok();
+    return invalid_argument_error(
+        "this backend's memory has one device (0); there is no device " + std::to_string(device));
+  }
 };
 
 // Memory in the process's own address space: 64-byte aligned heap blocks and

@@ -221,10 +221,10 @@ struct LlamaLoadOptions {
   // collectives (all_reduce, all_gather) join their partial results. 0 (the
   // default): one plan, no collectives; 1: one rank's plan with its collectives
   // as copies. On the cpu the ranks are threads of this process (simulated
-  // devices, for the plan and the numerics); on cuda one rank, its collectives
-  // through an NCCL group of one (more ranks, or a build without NCCL:
-  // kUnimplemented). The kv heads, the embedding length and the vocabulary
-  // must divide evenly (kInvalidArgument).
+  // devices, for the plan and the numerics); on cuda rank r runs on GPU r, its
+  // collectives through NCCL (fewer GPUs than ranks: kUnavailable; a build
+  // without NCCL: kUnimplemented). The kv heads, the embedding length and the
+  // vocabulary must divide evenly (kInvalidArgument).
   int devices = 0;
 };
 
@@ -294,6 +294,8 @@ class LlamaModel {
   static Status load_rank(State& s, const LlamaLoadOptions& options, int rank, int ranks,
                           Registry& registry, Communicator* comm);
   static Status eval_rank(State& s, std::span<const std::int32_t> tokens, std::span<float> logits);
+  static Status check_eval(const State& s, std::span<const std::int32_t> tokens,
+                           std::span<const float> logits);
   std::unique_ptr<State> state_;
 };
 

@@ -214,9 +214,9 @@ class Model:
         `kernel_report` says what it found. With `admit_precision_trades` the planner
         may take kernels that compute in a narrower type to be faster (on cuda, TF32
         products of f32 weights). `devices` splits the model over that many ranks,
-        tensor parallel (on the cpu, simulated ranks: threads of this process;
-        docs/multi-gpu.md); `config["devices"]` says how many it runs on (0: not
-        split)."""
+        tensor parallel (on the cpu, simulated ranks: threads of this process; on
+        cuda, rank r on GPU r; docs/multi-gpu.md); `config["devices"]` says how many
+        it runs on (0: not split)."""
         return cls(_switchyard.Model.load(str(path), backend, max_context, cache_type, threads,
                                           admit_precision_trades, devices))
 

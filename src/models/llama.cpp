@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <new>
@@ -491,6 +492,17 @@ struct LlamaModel::State {
   // the ranks the model is split over (0: not split).
   std::vector<std::unique_ptr<Communicator>> device_comms;
   int devices = 0;
+  // On a device backend: its memory, and the device this rank's plan, cache and
+  // streams live on (rank r's is device r; null on the cpu, whose ranks share the
+  // host). The thread running the rank makes it current first.
+  BackendMemory* device_memory = nullptr;
+  int rank_device = 0;
+  // Why a device group's eval failed (Note [Running the ranks]); every later
+  // eval returns it.
+  Status device_group_failure;
+  [[nodiscard]] Status use_device(int d) const {
+    return device_memory != nullptr ? device_memory->use_device(d) : Status::ok();
+  }
   LlamaKernelReport report;
   std::shared_ptr<const ExecutionPlan> plan;
   std::optional<Executor> executor;
@@ -627,13 +639,6 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
                                               HostRankGroup::kMaxRanks, ranks));
   }
   if (ranks > 0) {
-    if (options.backend != BackendId::kCpu && ranks > 1) {
-      return unimplemented_error(fmt::format(
-          "llama: a model split over {} devices runs on the cpu's simulated ranks; on {} a "
-          "plan runs on one device, so a split is one rank (devices 1) until each rank's plan "
-          "can be placed on a device of its own",
-          ranks, name(options.backend)));
-    }
     // Note [Tensor-parallel llama]: whole query groups per rank, equal slices of
     // the embedding and the vocabulary.
     for (const auto& [what, count] :
@@ -670,19 +675,30 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, 0, registry, nullptr));
     return LlamaModel(std::move(state));
   }
-  if (options.backend != BackendId::kCpu) {
-    // One rank in a group of the backend's own (an NCCL communicator on cuda).
-    BackendMemory* memory = current_table()->backend_memory(options.backend);
-    if (memory == nullptr) {
+  // Rank r's communicator: a simulated rank of a HostRankGroup on the cpu, else
+  // one of a group of the backend's own (NCCL on cuda), rank r on device r (Note
+  // [One device per rank] in backend_memory.h).
+  std::function<Communicator*(int)> comm_of;
+  if (options.backend == BackendId::kCpu) {
+    SWITCHYARD_ASSIGN_OR_RETURN(s.group, HostRankGroup::create(ranks));
+    comm_of = [&s](int r) -> Communicator* { return &s.group->rank(r); };
+  } else {
+    s.device_memory = current_table()->backend_memory(options.backend);
+    if (s.device_memory == nullptr) {
       return unavailable_error(fmt::format("llama: {} has no memory", name(options.backend)));
     }
-    SWITCHYARD_ASSIGN_OR_RETURN(s.device_comms, memory->create_communicators(ranks));
-    SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, ranks, registry, s.device_comms[0].get()));
-    return LlamaModel(std::move(state));
+    const int devices = s.device_memory->device_count();
+    if (devices < ranks) {
+      return unavailable_error(fmt::format(
+          "llama: a model split over {} devices needs {} {} devices; this machine has {}", ranks,
+          ranks, name(options.backend), devices));
+    }
+    SWITCHYARD_ASSIGN_OR_RETURN(s.device_comms, s.device_memory->create_communicators(ranks));
+    comm_of = [&s](int r) { return s.device_comms[static_cast<std::size_t>(r)].get(); };
   }
   // Note [Running the ranks]
-  SWITCHYARD_ASSIGN_OR_RETURN(s.group, HostRankGroup::create(ranks));
-  SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, ranks, registry, &s.group->rank(0)));
+  SWITCHYARD_RETURN_IF_ERROR(s.use_device(0));
+  SWITCHYARD_RETURN_IF_ERROR(load_rank(s, options, 0, ranks, registry, comm_of(0)));
   // The other ranks probe the same keys: rank 0's registry has them, and a
   // private one keeps their records from repeating its report.
   s.peer_registry = std::make_unique<Registry>(
@@ -695,9 +711,13 @@ Result<LlamaModel> LlamaModel::load(GgufFile file, const LlamaLoadOptions& optio
     peer->cache_dtype = s.cache_dtype;
     peer->max_context = s.max_context;
     peer->max_batch = s.max_batch;
-    SWITCHYARD_RETURN_IF_ERROR(
-        load_rank(*peer, options, r, ranks, *s.peer_registry, &s.group->rank(r))
-            .with_context(fmt::format("llama: rank {} of {}", r, ranks)));
+    peer->device_memory = s.device_memory;
+    peer->rank_device = r;
+    Status loaded = peer->use_device(r);
+    if (loaded.is_ok()) loaded = load_rank(*peer, options, r, ranks, *s.peer_registry, comm_of(r));
+    // The loading thread's device is rank 0's again, whether or not rank r loaded.
+    SWITCHYARD_RETURN_IF_ERROR(s.use_device(0));
+    SWITCHYARD_RETURN_IF_ERROR(loaded.with_context(fmt::format("llama: rank {} of {}", r, ranks)));
     s.peers.push_back(std::move(peer));
   }
   return LlamaModel(std::move(state));
@@ -892,16 +912,36 @@ void LlamaModel::reset_profile() {
 // Note [Running the ranks]
 // A split model's eval runs every rank's step at once, rank 0 on the calling
 // thread and each other rank on a thread of its own, since each waits for the
-// others in its collectives. Every rank checks the same arguments and ends with
-// the same logits (the output head's all_gather), so rank 0's are the model's. A
-// rank that fails aborts the group, which releases the ranks waiting for it; the
-// group is then reset for the next eval, and every rank's position is put back,
-// as one model's is on error. All ranks share the caller's ParallelRunner (its
-// parallel loops take one caller at a time: a rank waits in a collective only
-// outside them).
+// others in its collectives; on a device backend each thread first makes its
+// rank's device current (Note [One device per rank] in backend_memory.h), the
+// calling thread too. Every rank checks the same arguments and ends with the
+// same logits (the output head's all_gather), so rank 0's are the model's; the
+// arguments are checked once before any rank starts, so that no rank fails on
+// them alone. A rank that fails aborts the group, which releases the ranks
+// waiting for it. The cpu's group is then reset for the next eval, and every
+// rank's position is put back, as one model's is on error. A device group (NCCL)
+// cannot be reset: a rank that failed there (a device error) leaves the model
+// refusing every later eval with that error. NCCL kernels already queued by its
+// peers wait for it regardless; ending them needs ncclCommAbort, which no rank
+// calls yet (a thread may not free a communicator that a peer's thread is
+// using), so such a failure can leave the eval waiting. All ranks share the
+// caller's ParallelRunner (its parallel loops take one caller at a time: a rank
+// waits in a collective only outside them).
 Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> logits) {
   State& s = *state_;
-  if (s.peers.empty()) return eval_rank(s, tokens, logits);
+  if (s.peers.empty()) {
+    SWITCHYARD_RETURN_IF_ERROR(s.use_device(0));
+    return eval_rank(s, tokens, logits);
+  }
+  if (!s.device_group_failure.is_ok()) return s.device_group_failure;
+  SWITCHYARD_RETURN_IF_ERROR(check_eval(s, tokens, logits));
+  const auto abort_group = [&s](const Status& why) {
+    if (s.group != nullptr) {
+      s.group->abort(why);
+    } else {
+      for (const auto& comm : s.device_comms) comm->abort(why);
+    }
+  };
   const std::int64_t past = s.position;
   std::vector<Status> peer_status(s.peers.size());
   Status mine;
@@ -915,43 +955,57 @@ Status LlamaModel::eval(std::span<const std::int32_t> tokens, std::span<float> l
           State& peer = *s.peers[i];
           try {
             peer.rank_logits.resize(logits.size());
-            peer_status[i] = eval_rank(peer, tokens, peer.rank_logits);
+            peer_status[i] = peer.use_device(peer.rank_device);
+            if (peer_status[i].is_ok()) {
+              peer_status[i] = eval_rank(peer, tokens, peer.rank_logits);
+            }
           } catch (const std::bad_alloc&) {
             peer_status[i] = resource_exhausted_error("llama: out of memory for a rank's logits");
           }
-          if (!peer_status[i].is_ok()) s.group->abort(peer_status[i]);
+          if (!peer_status[i].is_ok()) abort_group(peer_status[i]);
         });
       } catch (const std::system_error& e) {
         peer_status[i] = resource_exhausted_error(fmt::format("llama: no thread: {}", e.what()));
-        s.group->abort(peer_status[i]);
+        abort_group(peer_status[i]);
         break;
       }
     }
-    mine = eval_rank(s, tokens, logits);
-    if (!mine.is_ok()) s.group->abort(mine);
+    mine = s.use_device(0);
+    if (mine.is_ok()) mine = eval_rank(s, tokens, logits);
+    if (!mine.is_ok()) abort_group(mine);
   }
-  if (!s.group->aborted()) return Status::ok();
-  s.group->reset();
-  s.position = past;
-  for (const auto& peer : s.peers) peer->position = past;
-  if (!mine.is_ok()) return mine;
-  for (std::size_t i = 0; i < peer_status.size(); ++i) {
+  Status failed = mine;
+  for (std::size_t i = 0; i < peer_status.size() && failed.is_ok(); ++i) {
     if (!peer_status[i].is_ok()) {
-      return peer_status[i].with_context(fmt::format("llama: rank {}", i + 1));
+      failed = peer_status[i].with_context(fmt::format("llama: rank {}", i + 1));
     }
   }
-  return internal_error("llama: the ranks' group was aborted, but no rank failed");
+  if (s.group != nullptr && s.group->aborted() && failed.is_ok()) {
+    failed = internal_error("llama: the ranks' group was aborted, but no rank failed");
+  }
+  if (failed.is_ok()) return Status::ok();
+  s.position = past;
+  for (const auto& peer : s.peers) peer->position = past;
+  if (s.group != nullptr) {
+    s.group->reset();
+  } else {
+    s.device_group_failure = failed.with_context(
+        "llama: a rank failed and left the device group aborted; load the model again");
+  }
+  return failed;
 }
 
-Status LlamaModel::eval_rank(State& s, std::span<const std::int32_t> tokens,
-                             std::span<float> logits) {
+// The arguments of an eval, as every rank checks them (Note [Logits of chosen
+// rows]).
+Status LlamaModel::check_eval(const State& s, std::span<const std::int32_t> tokens,
+                              std::span<const float> logits) {
   const LlamaConfig& c = s.config;
   const auto n = static_cast<std::int64_t>(tokens.size());
   if (n < 1 || n > s.max_batch) {
     return invalid_argument_error(
         fmt::format("llama: eval takes 1 to {} tokens, got {}", s.max_batch, n));
   }
-  // Every token's logits, or the last token's (Note [Logits of chosen rows]).
+  // Every token's logits, or the last token's.
   const auto logit_floats = static_cast<std::int64_t>(logits.size());
   if (logit_floats != n * c.vocab_size && logit_floats != c.vocab_size) {
     return invalid_argument_error(
@@ -959,7 +1013,6 @@ Status LlamaModel::eval_rank(State& s, std::span<const std::int32_t> tokens,
                     "last token's)",
                     logits.size(), n, n * c.vocab_size, c.vocab_size));
   }
-  const std::int64_t rows = logit_floats / c.vocab_size;
   if (s.position + n > s.max_context) {
     return out_of_range_error(
         fmt::format("llama: {} tokens at position {} overflow the {}-token cache", n, s.position,
@@ -972,6 +1025,15 @@ Status LlamaModel::eval_rank(State& s, std::span<const std::int32_t> tokens,
           "llama: token {} at index {} is outside the vocabulary [0, {})", tok, i, c.vocab_size));
     }
   }
+  return Status::ok();
+}
+
+Status LlamaModel::eval_rank(State& s, std::span<const std::int32_t> tokens,
+                             std::span<float> logits) {
+  const LlamaConfig& c = s.config;
+  SWITCHYARD_RETURN_IF_ERROR(check_eval(s, tokens, logits));
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const std::int64_t rows = static_cast<std::int64_t>(logits.size()) / c.vocab_size;
   const std::int64_t past = s.position;
   // Note [KV cache as graph state]
   // The step binds the cache's first `kv` rows as the set_rows nodes' input and

@@ -754,5 +754,15 @@ TEST(Executor, CrossBackendPlanRunsWithCopies) {
   EXPECT_EQ(y, run_node_by_node(g, kTestKernels, {x})[0]);
 }
 
+// Note [One device per rank] in backend_memory.h: the host has one device, 0, and
+// asking for another is an error rather than a silent no-op.
+TEST(HostMemory, HasOneDevice) {
+  BackendMemory& host = host_memory();
+  EXPECT_EQ(host.device_count(), 1);
+  EXPECT_TRUE(host.use_device(0).is_ok());
+  EXPECT_EQ(host.use_device(1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(host.use_device(-1).code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace switchyard

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "models/llama_reference.h"
+#include "switchyard/backend_memory.h"
 #include "switchyard/backends.h"
 #include "switchyard/collective.h"
 #include "switchyard/dispatch.h"
@@ -552,15 +553,24 @@ TEST(LlamaSplitLoadTest, ConcurrentRanksAreReadyForTheNextEvalAfterAFailedOne) {
   EXPECT_EQ(model->position(), 0);
 }
 
-TEST(LlamaSplitLoadTest, OtherBackendsHaveNoCollectivesYet) {
+// Note [One device per rank]: a split over more GPUs than the machine has is
+// refused at load, saying how many it has (none, where no driver is).
+TEST(LlamaSplitLoadTest, ACudaSplitNeedsAGpuPerRank) {
   if (!is_compiled(BackendId::kCuda)) GTEST_SKIP() << "cuda is not compiled into this build";
+  BackendMemory* memory = current_table()->backend_memory(BackendId::kCuda);
+  ASSERT_NE(memory, nullptr);
+  constexpr int kRanks = 4;  // the test model's kv heads
+  if (memory->device_count() >= kRanks) GTEST_SKIP() << "this machine has a GPU for every rank";
   GgufFile file = f32_file("split_cuda");
   TestRegistry r;
-  LlamaLoadOptions o = split_options(r.registry, 2);
+  LlamaLoadOptions o = split_options(r.registry, kRanks);
   o.backend = BackendId::kCuda;
   Result<LlamaModel> model = LlamaModel::load(file, o);
-  EXPECT_EQ(model.status().code(), StatusCode::kUnimplemented) << model.status().to_string();
+  EXPECT_EQ(model.status().code(), StatusCode::kUnavailable) << model.status().to_string();
+  EXPECT_NE(model.status().message().find("needs 4 cuda devices"), std::string_view::npos)
+      << model.status().to_string();
 }
+
 
 // A file may claim any context length, and a caller may ask for all of it: the KV
 // cache is checked against the machine's memory before it is allocated.

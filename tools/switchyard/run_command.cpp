@@ -620,7 +620,8 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
   add_precision_trades_flag(cmd, options->admit_precision_trades);
   cmd->add_option("--devices", options->devices,
                   "split the model over this many devices, tensor parallel (on the cpu: "
-                  "simulated ranks, threads of this process; docs/multi-gpu.md)")
+                  "simulated ranks, threads of this process; on cuda: rank r on GPU r; "
+                  "docs/multi-gpu.md)")
       ->check(CLI::Range(1, HostRankGroup::kMaxRanks));
   cmd->add_flag("--json", options->json, "print the results as JSON");
   cmd->add_option("--report", options->report,

@@ -188,6 +188,30 @@ class CudaMemory final : public BackendMemory {
     return create_nccl_communicators(ranks);
   }
 
+  // Note [One device per rank] in backend_memory.h: the CUDA runtime's current
+  // device is the calling thread's, so cudaSetDevice is the whole of it.
+  int device_count() const override {
+    int devices = 0;
+    if (!readiness().is_ok() || cudaGetDeviceCount(&devices) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return devices;
+  }
+
+  Status use_device(int device) override {
+    SWITCHYARD_RETURN_IF_ERROR(readiness());
+    const int devices = device_count();
+    if (device < 0 || device >= devices) {
+      return invalid_argument_error(
+          fmt::format("cuda: there is no device {}; this machine has {} (0 to {})", device,
+                      devices, devices - 1));
+    }
+    const cudaError_t e = cudaSetDevice(device);
+    return e == cudaSuccess ? Status::ok()
+                            : cuda_error(e, fmt::format("cuda: choosing device {}", device));
+  }
+
   Result<void*> create_stream() override {
     SWITCHYARD_RETURN_IF_ERROR(readiness());
     auto s = std::make_unique<CudaStream>();

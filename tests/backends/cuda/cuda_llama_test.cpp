@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cuda/cuda_test_util.h"
+#include "switchyard/backend_memory.h"
 #include "switchyard/dispatch.h"
 #include "switchyard/gguf.h"
 #include "switchyard/kernel_mask.h"
@@ -137,11 +138,9 @@ INSTANTIATE_TEST_SUITE_P(Weights, CudaLlamaTest,
                                            DType::kIQ4_XS),
                          [](const auto& param) { return std::string(name(param.param)); });
 
-// Note [Tensor-parallel llama]: the plan of one rank on cuda, its collectives
-// through an NCCL group of one, against the CPU's model split over two simulated
-// ranks: both the same model, in f32.
-TEST(CudaLlamaSplitTest, OneNcclRankMatchesTheCpusTwoRanks) {
-  REQUIRE_CUDA_DEVICE();
+// The f32 model split over `cuda_ranks` ranks on cuda (an NCCL group) against
+// the same model split over two simulated ranks on the cpu.
+void expect_cuda_split_matches_cpu_split(int cuda_ranks) {
   Result<GgufFile> cpu_file = synthetic(DType::kF32);
   ASSERT_TRUE(cpu_file.is_ok()) << cpu_file.status().to_string();
   Result<GgufFile> gpu_file = synthetic(DType::kF32);
@@ -149,7 +148,7 @@ TEST(CudaLlamaSplitTest, OneNcclRankMatchesTheCpusTwoRanks) {
   Registry cpu_registry({.sink = [](std::string_view) {}});
   Registry gpu_registry({.sink = [](std::string_view) {}});
   Result<std::vector<float>> gpu =
-      generate(*gpu_file, BackendId::kCuda, gpu_registry, DType::kF32, false, 1);
+      generate(*gpu_file, BackendId::kCuda, gpu_registry, DType::kF32, false, cuda_ranks);
   if (gpu.status().code() == StatusCode::kUnimplemented) GTEST_SKIP() << gpu.status().message();
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().to_string();
   EXPECT_TRUE(gpu_registry.seal().violations.empty());
@@ -164,6 +163,27 @@ TEST(CudaLlamaSplitTest, OneNcclRankMatchesTheCpusTwoRanks) {
     ref2 += double((*cpu)[i]) * (*cpu)[i];
   }
   EXPECT_LE(std::sqrt(err2 / ref2), 1e-4);
+}
+
+// Note [Tensor-parallel llama]: the plan of one rank on cuda, its collectives
+// through an NCCL group of one, against the CPU's model split over two simulated
+// ranks: both the same model, in f32.
+TEST(CudaLlamaSplitTest, OneNcclRankMatchesTheCpusTwoRanks) {
+  REQUIRE_CUDA_DEVICE();
+  expect_cuda_split_matches_cpu_split(1);
+}
+
+// Note [One device per rank] in backend_memory.h: with a GPU per rank, each
+// rank's plan runs on its own GPU and the ranks meet in NCCL. Skipped on a
+// machine with one GPU (the one-rank test above runs there).
+TEST(CudaLlamaSplitTest, TwoRanksOnTwoGpusMatchTheCpusTwoRanks) {
+  REQUIRE_CUDA_DEVICE();
+  BackendMemory* memory = current_table()->backend_memory(BackendId::kCuda);
+  ASSERT_NE(memory, nullptr);
+  if (memory->device_count() < 2) {
+    GTEST_SKIP() << "needs two GPUs; this machine has " << memory->device_count();
+  }
+  expect_cuda_split_matches_cpu_split(2);
 }
 
 // Note [Recorded runs]: decode steps replayed from recordings give the bits of
