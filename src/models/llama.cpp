@@ -542,6 +542,9 @@ struct LlamaModel::State {
   State(const State&) = delete;
   State& operator=(const State&) = delete;
   ~State() {
+    // A rank's streams, recordings and memory are its device's: they are released
+    // with that device current (Note [One device per rank] in backend_memory.h).
+    if (device_memory != nullptr) (void)device_memory->use_device(rank_device);
     executor.reset();  // its streams may still use the cache
     if (cache_memory != nullptr) {
       if (stream != nullptr) cache_memory->destroy_stream(stream);
