@@ -120,8 +120,8 @@ class BackendMemory {
   // 0 .. device_count() - 1; kUnavailable without a usable device.
   [[nodiscard]] virtual Status use_device(int device) {
     if (device == 0) return Status::ok();
-    return invalid_argument_error(
-        "this backend's memory has one device (0); there is no device " + std::to_string(device));
+    return invalid_argument_error("this backend's memory has one device (0); there is no device " +
+                                  std::to_string(device));
   }
 };
 

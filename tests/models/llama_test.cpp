@@ -571,7 +571,6 @@ TEST(LlamaSplitLoadTest, ACudaSplitNeedsAGpuPerRank) {
       << model.status().to_string();
 }
 
-
 // A file may claim any context length, and a caller may ask for all of it: the KV
 // cache is checked against the machine's memory before it is allocated.
 TEST(LlamaLoadTest, AKvCacheLargerThanMemoryIsRefusedBeforeAllocating) {

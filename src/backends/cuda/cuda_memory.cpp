@@ -204,8 +204,8 @@ class CudaMemory final : public BackendMemory {
     const int devices = device_count();
     if (device < 0 || device >= devices) {
       return invalid_argument_error(
-          fmt::format("cuda: there is no device {}; this machine has {} (0 to {})", device,
-                      devices, devices - 1));
+          fmt::format("cuda: there is no device {}; this machine has {} (0 to {})", device, devices,
+                      devices - 1));
     }
     const cudaError_t e = cudaSetDevice(device);
     return e == cudaSuccess ? Status::ok()
