@@ -79,8 +79,9 @@ const Weights& weights(DType t) {
   return cache.back().second;
 }
 
-// The CPU sibling of `matmul (f32, t, f32)` from `source` ("avx512", "avx2"), or
-// the table's first when `source` is empty. The benchmarks are registered during
+// The CPU sibling of `matmul (f32, t, f32)` whose name ends in `_<variant>`
+// ("avx512", "avx512_packed", "avx2"), or the table's first when `variant` is
+// empty. The benchmarks are registered during
 // static initialisation, before main publishes the built-in table, so they read a
 // table of their own, built the same way.
 const BindingEntry* sibling(DType t, std::string_view source) {
@@ -91,7 +92,10 @@ const BindingEntry* sibling(DType t, std::string_view source) {
   }();
   for (const BindingEntry& e : kTable.lookup_alternatives(
            OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
-    if (source.empty() || e.source == source) return &e;
+    if (source.empty() ||
+        (e.name.ends_with(source) && e.name[e.name.size() - source.size() - 1] == '_')) {
+      return &e;
+    }
   }
   return nullptr;
 }
@@ -109,12 +113,23 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : a) v = normal(rng);
   std::vector<float> out(static_cast<std::size_t>(rows * kN));
-  const TensorView views[] = {TensorView::contiguous(a.data(), DType::kF32, {rows, kK}),
-                              TensorView::contiguous(w.bytes.data(), t, {n, kK}),
-                              TensorView::contiguous(out.data(), DType::kF32, {rows, n})};
+  TensorView views[] = {TensorView::contiguous(a.data(), DType::kF32, {rows, kK}),
+                        TensorView::contiguous(w.bytes.data(), t, {n, kK}),
+                        TensorView::contiguous(out.data(), DType::kF32, {rows, n})};
   OpParams params;
   ExecContext ctx;
   ctx.runner = threaded ? &default_thread_pool() : nullptr;
+  // A packed sibling reads the weight packed, as an executor packs it at load.
+  std::shared_ptr<void> packed;
+  if (entry->packing != nullptr) {
+    Result<std::shared_ptr<void>> copy = pack_operand(*entry->packing, views[1], ctx);
+    if (!copy.is_ok()) {
+      state.SkipWithError(copy.status().to_string().c_str());
+      return;
+    }
+    packed = *std::move(copy);
+    views[1] = TensorView::contiguous(packed.get(), t, {n, kK});
+  }
   double seconds = 0.0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -181,7 +196,7 @@ std::vector<std::string_view> simd_sources(DType t, bool amx = false) {
   for (std::string_view source : {"amx_bf16", "amx"}) {
     if (amx && sibling(t, source) != nullptr) out.push_back(source);
   }
-  for (std::string_view source : {"avx512", "avx2"}) {
+  for (std::string_view source : {"avx512_packed", "avx512", "avx2"}) {
     if (sibling(t, source) != nullptr) out.push_back(source);
   }
   if (out.empty()) out.push_back("");

@@ -149,6 +149,41 @@ struct KernelCaps {
   friend bool operator==(const KernelCaps&, const KernelCaps&) = default;
 };
 
+// Note [Prepacked weights]
+// A sibling may read one operand, a weight, in a layout of its own that is made
+// once at load rather than on every call: interleaved rows and unpacked levels
+// for a quantized GEMM, say. The key's dtype stays the file's (a prepacked q4_k
+// weight is still a q4_k operand: the layout is how this sibling stores it, as an
+// instruction set is how it computes), and the sibling says how to pack:
+//   - the planner routes a node to it only where that operand is a constant (a
+//     weight), makes the packed copy a once-per-executor buffer like a device
+//     upload, and shows it in explain; the cost function prices the packed
+//     bytes, so decode keeps the file's layout where that reads fewer bytes;
+//   - the executor packs while it is created and reports the bytes
+//     (Executor::packed_bytes); the file's bytes are never modified;
+//   - the conformance harness and the calibrator pack before they call it;
+//   - the kernel refuses bytes that are not its layout (pack writes a header it
+//     checks), so a caller that forgets to pack gets an error, not garbage.
+struct WeightPacking {
+  // Which input is packed.
+  int operand = 1;
+  // Bytes of the packed form of a `dtype` tensor of `shape` (-1: this sibling
+  // cannot pack that shape).
+  std::int64_t (*packed_bytes)(DType dtype, const Shape& shape) = nullptr;
+  // Writes the packed form of `src` (host memory, contiguous) to `dst`
+  // (packed_bytes bytes, 64-byte aligned, host memory). Errors name the tensor's
+  // position that could not be packed.
+  Status (*pack)(const TensorView& src, void* dst, ExecContext& ctx) = nullptr;
+};
+
+// A packed copy of host tensor `src` for a sibling with `packing`, in 64-byte
+// aligned host memory the result owns: for callers that run such a sibling
+// outside an executor (the conformance harness, the calibrator, benchmarks).
+// Pass TensorView::contiguous(copy.get(), src.dtype(), src.shape()) in the
+// operand's place.
+[[nodiscard]] Result<std::shared_ptr<void>> pack_operand(const WeightPacking& packing,
+                                                         const TensorView& src, ExecContext& ctx);
+
 // Shape admission of a sibling that serves only some shapes (a matvec kernel for
 // M = 1). Receives the call's shapes in binding-key order (inputs, then outputs) and
 // says whether this sibling is the right kernel for them. A sibling with a predicate
@@ -186,6 +221,9 @@ struct KernelOptions {
   // Where a kernel loaded at run time was declared ("libfast.so, declared in
   // fast.json kernels[0]"); empty for a compiled-in kernel, whose site says.
   std::string declared_at;
+  // Set when the sibling reads a weight packed at load (Note [Prepacked
+  // weights]); a static object that outlives the table.
+  const WeightPacking* packing = nullptr;
 };
 
 // One alternative at a key.
@@ -204,6 +242,7 @@ struct BindingEntry {
   std::source_location site;
   std::shared_ptr<const void> data;
   std::string declared_at;
+  const WeightPacking* packing = nullptr;
 
   [[nodiscard]] bool has_known_cost() const {
     return cost_expr != nullptr || cost != &unknown_cost;

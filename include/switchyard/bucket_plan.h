@@ -64,6 +64,9 @@ struct BufferPlan {
   // A constant uploaded once when an executor is set up (Note [Uploaded
   // constants]): not in the arena (offset unused), shared by every bucket.
   ValueId upload;
+  // With `upload`: the constant is packed for the sibling that reads it (Note
+  // [Prepacked weights]) into `bytes` of its own, once per executor.
+  const WeightPacking* packing = nullptr;
 };
 
 struct BucketPlan {

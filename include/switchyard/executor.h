@@ -114,6 +114,10 @@ struct ExecStats {
   // Host time of the last run up to its wait for the devices: binding the
   // tensors and queueing (or replaying) the steps, in nanoseconds.
   double last_queue_ns = 0;
+  // Weights packed at creation for the siblings that read them packed (Note
+  // [Prepacked weights]), and the bytes those copies hold.
+  std::uint64_t packed_weights = 0;
+  std::int64_t packed_bytes = 0;
 };
 
 class Executor {

@@ -171,6 +171,10 @@ struct LlamaKernelReport {
   std::vector<Violation> violations;
   // Probes that hit, for the summary line.
   int probes = 0;
+  // Weights packed at load for the siblings that read them packed (Note
+  // [Prepacked weights]), and the memory those copies take beside the file's.
+  std::uint64_t packed_weights = 0;
+  std::int64_t packed_bytes = 0;
   // The registry's seal report (every row, misses, masked bindings).
   SealReport seal;
 

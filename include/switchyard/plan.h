@@ -141,6 +141,7 @@ enum class RejectReason : std::uint8_t {
   kShapeNotAdmitted,     // the kernel's cost function refuses these shapes
   kCostError,            // the cost expression failed on these shapes
   kNotBound,             // the backend has no kernel at the (possibly promoted) key
+  kOperandNotConstant,   // it packs an operand at load, and that operand is computed
 };
 [[nodiscard]] std::string_view name(RejectReason reason);
 
@@ -171,6 +172,9 @@ struct RouteCandidate {
   double cast_ns = 0;
   double total_ns = 0;
   PrecisionGuarantee precision;
+  // Bytes of the weight copy this sibling packs once per executor (Note
+  // [Prepacked weights]); 0 when it reads the weight as stored.
+  std::int64_t packed_bytes = 0;
 };
 
 // A cast the reconciliation pass inserted.

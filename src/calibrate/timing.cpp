@@ -76,12 +76,24 @@ class KernelTimer::Operands {
   }
   [[nodiscard]] std::span<const TensorView> views() const { return views_; }
 
+  // Puts a packed copy of host operand i in its place (Note [Prepacked weights]).
+  Status pack(std::size_t i, const WeightPacking& packing, ExecContext& ctx) {
+    if (memory_ != nullptr && !memory_->host_addressable()) {
+      return unimplemented_error("packing a weight outside host memory");
+    }
+    SWITCHYARD_ASSIGN_OR_RETURN(std::shared_ptr<void> copy, pack_operand(packing, views_[i], ctx));
+    views_[i] = TensorView::contiguous(copy.get(), views_[i].dtype(), views_[i].shape());
+    packed_.push_back(std::move(copy));
+    return Status::ok();
+  }
+
  private:
   BackendMemory* memory_;
   BackendId backend_;
   std::vector<HostBuffer> host_;
   std::vector<void*> device_;
   std::vector<TensorView> views_;
+  std::vector<std::shared_ptr<void>> packed_;
 };
 
 KernelTimer::KernelTimer() = default;
@@ -144,6 +156,10 @@ Result<KernelTimer> KernelTimer::make(const BindingEntry& entry, BackendId backe
     SWITCHYARD_RETURN_IF_ERROR(t.operands_->add(dtypes[i], shapes[i], t.stream_));
   }
   t.ctx_ = ExecContext{.runner = &runner, .stream = t.stream_};
+  if (entry.packing != nullptr) {
+    SWITCHYARD_RETURN_IF_ERROR(t.operands_->pack(static_cast<std::size_t>(entry.packing->operand),
+                                                 *entry.packing, t.ctx_));
+  }
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <new>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -166,6 +167,19 @@ void KernelBindingTable::insert_index(const PackedKey& key, std::uint32_t slot) 
   }
 }
 
+Result<std::shared_ptr<void>> pack_operand(const WeightPacking& packing, const TensorView& src,
+                                           ExecContext& ctx) {
+  const std::int64_t bytes = packing.packed_bytes(src.dtype(), src.shape());
+  if (bytes < 0) {
+    return invalid_argument_error(fmt::format("{} cannot be packed", describe(src)));
+  }
+  void* p = ::operator new (static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)),
+                            std::align_val_t{64});
+  std::shared_ptr<void> copy(p, [](void* q) { ::operator delete (q, std::align_val_t{64}); });
+  SWITCHYARD_RETURN_IF_ERROR(packing.pack(src, copy.get(), ctx));
+  return copy;
+}
+
 // --- registration -------------------------------------------------------------
 
 void KernelBindingTable::register_kernel(BindingKey key, DTypeList dtypes, BackendId backend,
@@ -185,6 +199,7 @@ void KernelBindingTable::register_kernel(BindingKey key, DTypeList dtypes, Backe
   entry.site = site;
   entry.data = std::move(options.data);
   entry.declared_at = std::move(options.declared_at);
+  entry.packing = options.packing;
 
   const PackedKey packed = pack(key, dtypes, backend);
   std::uint32_t slot = find_slot(packed);
@@ -240,6 +255,15 @@ Status KernelBindingTable::finalize() {
       const BindingEntry& e = slot.alternatives[i];
       if (e.fn == nullptr) add(fmt::format("{}: null kernel function", where), e.site);
       if (e.name.empty()) add(fmt::format("{}: kernel has no name", where), e.site);
+      if (e.packing != nullptr &&
+          (e.packing->pack == nullptr || e.packing->packed_bytes == nullptr ||
+           e.packing->operand < 0 ||
+           static_cast<std::size_t>(e.packing->operand) + 1 >= slot.dtypes.size())) {
+        add(fmt::format("{}: kernel '{}' packs operand {} without a pack function, a size "
+                        "function or such an input",
+                        where, e.name, e.packing->operand),
+            e.site);
+      }
       for (std::size_t j = 0; j < i; ++j) {
         if (same_kernel(slot.alternatives[j], e) && e.fn != nullptr) {
           duplicate_fn = true;

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -67,6 +70,10 @@ struct Executor::State {
   // the device once, however many shape buckets the plan has. Per graph value
   // and backend: the copy, or null.
   std::vector<std::array<void*, kBackendCount>> uploaded;
+  // Constants packed for the siblings that read them packed (Note [Prepacked
+  // weights]), made like uploads: once, shared by every bucket.
+  using PackedKey = std::tuple<std::int32_t, BackendId, const WeightPacking*>;
+  std::map<PackedKey, void*> packed;
   // Bytes of constants uploaded and to upload while the executor is created
   // (ExecutorOptions::on_upload).
   std::int64_t upload_done = 0, upload_total = 0;
@@ -86,6 +93,9 @@ struct Executor::State {
         void* p = copies[static_cast<std::size_t>(b)];
         if (p != nullptr) memory[static_cast<std::size_t>(b)]->deallocate(p);
       }
+    }
+    for (const auto& [key, p] : packed) {
+      if (p != nullptr) memory[static_cast<std::size_t>(std::get<1>(key))]->deallocate(p);
     }
   }
 
@@ -169,6 +179,10 @@ struct Executor::State {
     const ValueId base = v.kind == ValueKind::kView ? v.source : ref.value;
     if (ref.buffer >= 0) {
       const BufferPlan& buf = inst.plan->buffers[ref.buffer];
+      if (buf.packing != nullptr) {
+        const auto it = packed.find({buf.upload.index, buf.backend, buf.packing});
+        return it != packed.end() ? it->second : nullptr;
+      }
       if (buf.upload.valid()) {
         return uploaded[static_cast<std::size_t>(buf.upload.index)]
                        [static_cast<std::size_t>(buf.backend)];
@@ -213,6 +227,10 @@ struct Executor::State {
     // Constants needed on other backends, once for all buckets (Note [Uploaded
     // constants]).
     for (const BufferPlan& buf : bp.buffers) {
+      if (buf.packing != nullptr) {
+        SWITCHYARD_RETURN_IF_ERROR(pack(buf));
+        continue;
+      }
       if (!buf.upload.valid()) continue;
       void*& copy = uploaded[static_cast<std::size_t>(buf.upload.index)]
                             [static_cast<std::size_t>(buf.backend)];
@@ -234,6 +252,36 @@ struct Executor::State {
       if (options.on_upload && upload_total > 0) options.on_upload(upload_done, upload_total);
     }
     return finish();
+  }
+
+  // Note [Prepacked weights]: packs constant buf.upload for the sibling that
+  // reads it packed, unless an earlier bucket did. The packing reads the
+  // constant where it lives (host memory) and writes memory the backend can
+  // address from the host, on this executor's threads.
+  Status pack(const BufferPlan& buf) {
+    void*& copy = packed[{buf.upload.index, buf.backend, buf.packing}];
+    if (copy != nullptr) return Status::ok();
+    const Value& c = plan->graph().value(buf.upload);
+    auto context = [&] {
+      return fmt::format("packing constant '{}' ({} bytes) for {}", c.name, buf.bytes,
+                         name(buf.backend));
+    };
+    BackendMemory* m = memory_for(buf.backend);
+    if (!m->host_addressable()) {
+      return unimplemented_error(fmt::format(
+          "{}: packing at load writes host memory, and {}'s is not", context(), name(buf.backend)));
+    }
+    Result<void*> p = m->allocate(buf.bytes);
+    if (!p.is_ok()) return p.status().with_context(context());
+    copy = *p;
+    const TensorView src = TensorView::contiguous(const_cast<void*>(c.data), c.dtype, c.shape);
+    ExecContext ctx{.runner = options.runner, .comm = nullptr};
+    SWITCHYARD_RETURN_IF_ERROR(buf.packing->pack(src, copy, ctx).with_context(context()));
+    stats.packed_weights += 1;
+    stats.packed_bytes += buf.bytes;
+    upload_done += buf.bytes;
+    if (options.on_upload && upload_total > 0) options.on_upload(upload_done, upload_total);
+    return Status::ok();
   }
 
   // Rebuilds every operand view for new symbol sizes (once per change of sizes).
@@ -531,14 +579,13 @@ Result<Executor> Executor::create(std::shared_ptr<const ExecutionPlan> plan,
   state->sizes.assign(g.symbols().size(), 0);
   // What the buckets will upload, each constant once per backend (Note [Uploaded
   // constants]), for the progress callback.
-  std::vector<std::array<bool, kBackendCount>> counted(g.values().size());
+  std::set<State::PackedKey> counted;
   for (std::size_t i = 0; i < state->plan->bucket_count(); ++i) {
     for (const BufferPlan& buf : state->plan->bucket(i).buffers) {
       if (!buf.upload.valid()) continue;
-      bool& seen = counted[static_cast<std::size_t>(buf.upload.index)]
-                          [static_cast<std::size_t>(buf.backend)];
-      if (!seen) state->upload_total += buf.bytes;
-      seen = true;
+      if (counted.insert({buf.upload.index, buf.backend, buf.packing}).second) {
+        state->upload_total += buf.bytes;
+      }
     }
   }
   for (std::size_t i = 0; i < state->plan->bucket_count(); ++i) {

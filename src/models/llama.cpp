@@ -461,6 +461,10 @@ std::string LlamaKernelReport::render() const {
     for (const auto& [where, n] : b.nodes) out += fmt::format(" {} {} nodes", name(where), n);
     out += "\n";
   }
+  if (packed_weights > 0) {
+    out += fmt::format("  packed   {} weights for prefill at load, {:.1f} MiB beside the file's\n",
+                       packed_weights, static_cast<double>(packed_bytes) / (1024.0 * 1024.0));
+  }
   for (const Violation& v : violations) {
     out += fmt::format(
         "  VIOLATION {} ({}, {}): {} -> {}\n", v.tensor, v.role, name(v.dtype),
@@ -820,6 +824,8 @@ Status LlamaModel::load_rank(State& s, const LlamaLoadOptions& options, int rank
   exec_options.allow_unplanned_shapes = false;
   SWITCHYARD_ASSIGN_OR_RETURN(Executor exec, Executor::create(s.plan, exec_options));
   s.executor.emplace(std::move(exec));
+  s.report.packed_weights = s.executor->stats().packed_weights;
+  s.report.packed_bytes = s.executor->stats().packed_bytes;
 
   const Graph& g = s.plan->graph();
   std::map<std::string, std::size_t, std::less<>> slot_of = {{std::string(kTokens), 0},

@@ -26,6 +26,7 @@ nlohmann::json candidate_json(const RouteCandidate& c) {
                          {"casts", c.cast_ns}};
     j["ranked_by"] = c.measured ? "measured" : "modelled";
   }
+  if (c.packed_bytes > 0) j["packed_weight_bytes"] = c.packed_bytes;
   return j;
 }
 
@@ -123,8 +124,13 @@ std::string candidate_text(const RouteCandidate& c) {
                                   time_text(c.modelled_ns), time_text(c.transfer_ns))
                    : fmt::format("est {} (kernel {} modelled + transfer {})", time_text(c.total_ns),
                                  time_text(c.kernel_ns), time_text(c.transfer_ns));
-  return fmt::format("{} [{}] on {}, sibling {}: {}; precision {}", c.kernel, c.source,
-                     name(c.backend), c.sibling, cost, describe(c.precision));
+  // Note [Prepacked weights]: the copy the sibling reads, made once at load.
+  const std::string packed =
+      c.packed_bytes > 0 ? fmt::format("; weight packed at load ({:.1f} MiB)",
+                                       static_cast<double>(c.packed_bytes) / (1024.0 * 1024.0))
+                         : std::string();
+  return fmt::format("{} [{}] on {}, sibling {}: {}; precision {}{}", c.kernel, c.source,
+                     name(c.backend), c.sibling, cost, describe(c.precision), packed);
 }
 
 }  // namespace

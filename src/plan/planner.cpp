@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -22,6 +24,7 @@ std::string_view name(RejectReason reason) {
     case RejectReason::kShapeNotAdmitted: return "shape_not_admitted";
     case RejectReason::kCostError: return "cost_error";
     case RejectReason::kNotBound: return "not_bound";
+    case RejectReason::kOperandNotConstant: return "operand_not_constant";
   }
   return "?";
 }
@@ -179,6 +182,8 @@ struct Router {
   std::span<const BackendId> homes;
   // Per value and backend: kNotResident, kOwnStorage or a buffer index.
   std::vector<std::array<std::int32_t, kBackendCount>> resident;
+  // Per (constant, backend, packing): its packed buffer.
+  std::map<std::tuple<std::int32_t, BackendId, const WeightPacking*>, std::int32_t> packed;
   Status first_failure;
 
   std::int32_t new_buffer(BackendId b, ValueId v, std::int32_t step) {
@@ -191,6 +196,23 @@ struct Router {
     buf.last_step = step;
     plan.buffers.push_back(buf);
     return static_cast<std::int32_t>(plan.buffers.size() - 1);
+  }
+
+  // The packed copy of constant `value` on `b` that `packing` makes once per
+  // executor (Note [Prepacked weights]): a buffer like a device upload, shared by
+  // every node of the bucket that reads it packed.
+  std::int32_t make_packed(ValueId value, BackendId b, const WeightPacking* packing,
+                           std::int64_t bytes) {
+    const auto key = std::make_tuple(value.index, b, packing);
+    if (auto it = packed.find(key); it != packed.end()) return it->second;
+    const std::int32_t buf = new_buffer(b, value, 0);
+    BufferPlan& plan_buf = plan.buffers[buf];
+    plan_buf.upload = value;
+    plan_buf.packing = packing;
+    plan_buf.bytes = bytes;
+    plan_buf.last_step = std::numeric_limits<std::int32_t>::max();
+    packed.emplace(key, buf);
+    return buf;
   }
 
   void touch(std::int32_t buffer, std::int32_t step) {
@@ -345,6 +367,24 @@ struct Router {
                  "trades precision for speed; the plan does not admit precision trades");
           continue;
         }
+        std::int64_t packed_bytes = 0;
+        if (e.packing != nullptr) {
+          const auto op = static_cast<std::size_t>(e.packing->operand);
+          const Value& operand = graph.value(node.inputs[op]);
+          if (operand.kind != ValueKind::kConstant) {
+            reject(RejectReason::kOperandNotConstant,
+                   fmt::format("packs input {} once at load, and '{}' is computed at run time", op,
+                               operand.name));
+            continue;
+          }
+          packed_bytes = e.packing->packed_bytes(operand.dtype, cost_in.shapes[op]);
+          if (packed_bytes < 0) {
+            reject(RejectReason::kShapeNotAdmitted,
+                   fmt::format("cannot pack input {} of shape {}", op,
+                               cost_in.shapes[op].to_string()));
+            continue;
+          }
+        }
         if (!e.admits_shapes(cost_in.shapes)) {
           reject(RejectReason::kShapeNotAdmitted,
                  fmt::format("the kernel does not admit shapes {}", nr.shapes));
@@ -383,6 +423,7 @@ struct Router {
         c.transfer_ns = move_ns;
         c.total_ns = kernel_ns + move_ns;
         c.precision = e.precision;
+        c.packed_bytes = packed_bytes;
         viable.push_back(c);
         viable_entries.push_back(&e);
       }
@@ -424,9 +465,13 @@ struct Router {
     // Steps: copies in, the kernel, and a copy out for a graph output computed
     // off the host.
     std::vector<OperandRef> refs;
-    for (ValueId in : node.inputs) {
-      const ValueId base = base_of(graph, in);
-      refs.push_back({in, b, make_resident(base, b)});
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      const ValueId in = node.inputs[i];
+      const bool reads_packed =
+          entry->packing != nullptr && static_cast<std::size_t>(entry->packing->operand) == i;
+      refs.push_back({in, b,
+                      reads_packed ? make_packed(in, b, entry->packing, nr.chosen.packed_bytes)
+                                   : make_resident(base_of(graph, in), b)});
     }
     const auto step_index = static_cast<std::int32_t>(plan.steps.size());
     for (const OperandRef& r : refs) touch(r.buffer, step_index);
@@ -487,7 +532,7 @@ std::unique_ptr<BucketPlan> build_bucket(const Graph& graph, std::span<const std
   for (std::size_t i = 0; i < graph.symbols().size(); ++i) {
     plan->report.sizes.emplace_back(graph.symbols()[i], plan->max[i]);
   }
-  Router router{graph, table, options, failures, plan->max, *plan, homes, {}, Status::ok()};
+  Router router{graph, table, options, failures, plan->max, *plan, homes, {}, {}, Status::ok()};
   router.resident.assign(graph.values().size(), {});
   for (auto& r : router.resident) r.fill(kNotResident);
   for (std::size_t i = 0; i < graph.values().size(); ++i) {

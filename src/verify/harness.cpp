@@ -174,6 +174,16 @@ class CaseRunner {
     for (const HostInput& in : inputs_) in_views.push_back(in.view);
     TensorView out_view = out_.view();
     ExecContext ctx{.runner = runner};
+    // A sibling that reads a weight packed at load gets it packed, as an
+    // executor would give it (Note [Prepacked weights]).
+    std::shared_ptr<void> packed;
+    if (entry_.packing != nullptr && device_ == nullptr) {
+      TensorView& w = in_views[static_cast<std::size_t>(entry_.packing->operand)];
+      Result<std::shared_ptr<void>> copy = pack_operand(*entry_.packing, w, ctx);
+      if (!copy.is_ok()) return harness_error(outcome, "packing the weight", copy.status());
+      packed = *std::move(copy);
+      w = TensorView::contiguous(packed.get(), w.dtype(), w.shape());
+    }
     if (device_ != nullptr) {
       if (Status s = device_->reset_output(out_); !s.is_ok()) {
         return harness_error(outcome, "uploading the poisoned output", s);

@@ -110,7 +110,9 @@ inline std::vector<BindingEntry> cpu_entries(BindingKey key, const DTypeList& dt
   return {alts.begin(), alts.end()};
 }
 
-// Calls `entry` with the views, on `threads` threads (0: no runner, serial).
+// Calls `entry` with the views, on `threads` threads (0: no runner, serial); a
+// sibling that reads a weight packed at load gets it packed, as an executor
+// gives it (Note [Prepacked weights]).
 inline Status call_entry(const BindingEntry& entry, std::vector<TensorView> inputs,
                          std::vector<TensorView> outputs, const OpParams& params = {},
                          int threads = 0) {
@@ -119,6 +121,12 @@ inline Status call_entry(const BindingEntry& entry, std::vector<TensorView> inpu
   if (threads > 0) {
     pool = std::make_unique<ThreadPool>(threads);
     ctx.runner = pool.get();
+  }
+  std::shared_ptr<void> packed;
+  if (entry.packing != nullptr) {
+    TensorView& w = inputs[static_cast<std::size_t>(entry.packing->operand)];
+    SWITCHYARD_ASSIGN_OR_RETURN(packed, pack_operand(*entry.packing, w, ctx));
+    w = TensorView::contiguous(packed.get(), w.dtype(), w.shape());
   }
   KernelCall call{inputs, outputs, params, ctx, entry.name};
   return entry.fn(call);

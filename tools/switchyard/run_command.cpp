@@ -414,6 +414,7 @@ int run_model(const RunOptions& o) {
     j["backend"] = std::string(name(*backend));
     j["threads"] = runner->num_threads();
     j["devices"] = model.devices();
+    j["packed_weight_bytes"] = report.packed_bytes;
     j["config"] = {{"architecture", c.architecture}, {"file_type", c.file_type},
                    {"vocab", c.vocab_size},          {"dim", c.embedding_length},
                    {"blocks", c.block_count},        {"heads", c.head_count},

@@ -13,6 +13,7 @@
 // the stored input values. An element passes when it is within any one bound.
 #include <array>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <source_location>
 #include <string>
@@ -28,6 +29,7 @@
 #include "backends/cpu/gemm/dense_reference.h"
 #include "backends/cpu/layout/layout.h"
 #include "backends/cpu/quant/quant_kernels.h"
+#include "backends/cpu/quant/quant_packed.h"
 #include "backends/cpu/registration.h"
 #include "backends/cpu/rowwise/rowwise.h"
 #include "backends/cpu/simd_rows.h"
@@ -543,6 +545,25 @@ CostEstimate quant_matmul_cost(const CostInputs& in) {
   return e;
 }
 
+// The packed sibling (Note [Prepacked weights]) reads its packed bytes (more
+// than the file's for every format but q8_0's neighbours, so decode stays with
+// the file's layout) and spends about half the AVX-512 sibling's instructions
+// per multiply-add (BM_QuantMatmulRows, docs/benchmarks.md, table 6).
+CostEstimate quant_matmul_packed_cost(const CostInputs& in) {
+  CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
+  if (!e.known || in.shapes.size() < 2 || in.dtypes.size() < 2) return e;
+  const std::int64_t packed = packed_weight_bytes(in.dtypes[1], in.shapes[1]);
+  if (packed < 0) return {0, 0, std::numeric_limits<double>::infinity(), true};
+  e.bytes += static_cast<double>(packed) -
+             static_cast<double>(in.shapes[1].numel() / block_elems(in.dtypes[1]) *
+                                 block_bytes(in.dtypes[1]));
+  e.flops *= 0.5;
+  return e;
+}
+
+constexpr WeightPacking kPackedWeight{
+    .operand = 1, .packed_bytes = &packed_weight_bytes, .pack = &pack_weight};
+
 // The AMX siblings unpack the weights once per call, then run tile products.
 // Their costs, in units of what one activation row costs the AVX-512 sibling
 // (2 N K flops): the AMX-INT8 sibling takes 0.45 of that per row and about 10
@@ -595,6 +616,13 @@ void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512,
     out.push_back(
         row(kMatmul, matmul_key, &matmul_quant_avx512_for<W>, "avx512",
             {.precision = quant_integer_dot(), .cost = &quant_matmul_cost<1>, .source = "avx512"}));
+  }
+  if (avx512 && packed_format(W).sub != 0) {
+    out.push_back(row(kMatmul, matmul_key, &matmul_quant_packed_avx512_for<W>, "avx512_packed",
+                      {.precision = quant_integer_dot(),
+                       .cost = &quant_matmul_packed_cost,
+                       .source = "avx512",
+                       .packing = &kPackedWeight}));
   }
   // After the AVX-512 sibling: the planner ranks by cost and picks AMX for
   // prefill, while `lookup`'s first sibling stays the one that is never slow.

@@ -609,13 +609,16 @@ TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
     const bool simd =
         std::find(std::begin(kAvx2Quant), std::end(kAvx2Quant), t) != std::end(kAvx2Quant);
     std::vector<std::string> expect;
-    if (simd && has_avx512_vnni()) expect.push_back("avx512");
+    if (simd && has_avx512_vnni()) {
+      expect.push_back("avx512");
+      expect.push_back("avx512+packed");  // Note [Prepacked weights]
+    }
     if (simd && has_amx()) expect.push_back("amx");
     if (simd && has_amx_bf16()) expect.push_back("amx_bf16");
     if (simd && has_avx2()) expect.push_back("avx2");
     expect.push_back("portable");
     std::vector<std::string> got;
-    for (const BindingEntry& e : alts) got.push_back(e.source);
+    for (const BindingEntry& e : alts) got.push_back(e.source + (e.packing ? "+packed" : ""));
     EXPECT_EQ(got, expect) << name(t);
     for (DType to : {DType::kF32, DType::kF16, DType::kBF16}) {
       EXPECT_TRUE(table->lookup(OpKind::kCast, {t, to}, BackendId::kCpu).is_ok()) << name(t);
@@ -677,10 +680,17 @@ TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
     const DType dtypes[] = {DType::kF32, t, DType::kF32};
     const auto alts =
         table->lookup_alternatives(OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu);
-    // The AMX siblings are ranked by their own crossovers (below).
+    // The AMX siblings are ranked by their own crossovers (below), and so is
+    // the packed one: slower than the plain AVX-512 sibling for decode (it reads
+    // more bytes), faster for prefill.
     std::vector<const BindingEntry*> chain;
+    const BindingEntry* packed = nullptr;
     for (const BindingEntry& e : alts) {
-      if (!e.source.starts_with("amx")) chain.push_back(&e);
+      if (e.packing != nullptr) {
+        packed = &e;
+      } else if (!e.source.starts_with("amx")) {
+        chain.push_back(&e);
+      }
     }
     for (std::int64_t m : {1, 512}) {
       const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
@@ -690,6 +700,15 @@ TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
         const double slower = chain[i]->cost(in).time_ns(caps);
         EXPECT_LT(faster, slower) << name(t) << " m=" << m << ": " << chain[i - 1]->name << " vs "
                                   << chain[i]->name;
+      }
+      if (packed != nullptr) {
+        const double plain = chain.front()->cost(in).time_ns(caps);
+        const double packed_ns = packed->cost(in).time_ns(caps);
+        if (m == 1) {
+          EXPECT_GT(packed_ns, plain) << name(t) << ": decode must keep the file's layout";
+        } else {
+          EXPECT_LT(packed_ns, plain) << name(t) << ": prefill must take the packed sibling";
+        }
       }
     }
   }
