@@ -219,6 +219,9 @@ struct LlamaLoadOptions {
   // Let the planner take kernels that trade precision for speed, such as cuda's
   // TF32 product for f32 weights (PlanOptions::admit_precision_trades).
   bool admit_precision_trades = false;
+  // Pack weights at load for the siblings that read them packed, where those win
+  // (PlanOptions::pack_weights); the report says how much memory that takes.
+  bool pack_weights = true;
   // Split the model over this many devices, tensor parallel (Note [Tensor-parallel
   // llama] in llama.cpp, docs/multi-gpu.md): each rank holds its share of the
   // heads, the feed-forward units, the embedding and the vocabulary, and

@@ -129,6 +129,10 @@ struct PlanOptions {
   // (KernelCaps::trades_precision), ranked by cost with the others and still
   // held to the precision floor. Off: they are rejected with kPrecisionTrade.
   bool admit_precision_trades = false;
+  // Let route picking take siblings that read a constant weight packed once per
+  // executor (Note [Prepacked weights] in binding_table.h), whose copies cost
+  // memory beside the weights'. Off: they are rejected with kPackingOff.
+  bool pack_weights = true;
 };
 
 // Why a sibling was not chosen; machine-readable, with text beside it.
@@ -142,6 +146,7 @@ enum class RejectReason : std::uint8_t {
   kCostError,            // the cost expression failed on these shapes
   kNotBound,             // the backend has no kernel at the (possibly promoted) key
   kOperandNotConstant,   // it packs an operand at load, and that operand is computed
+  kPackingOff,           // it packs a weight at load, and the plan does not pack
 };
 [[nodiscard]] std::string_view name(RejectReason reason);
 

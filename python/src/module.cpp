@@ -857,7 +857,8 @@ class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& path, std::string_view backend,
                                      std::int64_t max_context, std::string_view cache_type,
-                                     int threads, bool admit_precision_trades, int devices) {
+                                     int threads, bool admit_precision_trades, int devices,
+                                     bool pack_weights) {
     (void)table();
     auto m = std::unique_ptr<Model>(new Model());
     {
@@ -877,6 +878,7 @@ class Model {
       o.runner = m->pool_ ? static_cast<ParallelRunner*>(m->pool_.get()) : &default_thread_pool();
       o.admit_precision_trades = admit_precision_trades;
       o.devices = devices;
+      o.pack_weights = pack_weights;
       if (cache_type == "f32") {
         o.cache_dtype = DType::kF32;
       } else if (cache_type == "q8_0") {
@@ -1142,6 +1144,7 @@ NB_MODULE(_switchyard, m) {
       .def_static("load", &Model::load, nb::arg("path"), nb::arg("backend") = "cpu",
                   nb::arg("max_context") = 0, nb::arg("cache_type") = "f16", nb::arg("threads") = 0,
                   nb::arg("admit_precision_trades") = false, nb::arg("devices") = 0,
+                  nb::arg("pack_weights") = true,
                   "Loads a llama-family GGUF file (probing and sealing its kernels).")
       .def_prop_ro("config", &Model::config)
       .def_prop_ro("kernel_report", &Model::kernel_report)

@@ -209,16 +209,20 @@ class Model:
     @classmethod
     def load(cls, path: str, backend: str = "cpu", max_context: int = 0,
              cache_type: str = "f16", threads: int = 0,
-             admit_precision_trades: bool = False, devices: int = 0) -> "Model":
+             admit_precision_trades: bool = False, devices: int = 0,
+             pack_weights: bool = True) -> "Model":
         """Loads `path`, probing every kernel on `backend` and sealing the registry;
         `kernel_report` says what it found. With `admit_precision_trades` the planner
         may take kernels that compute in a narrower type to be faster (on cuda, TF32
         products of f32 weights). `devices` splits the model over that many ranks,
         tensor parallel (on the cpu, simulated ranks: threads of this process; on
         cuda, rank r on GPU r; docs/multi-gpu.md); `config["devices"]` says how many
-        it runs on (0: not split)."""
+        it runs on (0: not split). With `pack_weights` (the default) a CPU with
+        AVX-512 VNNI reads the prompt's quantized weights packed once at load, which
+        costs memory beside the file's (`kernel_report` says how much); False keeps
+        every weight in the file's layout."""
         return cls(_switchyard.Model.load(str(path), backend, max_context, cache_type, threads,
-                                          admit_precision_trades, devices))
+                                          admit_precision_trades, devices, pack_weights))
 
     @property
     def config(self) -> dict:

@@ -83,6 +83,16 @@ def test_quantize_refuses_what_it_cannot_store():
 
 # --- models ------------------------------------------------------------------
 
+def test_weights_stay_in_the_files_layout_when_packing_is_off(model_path):
+    # Packed or not, the prompt's logits agree within the integer kernels' claim.
+    ids = list(range(1, 40))
+    packed = switchyard.Model.load(model_path, threads=1)
+    plain = switchyard.Model.load(model_path, threads=1, pack_weights=False)
+    assert "packed" not in plain.kernel_report
+    a, b = packed.logits(ids), plain.logits(ids)
+    assert np.max(np.abs(a - b)) <= 0.05 * max(1.0, float(np.max(np.abs(b))))
+
+
 def test_a_model_loads_tokenizes_and_scores(model_path):
     model = switchyard.Model.load(model_path, threads=1)
     assert model.config["vocab_size"] == 268

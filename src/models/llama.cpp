@@ -771,6 +771,7 @@ Status LlamaModel::load_rank(State& s, const LlamaLoadOptions& options, int rank
   plan_options.policy.preferred = {options.backend};
   plan_options.calibration = options.calibration;
   plan_options.admit_precision_trades = options.admit_precision_trades;
+  plan_options.pack_weights = options.pack_weights;
   // Planning records its resolutions and seals again: in this load's registry, the
   // one the probes went to, never the process-wide one behind the caller's back.
   plan_options.registry = &registry;

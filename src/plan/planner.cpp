@@ -25,6 +25,7 @@ std::string_view name(RejectReason reason) {
     case RejectReason::kCostError: return "cost_error";
     case RejectReason::kNotBound: return "not_bound";
     case RejectReason::kOperandNotConstant: return "operand_not_constant";
+    case RejectReason::kPackingOff: return "packing_off";
   }
   return "?";
 }
@@ -368,6 +369,11 @@ struct Router {
           continue;
         }
         std::int64_t packed_bytes = 0;
+        if (e.packing != nullptr && !options.pack_weights) {
+          reject(RejectReason::kPackingOff,
+                 "packs its weight at load, and the plan does not pack weights");
+          continue;
+        }
         if (e.packing != nullptr) {
           const auto op = static_cast<std::size_t>(e.packing->operand);
           const Value& operand = graph.value(node.inputs[op]);

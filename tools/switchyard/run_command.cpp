@@ -250,6 +250,7 @@ int run_model(const RunOptions& o) {
   if (!calibration.is_ok()) return report_failure(calibration.status());
   load.calibration = *calibration;
   load.admit_precision_trades = o.admit_precision_trades;
+  load.pack_weights = !o.no_pack;
   load.devices = o.devices;
   // The weights' upload to a device: a bar, and its rate from the first constant's
   // end to the last's (the clock starts once a copy has finished).
@@ -619,6 +620,9 @@ void add_run_command(CLI::App& app, CommandMain& selected) {
       ->check(kThreadRange);
   cmd->add_flag("--strict", options->strict, "refuse to run when a kernel is missing");
   add_precision_trades_flag(cmd, options->admit_precision_trades);
+  cmd->add_flag("--no-pack", options->no_pack,
+                "never pack weights at load: the prefill GEMM reads the file's layout (slower, "
+                "and no packed copies beside the weights)");
   cmd->add_option("--devices", options->devices,
                   "split the model over this many devices, tensor parallel (on the cpu: "
                   "simulated ranks, threads of this process; on cuda: rank r on GPU r; "

@@ -29,6 +29,7 @@ struct RunOptions {
   int threads = 0;
   bool strict = false;
   bool admit_precision_trades = false;
+  bool no_pack = false;
   // Split the model over this many devices (LlamaLoadOptions::devices; 0: not split).
   int devices = 0;
   bool json = false;

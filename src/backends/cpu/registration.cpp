@@ -545,10 +545,18 @@ CostEstimate quant_matmul_cost(const CostInputs& in) {
   return e;
 }
 
-// The packed sibling (Note [Prepacked weights]) reads its packed bytes (more
-// than the file's for every format but q8_0's neighbours, so decode stays with
-// the file's layout) and spends about half the AVX-512 sibling's instructions
-// per multiply-add (BM_QuantMatmulRows, docs/benchmarks.md, table 6).
+// The packed sibling (Note [Prepacked weights]) reads its packed bytes (1.125 to
+// 1.5 per element: more than the file's for every format) and spends about 0.4
+// of the AVX-512 sibling's time per activation row (BM_QuantMatmul, 2.0-2.5x
+// at 512 rows on machine K; docs/benchmarks.md, table 6). It is admitted from
+// four activation rows: measured (BM_QuantMatmulRows), it is slower than the
+// plain sibling at one row for every format and at two for q4_k, faster from
+// four rows for every format tried, which the roofline with the default rates
+// cannot tell apart (it puts the crossover near 1.6 rows for every format).
+bool quant_matmul_packed_admits(std::span<const Shape> shapes) {
+  return !shapes.empty() && shapes[0].rank() >= 1 && shapes[0].outer() >= 4;
+}
+
 CostEstimate quant_matmul_packed_cost(const CostInputs& in) {
   CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
   if (!e.known || in.shapes.size() < 2 || in.dtypes.size() < 2) return e;
@@ -557,7 +565,7 @@ CostEstimate quant_matmul_packed_cost(const CostInputs& in) {
   e.bytes += static_cast<double>(packed) -
              static_cast<double>(in.shapes[1].numel() / block_elems(in.dtypes[1]) *
                                  block_bytes(in.dtypes[1]));
-  e.flops *= 0.5;
+  e.flops *= 0.4;
   return e;
 }
 
@@ -622,6 +630,7 @@ void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512,
                       {.precision = quant_integer_dot(),
                        .cost = &quant_matmul_packed_cost,
                        .source = "avx512",
+                       .admits = &quant_matmul_packed_admits,
                        .packing = &kPackedWeight}));
   }
   // After the AVX-512 sibling: the planner ranks by cost and picks AMX for

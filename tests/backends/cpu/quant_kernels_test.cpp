@@ -711,6 +711,13 @@ TEST(QuantRegistration, CostsRankFasterSiblingsFirst) {
         }
       }
     }
+    // Admitted from four activation rows, the measured crossover (table 6).
+    if (packed != nullptr) {
+      for (std::int64_t m : {1, 2, 3, 4, 512}) {
+        const Shape shapes[] = {Shape{m, 4096}, Shape{14336, 4096}, Shape{m, 14336}};
+        EXPECT_EQ(packed->admits_shapes(shapes), m >= 4) << name(t) << " m=" << m;
+      }
+    }
   }
 }
 
@@ -733,6 +740,8 @@ TEST(QuantRegistration, AmxTakesPrefillAndLeavesDecode) {
       std::string cheapest;
       double best = 0.0;
       for (const BindingEntry& e : alts) {
+        // The packed sibling's crossover with the plain one is checked above.
+        if (e.packing != nullptr) continue;
         const double time = e.cost(in).time_ns(caps);
         if (cheapest.empty() || time < best) {
           cheapest = e.source;

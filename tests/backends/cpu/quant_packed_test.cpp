@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -234,6 +235,25 @@ TEST(PackedMatmul, PlannedForPrefillOnlyAndPackedOncePerExecutor) {
                   0.02f * (1.0f + std::abs(y1[static_cast<std::size_t>(j)])));
     }
   }
+}
+
+TEST(PackedMatmul, RejectedWhereThePlanDoesNotPack) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  const std::vector<std::byte> w = quantized(DType::kQ4_K, 64, 256, 6);
+  PlanOptions options;
+  options.buckets = {{"prefill", {{"tokens", 2, 512}}}};
+  options.pack_weights = false;
+  Result<ExecutionPlan> plan = plan_graph(projection(w, false), current_table(), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const NodeReport& n = proj_in(*plan, "prefill");
+  EXPECT_THAT(n.chosen.kernel, ::testing::Not(HasSubstr("packed")));
+  EXPECT_EQ(n.chosen.packed_bytes, 0);
+  EXPECT_TRUE(std::any_of(n.rejected.begin(), n.rejected.end(), [](const RejectedCandidate& r) {
+    return r.reason == RejectReason::kPackingOff;
+  }));
+  Result<Executor> exec = Executor::create(std::make_shared<const ExecutionPlan>(*std::move(plan)));
+  ASSERT_TRUE(exec.is_ok());
+  EXPECT_EQ(exec->stats().packed_bytes, 0);
 }
 
 TEST(PackedMatmul, RejectedForAWeightComputedAtRunTime) {
