@@ -237,6 +237,23 @@ TEST(PackedMatmul, PlannedForPrefillOnlyAndPackedOncePerExecutor) {
   }
 }
 
+// A weight that cannot pack fails the executor's creation, naming the constant,
+// instead of running on bytes that are not the layout.
+TEST(PackedMatmul, AWeightThatCannotPackFailsTheExecutorByName) {
+  if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  std::vector<std::byte> w = quantized(DType::kQ4_K, 64, 256, 6);
+  quant::store_f16(reinterpret_cast<quant::BlockQ4_K*>(w.data() + 5 * 144)->d, NAN);
+  PlanOptions options;
+  options.buckets = {{"prefill", {{"tokens", 2, 512}}}};
+  Result<ExecutionPlan> plan = plan_graph(projection(w, false), current_table(), options);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  Result<Executor> exec = Executor::create(std::make_shared<const ExecutionPlan>(*std::move(plan)));
+  ASSERT_FALSE(exec.is_ok());
+  EXPECT_EQ(exec.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(exec.status().message()), HasSubstr("packing constant 'w'"));
+  EXPECT_THAT(std::string(exec.status().message()), HasSubstr("row 5"));
+}
+
 TEST(PackedMatmul, RejectedWhereThePlanDoesNotPack) {
   if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   const std::vector<std::byte> w = quantized(DType::kQ4_K, 64, 256, 6);
