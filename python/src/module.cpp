@@ -555,13 +555,21 @@ class DeviceBuffers {
 };
 
 // Runs `entry` on host operands: in place on the CPU, through device copies on
-// a backend whose memory the host cannot address.
+// a backend whose memory the host cannot address. A sibling that reads its
+// weight packed at load gets it packed first (Note [Prepacked weights]).
 void run_entry(const KernelBindingTable& t, const BindingEntry& entry, BackendId backend,
                std::span<const TensorView> inputs, const TensorView& out, const OpParams& params) {
   BackendMemory* memory = t.backend_memory(backend);
   if (memory == nullptr || memory->host_addressable()) {
     ExecContext ctx{.runner = &default_thread_pool()};
-    check(entry.fn({.inputs = inputs,
+    std::vector<TensorView> packed_inputs(inputs.begin(), inputs.end());
+    std::shared_ptr<void> packed;
+    if (entry.packing != nullptr) {
+      TensorView& w = packed_inputs[static_cast<std::size_t>(entry.packing->operand)];
+      packed = value(pack_operand(*entry.packing, w, ctx));
+      w = TensorView::contiguous(packed.get(), w.dtype(), w.shape());
+    }
+    check(entry.fn({.inputs = packed_inputs,
                     .outputs = std::span<const TensorView>(&out, 1),
                     .params = params,
                     .ctx = ctx,
