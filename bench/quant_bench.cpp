@@ -128,7 +128,6 @@ void run_quant_matmul(benchmark::State& state, DType t, std::string_view source,
       return;
     }
     packed = *std::move(copy);
-    views[1] = TensorView::contiguous(packed.get(), t, {n, kK});
   }
   double seconds = 0.0;
   for (auto _ : state) {

@@ -176,13 +176,14 @@ struct WeightPacking {
   Status (*pack)(const TensorView& src, void* dst, ExecContext& ctx) = nullptr;
 };
 
-// A packed copy of host tensor `src` for a sibling with `packing`, in 64-byte
-// aligned host memory the result owns: for callers that run such a sibling
-// outside an executor (the conformance harness, the calibrator, benchmarks).
-// Pass TensorView::contiguous(copy.get(), src.dtype(), src.shape()) in the
-// operand's place.
+// Packs host tensor `operand` for a sibling with `packing` into 64-byte aligned
+// host memory and points `operand` at the packed copy (same dtype and shape),
+// which the result owns: keep it alive for as long as the view is used. For
+// callers that run such a sibling outside an executor (the conformance harness,
+// the calibrator, benchmarks, tests, the Python binding). On error `operand` is
+// unchanged.
 [[nodiscard]] Result<std::shared_ptr<void>> pack_operand(const WeightPacking& packing,
-                                                         const TensorView& src, ExecContext& ctx);
+                                                         TensorView& operand, ExecContext& ctx);
 
 // Shape admission of a sibling that serves only some shapes (a matvec kernel for
 // M = 1). Receives the call's shapes in binding-key order (inputs, then outputs) and

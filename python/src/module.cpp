@@ -565,9 +565,8 @@ void run_entry(const KernelBindingTable& t, const BindingEntry& entry, BackendId
     std::vector<TensorView> packed_inputs(inputs.begin(), inputs.end());
     std::shared_ptr<void> packed;
     if (entry.packing != nullptr) {
-      TensorView& w = packed_inputs[static_cast<std::size_t>(entry.packing->operand)];
-      packed = value(pack_operand(*entry.packing, w, ctx));
-      w = TensorView::contiguous(packed.get(), w.dtype(), w.shape());
+      packed = value(pack_operand(
+          *entry.packing, packed_inputs[static_cast<std::size_t>(entry.packing->operand)], ctx));
     }
     check(entry.fn({.inputs = packed_inputs,
                     .outputs = std::span<const TensorView>(&out, 1),

@@ -82,7 +82,6 @@ class KernelTimer::Operands {
       return unimplemented_error("packing a weight outside host memory");
     }
     SWITCHYARD_ASSIGN_OR_RETURN(std::shared_ptr<void> copy, pack_operand(packing, views_[i], ctx));
-    views_[i] = TensorView::contiguous(copy.get(), views_[i].dtype(), views_[i].shape());
     packed_.push_back(std::move(copy));
     return Status::ok();
   }

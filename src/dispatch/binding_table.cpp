@@ -167,16 +167,17 @@ void KernelBindingTable::insert_index(const PackedKey& key, std::uint32_t slot) 
   }
 }
 
-Result<std::shared_ptr<void>> pack_operand(const WeightPacking& packing, const TensorView& src,
+Result<std::shared_ptr<void>> pack_operand(const WeightPacking& packing, TensorView& operand,
                                            ExecContext& ctx) {
-  const std::int64_t bytes = packing.packed_bytes(src.dtype(), src.shape());
+  const std::int64_t bytes = packing.packed_bytes(operand.dtype(), operand.shape());
   if (bytes < 0) {
-    return invalid_argument_error(fmt::format("{} cannot be packed", describe(src)));
+    return invalid_argument_error(fmt::format("{} cannot be packed", describe(operand)));
   }
   void* p = ::operator new (static_cast<std::size_t>(std::max<std::int64_t>(bytes, 1)),
                             std::align_val_t{64});
   std::shared_ptr<void> copy(p, [](void* q) { ::operator delete (q, std::align_val_t{64}); });
-  SWITCHYARD_RETURN_IF_ERROR(packing.pack(src, copy.get(), ctx));
+  SWITCHYARD_RETURN_IF_ERROR(packing.pack(operand, copy.get(), ctx));
+  operand = TensorView::contiguous(copy.get(), operand.dtype(), operand.shape());
   return copy;
 }
 

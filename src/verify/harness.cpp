@@ -182,7 +182,6 @@ class CaseRunner {
       Result<std::shared_ptr<void>> copy = pack_operand(*entry_.packing, w, ctx);
       if (!copy.is_ok()) return harness_error(outcome, "packing the weight", copy.status());
       packed = *std::move(copy);
-      w = TensorView::contiguous(packed.get(), w.dtype(), w.shape());
     }
     if (device_ != nullptr) {
       if (Status s = device_->reset_output(out_); !s.is_ok()) {

@@ -124,9 +124,9 @@ inline Status call_entry(const BindingEntry& entry, std::vector<TensorView> inpu
   }
   std::shared_ptr<void> packed;
   if (entry.packing != nullptr) {
-    TensorView& w = inputs[static_cast<std::size_t>(entry.packing->operand)];
-    SWITCHYARD_ASSIGN_OR_RETURN(packed, pack_operand(*entry.packing, w, ctx));
-    w = TensorView::contiguous(packed.get(), w.dtype(), w.shape());
+    SWITCHYARD_ASSIGN_OR_RETURN(
+        packed, pack_operand(*entry.packing,
+                             inputs[static_cast<std::size_t>(entry.packing->operand)], ctx));
   }
   KernelCall call{inputs, outputs, params, ctx, entry.name};
   return entry.fn(call);

@@ -69,7 +69,7 @@ TEST(PackedWeights, EveryFormatPacksExactly) {
   constexpr std::int64_t kN = 37, kK = 512;  // a partial last panel
   for (DType t : packable()) {
     const std::vector<std::byte> w = quantized(t, kN, kK, 3);
-    const TensorView src = TensorView::contiguous(const_cast<std::byte*>(w.data()), t, {kN, kK});
+    TensorView src = TensorView::contiguous(const_cast<std::byte*>(w.data()), t, {kN, kK});
     ExecContext ctx;
     Result<std::shared_ptr<void>> packed =
         pack_operand({.packed_bytes = &packed_weight_bytes, .pack = &pack_weight}, src, ctx);
@@ -129,7 +129,6 @@ Status run(const BindingEntry& e, DType t, Call& c, std::int64_t m, std::int64_t
   std::shared_ptr<void> packed;
   if (pack) {
     SWITCHYARD_ASSIGN_OR_RETURN(packed, pack_operand(*e.packing, views[1], ctx));
-    views[1] = TensorView::contiguous(packed.get(), t, {n, k});
   }
   const OpParams params;
   return e.fn({std::span(views, 2), std::span(views + 2, 1), params, ctx, e.name});
