@@ -794,6 +794,60 @@ TEST(CpuAttentionTest, MaskedKeyTailsAreSkippedAsTheCausalFlagSkipsThem) {
   EXPECT_EQ(simd, (f.avx512 && f.f16c ? 1 : 0) + (f.avx2 && f.f16c ? 1 : 0));
 }
 
+// A NaN in one query row makes that row NaN and no other; a row whose keys are
+// all masked gives zeros (softmax over nothing); for a decode item of a few rows
+// and for a prompt's items of many rows (q in the lanes), with an odd head size.
+TEST(CpuAttentionTest, ANaNRowStaysItsOwnAndAFullyMaskedRowIsZero) {
+  const DType t = DType::kF32;
+  const std::int64_t h = 8, hkv = 2, dh = 40, skv = 70;
+  const double inf = std::numeric_limits<double>::infinity();
+  // One query position is one item of four rows; two or more are items of many.
+  for (std::int64_t sq : {std::int64_t{1}, std::int64_t{2}, std::int64_t{12}}) {
+    const std::int64_t nan_position = sq - 1, nan_head = 2, masked_position = sq > 1 ? 0 : -1;
+    std::vector<double> qs = random_values(sq * h * dh, -1, 1, 111);
+    qs[static_cast<std::size_t>((nan_position * h + nan_head) * dh + 7)] =
+        std::numeric_limits<double>::quiet_NaN();
+    Tensor q = Tensor::of(t, {1, sq, h, dh}, qs);
+    Tensor k = Tensor::of(t, {1, skv, hkv, dh}, random_values(skv * hkv * dh, -1, 1, 112));
+    Tensor v = Tensor::of(t, {1, skv, hkv, dh}, random_values(skv * hkv * dh, -1, 1, 113));
+    std::vector<double> m(static_cast<std::size_t>(sq * skv), 0.0);
+    for (std::int64_t j = 0; j < skv; ++j) {
+      if (masked_position >= 0) m[static_cast<std::size_t>(masked_position * skv + j)] = -inf;
+      if (j % 3 == 0) m[static_cast<std::size_t>((sq - 1) * skv + j)] = -inf;
+    }
+    Tensor mask = Tensor::of(t, {sq, skv}, m);
+    OpParams params;
+    params.scale = 0.125f;
+    int simd = 0;
+    for (const BindingEntry& e : cpu_entries(OpKind::kAttention, {t, t, t, t, t})) {
+      if (e.name.find("__cpu_ref") != std::string::npos) continue;
+      ++simd;
+      Tensor out(t, {1, sq, h, dh});
+      ASSERT_TRUE(
+          call_entry(e, {q.view(), k.view(), v.view(), mask.view()}, {out.view()}, params).is_ok())
+          << e.name;
+      for (std::int64_t s = 0; s < sq; ++s) {
+        for (std::int64_t head = 0; head < h; ++head) {
+          for (std::int64_t i = 0; i < dh; ++i) {
+            const double got = out.get((s * h + head) * dh + i);
+            const std::string where = e.name + ", " + std::to_string(sq) + " queries, position " +
+                                      std::to_string(s) + " head " + std::to_string(head);
+            if (s == nan_position && head == nan_head) {
+              ASSERT_TRUE(std::isnan(got)) << where;
+            } else if (s == masked_position) {
+              ASSERT_EQ(got, 0.0) << where;
+            } else {
+              ASSERT_TRUE(std::isfinite(got)) << where;
+            }
+          }
+        }
+      }
+    }
+    const cpu::CpuFeatures& f = cpu::cpu_features();
+    EXPECT_EQ(simd, (f.avx512 && f.f16c ? 1 : 0) + (f.avx2 && f.f16c ? 1 : 0));
+  }
+}
+
 // q8_0 keys and values (a q8_0 KV cache) are read as their exact values: every
 // q8_0 sibling gives the bytes of its f32 counterpart (same variant, same mask)
 // on the dequantized keys and values, for a decode row (whose f32 kernel reads

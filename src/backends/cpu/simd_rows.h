@@ -101,7 +101,8 @@ struct AttentionArgs {
 // Computes work item `item` (batch-major, then kv head, then block of
 // positions_per_item query positions, each with its H / Hkv heads). `scratch` holds
 // rows * (2 * dh_pad + 3 + block) + 2 * block * dh_pad floats, rows =
-// positions_per_item * H / Hkv and dh_pad = Dh rounded up to `width`.
+// positions_per_item * H / Hkv rounded up to `width` and dh_pad = Dh rounded up
+// to `width`.
 using AttentionItemFn = void (*)(const AttentionArgs& args, std::int64_t item, float* scratch);
 struct AttentionSimd {
   int width;

@@ -206,9 +206,13 @@ Status attention_simd_impl(const KernelCall& call) {
   const std::int64_t items =
       batch * s.kv_heads * ((s.sq + args.positions_per_item - 1) / args.positions_per_item);
   const std::int64_t dh_pad = (s.dh + table.width - 1) / table.width * table.width;
-  const std::int64_t item_rows = std::min(args.positions_per_item, s.sq) * group;
+  // Rows of an item, rounded up to whole vectors (an item of many rows keeps its
+  // q transposed, a row per lane).
+  const std::int64_t item_rows =
+      (std::min(args.positions_per_item, s.sq) * group + table.width - 1) / table.width *
+      table.width;
   // Per row: q, the sums, max / sum / keys and the block's weights; per block the
-  // packed keys and values; per query position a key limit (two floats' room).
+  // packed keys and values.
   const auto scratch_floats = static_cast<std::size_t>(item_rows * (2 * dh_pad + 3 + table.block) +
                                                        2 * table.block * dh_pad);
   // The mask's limits and zero rows, once per call (AttentionArgs::key_limit):

@@ -16,13 +16,18 @@
 //           when a block raises the maximum, then the block's e^(logit - m') are
 //           added to l and, weighted, the value rows to the f32 accumulator
 //           (two rows at a time, sharing the value loads).
-// Every row is computed by the same instruction sequence whatever rows share its
-// work item, so results never depend on how items are split between threads.
+// That is an item of at most kNarrowRows rows (a decoding step). An item of more
+// rows (a prompt) computes its logits with the rows in the vector lanes instead
+// (attention_item_wide below): no horizontal sums, the online softmax kW rows at
+// a time. Every row is computed by the same instruction sequence whatever rows
+// share its work item, so results never depend on how items are split between
+// threads.
 #include <cstring>
 
 #include "backends/cpu/q8_0_rows.h"
 #include "backends/cpu/simd_rows.h"
 #include "backends/cpu/simd_vec.h"
+#include "backends/cpu/storage.h"
 
 namespace switchyard::cpu::SWITCHYARD_SIMD_NS {
 namespace {
@@ -106,10 +111,12 @@ inline VF dot_tile(const float* q, const KV* k, std::int64_t stride, std::int64_
 // acc_i += sum_{j < n} p_i[j] v_j for kRows rows, over the packed value block v
 // (row stride dh_pad), four vectors of the head dimension at a time. Each row gets
 // the same FMA sequence whatever kRows is.
-template <int kRows, typename KV>
+// p_i[j] is read at p[i] + j, or with kStrided at p[i] + j * p_stride.
+template <int kRows, typename KV, bool kStrided = false>
 inline void add_weighted_values(float* const (&acc)[kRows], const float* const (&p)[kRows],
                                 const KV* v, std::int64_t stride, std::int64_t n,
-                                std::int64_t dh_pad) {
+                                std::int64_t dh_pad, std::int64_t p_stride = 1) {
+  if constexpr (!kStrided) p_stride = 1;
   std::int64_t e = 0;
   for (; e + kW4 <= dh_pad; e += kW4) {
     VF a[kRows][4];
@@ -123,7 +130,7 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
       const VF v0 = load(vr), v1 = load(vr + kW), v2 = load(vr + 2 * kW1), v3 = load(vr + 3 * kW1);
 #pragma GCC unroll 16
       for (int r = 0; r < kRows; ++r) {
-        const VF pj = vset(p[r][j]);
+        const VF pj = vset(p[r][j * p_stride]);
         a[r][0] = vfma(pj, v0, a[r][0]);
         a[r][1] = vfma(pj, v1, a[r][1]);
         a[r][2] = vfma(pj, v2, a[r][2]);
@@ -144,7 +151,7 @@ inline void add_weighted_values(float* const (&acc)[kRows], const float* const (
     for (std::int64_t j = 0; j < n; ++j, vr += stride) {
       const VF vv = load(vr);
 #pragma GCC unroll 16
-      for (int r = 0; r < kRows; ++r) a[r] = vfma(vset(p[r][j]), vv, a[r]);
+      for (int r = 0; r < kRows; ++r) a[r] = vfma(vset(p[r][j * p_stride]), vv, a[r]);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) store(acc[r] + e, a[r]);
@@ -222,6 +229,214 @@ inline const KV* kv_head_start(const void* tensor, std::int64_t offset) {
   }
 }
 
+// --- Items of many rows (prefill) ---
+//
+// An item of more than kNarrowRows rows puts its rows in the vector lanes for
+// the logits: q is transposed once per item into qt [dh][rows_pad], and each
+// logit is one chain of FMAs over the head dimension in order, a lane per row,
+// against each key's elements broadcast from the packed block. No horizontal
+// sums; and the online softmax runs kW rows at a time down the transposed
+// logits st [kBlock][rows_pad]. The values are added as in narrow items, kPvRows
+// rows sharing each value load. A row's arithmetic does not depend on which rows
+// share its item; it differs from a narrow item's (another order of the dot
+// product's sum), as the reference's rounding does from both.
+constexpr std::int64_t kNarrowRows = 4;
+#if defined(SWITCHYARD_SIMD_AVX512)
+constexpr int kLogitGroups = 4;  // vectors of rows per logit tile: 16 accumulators
+constexpr int kPvRows = 4;
+#else
+constexpr int kLogitGroups = 2;  // 8 accumulators of the 16 registers
+constexpr int kPvRows = 2;
+#endif
+constexpr int kLogitKeys = 4;
+
+// st[j][i] = scale * (q_i . k_j) for the kBlock keys of the packed block kp and
+// the kG * kW rows of qt's columns (rows rp floats apart in both qt and st).
+template <int kG>
+inline void logit_tile(const float* qt, std::int64_t rp, const float* kp, std::int64_t dh_pad,
+                       std::int64_t dh, VF scale, float* st) {
+  for (std::int64_t j0 = 0; j0 < kBlock; j0 += kLogitKeys) {
+    VF acc[kLogitKeys][kG];
+#pragma GCC unroll 16
+    for (int j = 0; j < kLogitKeys; ++j) {
+#pragma GCC unroll 16
+      for (int g = 0; g < kG; ++g) acc[j][g] = vzero();
+    }
+    const float* kj = kp + j0 * dh_pad;
+    for (std::int64_t e = 0; e < dh; ++e) {
+      VF qv[kG];
+#pragma GCC unroll 16
+      for (int g = 0; g < kG; ++g) qv[g] = load(qt + e * rp + g * kW1);
+#pragma GCC unroll 16
+      for (int j = 0; j < kLogitKeys; ++j) {
+        const VF kb = vset(kj[j * dh_pad + e]);
+#pragma GCC unroll 16
+        for (int g = 0; g < kG; ++g) acc[j][g] = vfma(qv[g], kb, acc[j][g]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < kLogitKeys; ++j) {
+#pragma GCC unroll 16
+      for (int g = 0; g < kG; ++g) store(st + (j0 + j) * rp + g * kW1, vmul(acc[j][g], scale));
+    }
+  }
+}
+
+template <typename Q, typename KV>
+void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scratch) {
+  const std::int64_t group = a.heads / a.kv_heads;
+  const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;
+  const std::int64_t qb = item % qblocks;
+  const std::int64_t kvh = (item / qblocks) % a.kv_heads;
+  const std::int64_t b = item / (qblocks * a.kv_heads);
+  const std::int64_t s0 = qb * a.positions_per_item;
+  const std::int64_t s1 = s0 + a.positions_per_item < a.sq ? s0 + a.positions_per_item : a.sq;
+  const std::int64_t rows = (s1 - s0) * group;
+  const std::int64_t rp = (rows + kW - 1) / kW * kW;
+  const std::int64_t groups = rp / kW;
+  const std::int64_t dh = a.dh;
+  const std::int64_t dh_pad = (dh + kW - 1) / kW * kW;
+  const std::int64_t kv_stride = a.kv_heads * dh;
+  const Q* q = static_cast<const Q*>(a.q);
+  const Q* mask = static_cast<const Q*>(a.mask);
+  Q* out = static_cast<Q*>(a.out);
+  float* kpack = scratch;                  // [kBlock][dh_pad] keys of this block, f32
+  float* vpack = kpack + kBlock * dh_pad;  // [kBlock][dh_pad] values of this block
+  float* qt = vpack + kBlock * dh_pad;     // [dh][rp] q transposed, zero past `rows`
+  float* acc = qt + dh_pad * rp;           // [rows][dh_pad] weighted sums
+  float* st = acc + rows * dh_pad;         // [kBlock][rp] logits, then weights
+  float* mv = st + kBlock * rp;            // [rp] running max (finite: see below)
+  float* lv = mv + rp;                     // [rp] running sum
+  float* nv = lv + rp;                     // [rp] keys of the block, then rescales
+
+  auto q_offset = [&](std::int64_t r) {
+    return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
+  };
+  auto valid_of = [&](std::int64_t r) {
+    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + r / group] : a.skv;
+    const std::int64_t lim = s0 + r / group + a.query_offset + 1;
+    return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
+  };
+  std::int64_t kv_end = 0;
+  for (std::int64_t r = 0; r < rp; ++r) {
+    const Q* qr = r < rows ? q + q_offset(r) : nullptr;
+    for (std::int64_t e = 0; e < dh; ++e) qt[e * rp + r] = qr != nullptr ? to_f32(qr[e]) : 0.0f;
+    // The running max starts at the lowest finite float, not -inf: a block
+    // whose keys are all masked then gives e^(-inf - m) = 0, never
+    // e^(-inf + inf) = NaN, and the first unmasked block rescales by 0.
+    mv[r] = -__FLT_MAX__;
+    lv[r] = 0.0f;
+    if (r < rows) {
+      for (std::int64_t i = 0; i < dh_pad; i += kW) store(acc + r * dh_pad + i, vset(0.0f));
+      const std::int64_t valid = valid_of(r);
+      kv_end = valid > kv_end ? valid : kv_end;
+    }
+  }
+  const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
+  const KV* kbase = kv_head_start<KV>(a.k, head_offset);
+  const KV* vbase = kv_head_start<KV>(a.v, head_offset);
+  const VF sc = vset(a.scale);
+  // Keys [j0, j0 + n) of row r in the block at j0.
+  auto keys_of = [&](std::int64_t r, std::int64_t j0) {
+    const std::int64_t n = valid_of(r) - j0;
+    return n < 0 ? std::int64_t{0} : n > kBlock ? kBlock : n;
+  };
+  for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
+    const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
+    pack_rows(kbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, kpack);
+    pack_rows(vbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, vpack);
+    std::int64_t g = 0;
+    for (; g + kLogitGroups <= groups; g += kLogitGroups) {
+      logit_tile<kLogitGroups>(qt + g * kW1, rp, kpack, dh_pad, dh, sc, st + g * kW1);
+    }
+    for (; g < groups; ++g) logit_tile<1>(qt + g * kW1, rp, kpack, dh_pad, dh, sc, st + g * kW1);
+    // Each row's keys in this block, and its mask (a row of zeros up to the
+    // limit adds nothing and is not read).
+    for (std::int64_t r = 0; r < rp; ++r) {
+      const std::int64_t n = r < rows ? keys_of(r, j0) : 0;
+      nv[r] = static_cast<float>(n);
+      if (n == 0 || mask == nullptr) continue;
+      if (a.mask_zero != nullptr && a.mask_zero[s0 + r / group]) continue;
+      const Q* mrow = mask + (s0 + r / group) * a.skv + j0;
+      for (std::int64_t j = 0; j < n; ++j) st[j * rp + r] += to_f32(mrow[j]);
+    }
+    // The online softmax, kW rows at a time: keys past a row's count are -inf;
+    // a NaN logit is dropped by vmaxps (its first operand) and makes its row's
+    // weights, sum and output NaN through e^(logit - m).
+    for (g = 0; g < groups; ++g) {
+      float* sg = st + g * kW1;
+      const VF n = load(nv + g * kW1);
+      VF bmax = vset(-kAttnInf);
+      for (std::int64_t j = 0; j < kBlock; ++j) {
+        const VF lg = vblend_sign(vset(-kAttnInf), load(sg + j * rp),
+                                  vsub(vset(static_cast<float>(j) + 0.5f), n));
+        store(sg + j * rp, lg);
+        bmax = vmax(lg, bmax);
+      }
+      const VF m_old = load(mv + g * kW1);
+      const VF m_new = vmax(bmax, m_old);
+      const VF d = vsub(m_old, m_new);  // <= 0; 0 where the max did not move
+      const VF alpha = vblend_sign(vset(1.0f), vexp(d), d);
+      VF lsum = vzero();
+      for (std::int64_t j = 0; j < kBlock; ++j) {
+        const VF p = vexp(vsub(load(sg + j * rp), m_new));
+        store(sg + j * rp, p);
+        lsum = vadd(lsum, p);
+      }
+      store(lv + g * kW1, vadd(vmul(load(lv + g * kW1), alpha), lsum));
+      store(mv + g * kW1, m_new);
+      store(nv + g * kW1, alpha);
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float alpha = nv[r];
+      if (alpha == 1.0f) continue;
+      float* ar = acc + r * dh_pad;
+      for (std::int64_t i = 0; i < dh_pad; i += kW) store(ar + i, vmul(load(ar + i), vset(alpha)));
+    }
+    // acc += p v: kPvRows rows over the keys they all use, then each row's own
+    // remaining keys; every row sees its keys in order either way.
+    std::int64_t r = 0;
+    for (; r + kPvRows <= rows; r += kPvRows) {
+      std::int64_t n[kPvRows];
+      float* rows_acc[kPvRows];
+      const float* rows_p[kPvRows];
+      std::int64_t both = kBlock;
+      for (int i = 0; i < kPvRows; ++i) {
+        n[i] = keys_of(r + i, j0);
+        both = n[i] < both ? n[i] : both;
+        rows_acc[i] = acc + (r + i) * dh_pad;
+        rows_p[i] = st + r + i;
+      }
+      if (both > 0) {
+        add_weighted_values<kPvRows, float, true>(rows_acc, rows_p, vpack, dh_pad, both, dh_pad,
+                                                  rp);
+      }
+      for (int i = 0; i < kPvRows; ++i) {
+        if (n[i] <= both) continue;
+        float* const acc1[1] = {rows_acc[i]};
+        const float* const p1[1] = {rows_p[i] + both * rp};
+        add_weighted_values<1, float, true>(acc1, p1, vpack + both * dh_pad, dh_pad, n[i] - both,
+                                            dh_pad, rp);
+      }
+    }
+    for (; r < rows; ++r) {
+      const std::int64_t n = keys_of(r, j0);
+      float* const acc1[1] = {acc + r * dh_pad};
+      const float* const p1[1] = {st + r};
+      if (n > 0) add_weighted_values<1, float, true>(acc1, p1, vpack, dh_pad, n, dh_pad, rp);
+    }
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    Q* orow = out + q_offset(r);
+    const float* ar = acc + r * dh_pad;
+    const float l = lv[r];
+    const VF inv = l == 0.0f ? vset(0.0f) : vdiv(vset(1.0f), vset(l));
+    std::int64_t e = 0;
+    for (; e + kW <= dh; e += kW) store(orow + e, vmul(load(ar + e), inv));
+    if (e < dh) store_partial(orow + e, dh - e, vmul(load(ar + e), inv));
+  }
+}
+
 template <typename Q, typename KV>
 void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   // q8_0 rows are always packed (pack_rows above); the direct reads take dense rows.
@@ -234,6 +449,7 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   const std::int64_t s0 = qb * a.positions_per_item;
   const std::int64_t s1 = s0 + a.positions_per_item < a.sq ? s0 + a.positions_per_item : a.sq;
   const std::int64_t rows = (s1 - s0) * group;
+  if (rows > kNarrowRows) return attention_item_wide<Q, KV>(a, item, scratch);
   const std::int64_t dh = a.dh;
   const std::int64_t dh_pad = (dh + kW - 1) / kW * kW;
   const std::int64_t kv_stride = a.kv_heads * dh;
