@@ -307,17 +307,24 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
   float* st = acc + rows * dh_pad;         // [kBlock][rp] logits, then weights
   float* mv = st + kBlock * rp;            // [rp] running max (finite: see below)
   float* lv = mv + rp;                     // [rp] running sum
-  float* nv = lv + rp;                     // [rp] keys of the block, then rescales
+  float* nv = lv + rp;                     // [rp] each row's keys in the block
 
   auto q_offset = [&](std::int64_t r) {
     return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
   };
-  auto valid_of = [&](std::int64_t r) {
-    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + r / group] : a.skv;
-    const std::int64_t lim = s0 + r / group + a.query_offset + 1;
+  // Keys visible to query position s0 + position (rows position * group to
+  // position * group + group - 1).
+  auto valid_at = [&](std::int64_t position) {
+    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + position] : a.skv;
+    const std::int64_t lim = s0 + position + a.query_offset + 1;
     return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
   };
+  const std::int64_t positions = s1 - s0;
   std::int64_t kv_end = 0;
+  for (std::int64_t position = 0; position < positions; ++position) {
+    const std::int64_t valid = valid_at(position);
+    kv_end = valid > kv_end ? valid : kv_end;
+  }
   for (std::int64_t r = 0; r < rp; ++r) {
     const Q* qr = r < rows ? q + q_offset(r) : nullptr;
     for (std::int64_t e = 0; e < dh; ++e) qt[e * rp + r] = qr != nullptr ? to_f32(qr[e]) : 0.0f;
@@ -326,21 +333,15 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
     // e^(-inf + inf) = NaN, and the first unmasked block rescales by 0.
     mv[r] = -__FLT_MAX__;
     lv[r] = 0.0f;
+    nv[r] = 0.0f;
     if (r < rows) {
       for (std::int64_t i = 0; i < dh_pad; i += kW) store(acc + r * dh_pad + i, vset(0.0f));
-      const std::int64_t valid = valid_of(r);
-      kv_end = valid > kv_end ? valid : kv_end;
     }
   }
   const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
   const KV* kbase = kv_head_start<KV>(a.k, head_offset);
   const KV* vbase = kv_head_start<KV>(a.v, head_offset);
   const VF sc = vset(a.scale);
-  // Keys [j0, j0 + n) of row r in the block at j0.
-  auto keys_of = [&](std::int64_t r, std::int64_t j0) {
-    const std::int64_t n = valid_of(r) - j0;
-    return n < 0 ? std::int64_t{0} : n > kBlock ? kBlock : n;
-  };
   for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
     const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
     pack_rows(kbase, kv_stride, j0, nblock, kBlock, dh, dh_pad, kpack);
@@ -350,15 +351,19 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
       logit_tile<kLogitGroups>(qt + g * kW1, rp, kpack, dh_pad, dh, sc, st + g * kW1);
     }
     for (; g < groups; ++g) logit_tile<1>(qt + g * kW1, rp, kpack, dh_pad, dh, sc, st + g * kW1);
-    // Each row's keys in this block, and its mask (a row of zeros up to the
-    // limit adds nothing and is not read).
-    for (std::int64_t r = 0; r < rp; ++r) {
-      const std::int64_t n = r < rows ? keys_of(r, j0) : 0;
-      nv[r] = static_cast<float>(n);
-      if (n == 0 || mask == nullptr) continue;
-      if (a.mask_zero != nullptr && a.mask_zero[s0 + r / group]) continue;
-      const Q* mrow = mask + (s0 + r / group) * a.skv + j0;
-      for (std::int64_t j = 0; j < n; ++j) st[j * rp + r] += to_f32(mrow[j]);
+    // Each row's keys [j0, j0 + n) in this block (exact in a float: n <= 32),
+    // and its mask (a row of zeros up to the limit adds nothing and is not read).
+    for (std::int64_t position = 0; position < positions; ++position) {
+      std::int64_t n = valid_at(position) - j0;
+      n = n < 0 ? 0 : n > kBlock ? kBlock : n;
+      const bool masked =
+          n > 0 && mask != nullptr && (a.mask_zero == nullptr || !a.mask_zero[s0 + position]);
+      const Q* mrow = masked ? mask + (s0 + position) * a.skv + j0 : nullptr;
+      for (std::int64_t r = position * group; r < (position + 1) * group; ++r) {
+        nv[r] = static_cast<float>(n);
+        if (mrow == nullptr) continue;
+        for (std::int64_t j = 0; j < n; ++j) st[j * rp + r] += to_f32(mrow[j]);
+      }
     }
     // The online softmax, kW rows at a time: keys past a row's count are -inf;
     // a NaN logit is dropped by vmaxps (its first operand) and makes its row's
@@ -385,13 +390,14 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
       }
       store(lv + g * kW1, vadd(vmul(load(lv + g * kW1), alpha), lsum));
       store(mv + g * kW1, m_new);
-      store(nv + g * kW1, alpha);
-    }
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float alpha = nv[r];
-      if (alpha == 1.0f) continue;
-      float* ar = acc + r * dh_pad;
-      for (std::int64_t i = 0; i < dh_pad; i += kW) store(ar + i, vmul(load(ar + i), vset(alpha)));
+      float rescale[kW];
+      store(rescale, alpha);
+      for (std::int64_t i = 0; i < kW1 && g * kW1 + i < rows; ++i) {
+        if (rescale[i] == 1.0f) continue;
+        float* ar = acc + (g * kW1 + i) * dh_pad;
+        const VF f = vset(rescale[i]);
+        for (std::int64_t e = 0; e < dh_pad; e += kW) store(ar + e, vmul(load(ar + e), f));
+      }
     }
     // acc += p v: kPvRows rows over the keys they all use, then each row's own
     // remaining keys; every row sees its keys in order either way.
@@ -402,7 +408,7 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
       const float* rows_p[kPvRows];
       std::int64_t both = kBlock;
       for (int i = 0; i < kPvRows; ++i) {
-        n[i] = keys_of(r + i, j0);
+        n[i] = static_cast<std::int64_t>(nv[r + i]);
         both = n[i] < both ? n[i] : both;
         rows_acc[i] = acc + (r + i) * dh_pad;
         rows_p[i] = st + r + i;
@@ -420,7 +426,7 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
       }
     }
     for (; r < rows; ++r) {
-      const std::int64_t n = keys_of(r, j0);
+      const auto n = static_cast<std::int64_t>(nv[r]);
       float* const acc1[1] = {acc + r * dh_pad};
       const float* const p1[1] = {st + r};
       if (n > 0) add_weighted_values<1, float, true>(acc1, p1, vpack, dh_pad, n, dh_pad, rp);
