@@ -266,10 +266,12 @@ Result<std::vector<Case>> matmul_cases(const DTypeList& d, const KernelCaps& cap
                {{}, 20, 6, 256, false}};
   } else {
     // The long row takes the unrolled loop of matrix-vector kernels (a few
-    // rows, several loads in flight per lane) and a remainder.
-    configs = {{{}, 1, 1, 1, false},    {{}, 1, 13, 67, false}, {{}, 4, 9, 40, false},
-               {{}, 7, 16, 32, false},  {{2}, 3, 5, 19, false}, {{2}, 3, 4, 24, true},
-               {{}, 2, 33, 2056, false}};
+    // rows, several loads in flight per lane) and a remainder; the last has
+    // enough rows for the prompt siblings that admit only many (the CUDA bf16
+    // tensor-core products).
+    configs = {{{}, 1, 1, 1, false},     {{}, 1, 13, 67, false}, {{}, 4, 9, 40, false},
+               {{}, 7, 16, 32, false},   {{2}, 3, 5, 19, false}, {{2}, 3, 4, 24, true},
+               {{}, 2, 33, 2056, false}, {{}, 20, 24, 96, false}};
   }
   auto make = [&](const Config& c) {
     std::vector<std::int64_t> a_dims = c.batch, w_dims;
@@ -297,7 +299,11 @@ Result<std::vector<Case>> norm_cases(OpKind op, const DTypeList& d, const Kernel
     return unsupported(op, d, fmt::format("takes {} to {} float operands", lo, hi));
   }
   const std::size_t inputs = d.size() - 1;
-  const std::vector<std::vector<std::int64_t>> shapes = {{1}, {3, 17}, {2, 2, 65}, {4, 64}};
+  // Short rows, odd ones and long ones: the CUDA rms_norm holds a row of up to
+  // 8192 f32 (16384 f16 or bf16) values in its block's registers and walks
+  // longer ones.
+  const std::vector<std::vector<std::int64_t>> shapes = {{1},     {3, 17},   {2, 2, 65},
+                                                         {4, 64}, {2, 4104}, {1, 8200}};
   auto make = [&](const std::vector<std::int64_t>& dims, float eps) {
     const Shape s = shape_of(dims);
     const std::int64_t dd = s.inner();
@@ -374,7 +380,11 @@ Result<std::vector<Case>> rope_cases(const DTypeList& d, const KernelCaps& caps,
                                        {{5, 3, 16}, RopeMode::kNormal, 0},
                                        {{5, 3, 16}, RopeMode::kNeox, 0},
                                        {{2, 4, 2, 24}, RopeMode::kNeox, 16},
-                                       {{3, 2, 10}, RopeMode::kNormal, 6}};
+                                       {{3, 2, 10}, RopeMode::kNormal, 6},
+                                       // Heads past a group of four (the CUDA kernel's
+                                       // angle sharing), an odd head size's tail.
+                                       {{2, 9, 12}, RopeMode::kNeox, 8},
+                                       {{3, 6, 7}, RopeMode::kNormal, 4}};
   auto make = [&](const Config& cfg) {
     const Shape s = shape_of(cfg.dims);
     const std::int64_t t = s[s.rank() - 3];
@@ -621,7 +631,8 @@ Result<std::vector<Case>> ffn_cases(const DTypeList& d, const KernelCaps& caps, 
     std::vector<std::int64_t> x;
     std::int64_t f;
   };
-  std::vector<Config> configs = {{{1, 16}, 24}, {{3, 33}, 20}};
+  // The last float case has enough rows for the CUDA tensor-core compositions.
+  std::vector<Config> configs = {{{1, 16}, 24}, {{3, 33}, 20}, {{20, 32}, 24}};
   if (quantized) configs = {{{2, 256}, 256}};
   auto make = [&](const Config& cfg) {
     const Shape xs = shape_of(cfg.x);

@@ -7,44 +7,53 @@
 namespace switchyard::cuda::device {
 namespace {
 
-// One thread per output element. The angle is computed in double (divided by
-// the pair's frequency factor where there are factors) and its cosine and sine
-// rounded to f32, then one rounded product and one FMA per output, as the CPU's
-// SIMD rows do (Note [CUDA precision claims] in registration.cpp).
+// Note [Rope angles once per pair]
+// The angle of pair i at a token is the same for every head, and computing it
+// (pow and sincos in double) costs far more than rotating two values. So one
+// thread takes one pair slot i of up to kRopeHeads heads of one token: it
+// computes the angle once (divided by the pair's frequency factor where there
+// are factors), rounds its cosine and sine to f32, and rotates the pair in each
+// of its heads with one rounded product and one FMA per output, as the CPU's
+// SIMD rows do (Note [CUDA precision claims] in registration.cpp). Slots from
+// rope_dims / 2 on copy the head's unrotated tail, two values each. The values
+// are those of one thread per element computing its own angle.
+constexpr std::int64_t kRopeHeads = 4;
+
 template <typename S>
 __global__ void rope_kernel(const S* x, const std::int32_t* pos, const float* factors, S* out,
                             std::int64_t t, std::int64_t h, std::int64_t d, int mode, double base,
                             std::int64_t rope_dims, std::int64_t n) {
+  // n = rows (batch * t) x head groups x slots.
+  const std::int64_t slots = (d + 1) / 2, groups = (h + kRopeHeads - 1) / kRopeHeads;
+  const std::int64_t half = rope_dims / 2;
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
-    const std::int64_t j = e % d;
-    const std::int64_t row = e - j;  // start of this head's vector
-    if (j >= rope_dims) {
-      out[e] = x[e];
+    const std::int64_t i = e % slots, rest = e / slots;
+    const std::int64_t group = rest % groups, r = rest / groups;
+    const std::int64_t h_end = (group + 1) * kRopeHeads < h ? (group + 1) * kRopeHeads : h;
+    const S* src = x + r * h * d;
+    S* dst = out + r * h * d;
+    if (i >= half) {  // the unrotated tail
+      const std::int64_t j = rope_dims + 2 * (i - half);
+      for (std::int64_t head = group * kRopeHeads; head < h_end; ++head) {
+        dst[head * d + j] = src[head * d + j];
+        if (j + 1 < d) dst[head * d + j + 1] = src[head * d + j + 1];
+      }
       continue;
     }
-    const std::int64_t token = (e / (h * d)) % t;
-    const std::int64_t half = rope_dims / 2;
-    std::int64_t i, first, second;
-    if (mode == 0) {
-      i = j / 2;
-      first = 2 * i;
-      second = first + 1;
-    } else {
-      i = j < half ? j : j - half;
-      first = i;
-      second = i + half;
-    }
-    double theta = static_cast<double>(pos[token]) *
+    const std::int64_t first = mode == 0 ? 2 * i : i;
+    const std::int64_t second = mode == 0 ? first + 1 : i + half;
+    double theta = static_cast<double>(pos[r % t]) *
                    pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
     if (factors != nullptr) theta /= static_cast<double>(factors[i]);
     double sd, cd;
     sincos(theta, &sd, &cd);
     const float c = __double2float_rn(cd), s = __double2float_rn(sd);
-    const float u = to_f32(x[row + first]), v = to_f32(x[row + second]);
-    const float r =
-        j == first ? __fmaf_rn(u, c, -__fmul_rn(v, s)) : __fmaf_rn(u, s, __fmul_rn(v, c));
-    out[e] = from_f32<S>(r);
+    for (std::int64_t head = group * kRopeHeads; head < h_end; ++head) {
+      const float u = to_f32(src[head * d + first]), v = to_f32(src[head * d + second]);
+      dst[head * d + first] = from_f32<S>(__fmaf_rn(u, c, -__fmul_rn(v, s)));
+      dst[head * d + second] = from_f32<S>(__fmaf_rn(u, s, __fmul_rn(v, c)));
+    }
   }
 }
 
@@ -171,7 +180,7 @@ cudaError_t get_rows_to(const T* table, std::int64_t rows, std::int64_t cols,
 cudaError_t rope(Type type, const void* x, const std::int32_t* pos, const float* factors, void* out,
                  std::int64_t batch, std::int64_t t, std::int64_t h, std::int64_t d, int mode,
                  float base, std::int64_t rope_dims, cudaStream_t stream) {
-  const std::int64_t n = batch * t * h * d;
+  const std::int64_t n = batch * t * ((h + kRopeHeads - 1) / kRopeHeads) * ((d + 1) / 2);
   if (n == 0) return cudaSuccess;
   const unsigned blocks = blocks_for(n);
   switch (type) {
