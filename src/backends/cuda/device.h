@@ -166,7 +166,8 @@ cudaError_t matvec_swiglu(Type w_type, const float* a, const void* gate, const v
 // --- split.cu -------------------------------------------------------------------
 // hi[i] + lo[i] (bf16 each) within 2^-16 of v = a[i], or of v = silu(a[i]) * u[i]
 // when u is not null; an infinity or NaN is carried by hi alone (Note [Exact f32
-// products on bf16 tensor cores] in gemm/matmul.cpp).
+// products on bf16 tensor cores] in gemm/matmul.cpp). With lo null, hi[i] is v
+// rounded to the nearest bf16 (Note [One bf16 pass is a precision trade]).
 cudaError_t split_bf16(const float* a, const float* u, void* hi, void* lo, std::int64_t n,
                        cudaStream_t stream);
 

@@ -49,24 +49,37 @@ Status matmul_simt_kernel(const KernelCall& call);
 Status matmul_cublaslt_kernel(const KernelCall& call);
 Status matmul_cublaslt_tf32_kernel(const KernelCall& call);
 
-// f32 activations times bf16 weights on the tensor cores, as two bf16 products
-// of the activations' halves (Note [Exact f32 products on bf16 tensor cores] in
-// gemm/matmul.cpp). The kernel keeps the halves in the stream's scratch;
-// matmul_split_bf16 takes `staging` of split_staging_bytes(a.numel()) bytes that
-// the caller owns, and with `up` (device floats shaped as a) multiplies
-// silu(a) * up instead of a. The sibling admits kSplitMinRows rows or more.
+// f32 activations times bf16 weights on the tensor cores (gemm/matmul.cpp), the
+// activations staged in bf16 first. kSplit stages each as two bf16 halves and
+// takes two products, keeping the f32 claim (Note [Exact f32 products on bf16
+// tensor cores]); kRounded rounds each once and takes one product, twice as fast
+// with a bf16 claim: a precision trade (Note [One bf16 pass is a precision
+// trade]). The kernels keep the staging in the stream's scratch and admit
+// kSplitMinRows rows or more (fewer take the tiled kernel's matrix-vector path).
+// stage_bf16 writes a's staging (bf16_staging_bytes(a.numel(), how) bytes that
+// the caller owns; with `up`, device floats shaped as a, of silu(a) * up instead
+// of a); matmul_staged_bf16 multiplies staged activations by w; matmul_bf16 does
+// both.
+enum class Bf16Activations { kSplit, kRounded };
 inline constexpr std::int64_t kSplitMinRows = 16;
 Status matmul_split_bf16_kernel(const KernelCall& call);
-Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up);
-[[nodiscard]] std::size_t split_staging_bytes(std::int64_t elements);
+Status matmul_rounded_bf16_kernel(const KernelCall& call);
+[[nodiscard]] std::size_t bf16_staging_bytes(std::int64_t elements, Bf16Activations how);
+Status stage_bf16(const KernelCall& call, const TensorView& a, void* staging, const float* up,
+                  Bf16Activations how);
+Status matmul_staged_bf16(const KernelCall& call, const void* staging, Bf16Activations how);
+Status matmul_bf16(const KernelCall& call, void* staging, const float* up, Bf16Activations how);
 [[nodiscard]] bool admits_split_rows(std::span<const Shape> shapes);
 
 // The fused ops as compositions on the stream (gemm/fused.cpp): linear is the
 // matmul sibling of its weight dtype then the bias added in place; ffn_swiglu is
 // the gate and up matmuls into the stream's scratch, silu(gate) * up in place,
-// and the down matmul.
+// and the down matmul. The _rounded kernels take bf16 weights and, from
+// kSplitMinRows rows, the rounded bf16 products (a precision trade).
 Status linear_kernel(const KernelCall& call);
 Status ffn_swiglu_kernel(const KernelCall& call);
+Status linear_rounded_kernel(const KernelCall& call);
+Status ffn_swiglu_rounded_kernel(const KernelCall& call);
 
 // GGUF block-quantized weights (quant/quant_kernels.cpp): matmul of f32
 // activations through the matrix-vector kernel (Note [Quantized matrix-vector

@@ -117,7 +117,9 @@ PrecisionGuarantee quant_integer_dot() {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, 1.0 / 64.0, std::nullopt);
 }
 // Both operands rounded to bf16 once, f32 accumulation: 1/128 of sum |a w| for any
-// activations (Note [Quantized prompts on the tensor cores] in quant/quant_kernels.cpp).
+// activations (Note [Quantized prompts on the tensor cores] in quant/quant_kernels.cpp);
+// also the claim of bf16 weights against activations rounded to bf16 (Note [One
+// bf16 pass is a precision trade] in gemm/matmul.cpp).
 PrecisionGuarantee quant_bf16_dot() {
   return PrecisionGuarantee::bounded(true, true, std::nullopt, 1.0 / 128.0, std::nullopt);
 }
@@ -140,6 +142,14 @@ PrecisionGuarantee tensor_core_attention_bound(DType q, DType kv) {
 CostEstimate tf32_matmul_cost(const CostInputs& in) {
   CostEstimate e = default_cost_for(OpKind::kMatmul)(in);
   e.flops /= 7.0;
+  return e;
+}
+
+// The rounded bf16 product: the roofline of the split sibling, which takes two
+// tensor-core passes, with half its arithmetic.
+CostEstimate one_pass_bf16_cost(const CostInputs& in) {
+  CostEstimate e = default_cost_for(in.op)(in);
+  e.flops /= 2.0;
   return e;
 }
 
@@ -312,6 +322,16 @@ void append_matmul_rows(std::vector<Row>& rows) {
   // bf16 tensor cores] in gemm/matmul.cpp), from kSplitMinRows rows.
   rows.push_back(row(kOp, {kF32, kBF16, kF32}, &matmul_split_bf16_kernel, "cublaslt_split",
                      dot(kF32), kCublasLt, {}, &admits_split_rows));
+  // One pass of the activations rounded to bf16: a precision trade (Note [One bf16
+  // pass is a precision trade] in gemm/matmul.cpp), for the product and the fused
+  // ops alike.
+  const auto rounded = [&](OpKind op, const DTypeList& key, KernelFn fn, ShapeAdmitFn admit) {
+    Row r = row(op, key, fn, "cublaslt_rounded", quant_bf16_dot(), kCublasLt,
+                {.trades_precision = true}, admit);
+    r.options.cost = &one_pass_bf16_cost;
+    rows.push_back(std::move(r));
+  };
+  rounded(kOp, {kF32, kBF16, kF32}, &matmul_rounded_bf16_kernel, &admits_split_rows);
   for (DType w : {kF16, kBF16}) {
     rows.push_back(row(kOp, {kF32, w, kF32}, &matmul_simt_kernel, "simt", dot(kF32), kOwn));
   }
@@ -325,6 +345,9 @@ void append_matmul_rows(std::vector<Row>& rows) {
     rows.push_back(row(OpKind::kFfnSwiglu, {kF32, w, w, w, kF32}, &ffn_swiglu_kernel, variant,
                        dot(kF32), source));
   }
+  rounded(OpKind::kLinear, {kF32, kBF16, kF32, kF32}, &linear_rounded_kernel, nullptr);
+  rounded(OpKind::kFfnSwiglu, {kF32, kBF16, kBF16, kBF16, kF32}, &ffn_swiglu_rounded_kernel,
+          nullptr);
 }
 
 // Every GGUF weight format, under the CPU's keys: matmul with f32 activations

@@ -201,9 +201,10 @@ Result<Graph> bf16_projection_graph(std::int64_t n, std::int64_t k,
   return std::move(b).build();
 }
 
-Result<ExecutionPlan> plan_on_cuda(const Graph& graph) {
+Result<ExecutionPlan> plan_on_cuda(const Graph& graph, bool admit_precision_trades = false) {
   PlanOptions options;
   options.policy.preferred = {BackendId::kCuda};
+  options.admit_precision_trades = admit_precision_trades;
   options.buckets = {{"decode", {{"tokens", 1, 1}}}, {"prompt", {{"tokens", 2, 64}}}};
   options.record_in_registry = false;
   return plan_graph(graph, current_table(), options);
@@ -227,6 +228,37 @@ TEST(CudaBackendTest, PromptsTakeTheSplitProductAndDecodingTheTiledKernel) {
   }
   EXPECT_THAT(kernels, ::testing::ElementsAre("matmul_f32_bf16_f32__cuda_simt",
                                               "matmul_f32_bf16_f32__cuda_cublaslt_split"));
+}
+
+// Note [One bf16 pass is a precision trade]: the prompt bucket's f32 x bf16
+// product rejects the rounded sibling by name unless the plan admits trades, and
+// then takes it on cost; decoding keeps the tiled kernel either way. Planning
+// needs no device.
+TEST(CudaBackendTest, TheRoundedBf16ProductIsTakenOnlyWhereThePlanAdmitsPrecisionTrades) {
+  const std::vector<std::uint16_t> w(32 * 64, f32_to_bf16(0.5f));
+  Result<Graph> graph = bf16_projection_graph(32, 64, w);
+  ASSERT_TRUE(graph.is_ok()) << graph.status().to_string();
+  const auto reports = [&](bool admit) {
+    std::vector<NodeReport> nodes;
+    Result<ExecutionPlan> plan = plan_on_cuda(*graph, admit);
+    EXPECT_TRUE(plan.is_ok()) << plan.status().to_string();
+    if (!plan.is_ok()) return nodes;
+    for (const BucketReport& b : plan->report().buckets) nodes.push_back(b.nodes.at(0));
+    return nodes;
+  };
+  constexpr std::string_view kRounded = "matmul_f32_bf16_f32__cuda_cublaslt_rounded";
+  std::vector<NodeReport> exact = reports(false);
+  ASSERT_EQ(exact.size(), 2u);
+  EXPECT_EQ(exact[0].chosen.kernel, "matmul_f32_bf16_f32__cuda_simt");
+  EXPECT_EQ(exact[1].chosen.kernel, "matmul_f32_bf16_f32__cuda_cublaslt_split");
+  const auto rounded = std::find_if(exact[1].rejected.begin(), exact[1].rejected.end(),
+                                    [&](const auto& r) { return r.kernel == kRounded; });
+  ASSERT_NE(rounded, exact[1].rejected.end());
+  EXPECT_EQ(rounded->reason, RejectReason::kPrecisionTrade);
+  std::vector<NodeReport> traded = reports(true);
+  ASSERT_EQ(traded.size(), 2u);
+  EXPECT_EQ(traded[0].chosen.kernel, "matmul_f32_bf16_f32__cuda_simt");
+  EXPECT_EQ(traded[1].chosen.kernel, kRounded);
 }
 
 // Note [TF32 is a precision trade]: a 512 x 1024 x 1024 f32 product plans onto

@@ -6,17 +6,18 @@
 // linear and ffn_swiglu here keeps graphs planned for cuda from differing in shape
 // from the CPU's. These bindings are compositions, not fused kernels: the matmul
 // sibling the weight dtype and the row count select (cuBLASLt in f32 compute for
-// f32 weights; for bf16 weights the split tensor-core product from kSplitMinRows
-// rows, Note [Exact f32 products on bf16 tensor cores]; otherwise the tiled
+// f32 weights; for bf16 weights the tensor-core product from kSplitMinRows rows,
+// split or, in the _rounded siblings, rounded (Notes [Exact f32 products on bf16
+// tensor cores] and [One bf16 pass is a precision trade]); otherwise the tiled
 // kernel, which takes the matrix-vector path for few rows), then an elementwise
-// pass. ffn_swiglu with the split product forms silu(gate) * up while it splits
-// the down projection's input, so that step costs no pass of its own; with few
-// rows, gate, up and the activation are one matrix-vector kernel (Note [Fused
-// decode feed-forward]). The
-// intermediates go through device memory (the stream's scratch), which a single
-// fused kernel would avoid; what the compositions save today is the planner's
-// and the executor's per-node work. Their precision is the matmul's (one more
-// rounding for the bias, and for silu and the product).
+// pass. ffn_swiglu on the tensor cores stages x once for the gate and up
+// products and forms silu(gate) * up while it stages the down projection's
+// input, so that step costs no pass of its own; with few rows, gate, up and the
+// activation are one matrix-vector kernel (Note [Fused decode feed-forward]).
+// The intermediates go through device memory (the stream's scratch), which a
+// single fused kernel would avoid; what the compositions save today is the
+// planner's and the executor's per-node work. Their precision is the matmul's
+// (one more rounding for the bias, and for silu and the product).
 #include <algorithm>
 #include <utility>
 
@@ -26,22 +27,35 @@
 namespace switchyard::cuda {
 namespace {
 
-// Whether a product of `m` rows by w takes the split tensor-core path (Note
+// Whether a product of `m` rows by w takes the bf16 tensor-core path (Note
 // [Composite fused kernels]).
-bool split_path(const TensorView& w, std::int64_t m) {
+bool tensor_core_path(const TensorView& w, std::int64_t m) {
   return w.dtype() == DType::kBF16 && m >= kSplitMinRows;
 }
 
-// Runs a matmul of a [m, k] and w into out [m, n], all device views, with the
-// fused call's context and name. The split path keeps its halves in `staging`
-// (split_staging_bytes(m * k) bytes) and, given `up`, multiplies silu(a) * up.
+// The call a composite makes of one product: a [m, k] and w into out [m, n], all
+// device views, with the fused call's context and name.
+struct Product {
+  TensorView inputs[2];
+  TensorView out;
+  KernelCall call;
+  Product(const KernelCall& fused, const TensorView& a, const TensorView& w, const TensorView& o)
+      : inputs{a, w},
+        out(o),
+        call{inputs, std::span<const TensorView>(&out, 1), fused.params, fused.ctx, fused.name} {}
+  Product(const Product&) = delete;
+  Product& operator=(const Product&) = delete;
+};
+
+// Runs a matmul of a and w into out. The tensor-core path stages a (`how`) in
+// `staging` (bf16_staging_bytes(m * k, how) bytes) and, given `up`, multiplies
+// silu(a) * up.
 Status matmul(const KernelCall& call, const TensorView& a, const TensorView& w,
-              const TensorView& out, void* staging = nullptr, const float* up = nullptr) {
-  const TensorView inputs[] = {a, w};
-  const KernelCall sub{inputs, std::span<const TensorView>(&out, 1), call.params, call.ctx,
-                       call.name};
-  if (split_path(w, a.dim(0))) return matmul_split_bf16(sub, staging, up);
-  return w.dtype() == DType::kF32 ? matmul_cublaslt_kernel(sub) : matmul_simt_kernel(sub);
+              const TensorView& out, Bf16Activations how, void* staging = nullptr,
+              const float* up = nullptr) {
+  const Product p(call, a, w, out);
+  if (tensor_core_path(w, a.dim(0))) return matmul_bf16(p.call, staging, up, how);
+  return w.dtype() == DType::kF32 ? matmul_cublaslt_kernel(p.call) : matmul_simt_kernel(p.call);
 }
 
 TensorView rows(const TensorView& t, std::int64_t m, std::int64_t n, void* data = nullptr) {
@@ -59,9 +73,7 @@ Result<std::int64_t> row_count(const KernelCall& call, const TensorView& x) {
   return k > 0 ? x.numel() / k : 0;
 }
 
-}  // namespace
-
-Status linear_kernel(const KernelCall& call) {
+Status linear(const KernelCall& call, Bf16Activations how) {
   SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 3));
   const TensorView &x = call.inputs[0], &w = call.inputs[1], &bias = call.inputs[2];
   const TensorView& out = call.outputs[0];
@@ -84,11 +96,11 @@ Status linear_kernel(const KernelCall& call) {
   const std::int64_t n = w.dim(0), k = w.dim(1);
   const TensorView out2 = rows(out, m, n);
   void* staging = nullptr;
-  if (split_path(w, m)) {
+  if (tensor_core_path(w, m)) {
     SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
-    SWITCHYARD_ASSIGN_OR_RETURN(staging, scratch(*s, split_staging_bytes(m * k)));
+    SWITCHYARD_ASSIGN_OR_RETURN(staging, scratch(*s, bf16_staging_bytes(m * k, how)));
   }
-  SWITCHYARD_RETURN_IF_ERROR(matmul(call, rows(x, m, k), w, out2, staging));
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, rows(x, m, k), w, out2, how, staging));
   // out += bias, each row: the bias read with stride 0 across rows.
   device::Layout b;
   b.rank = 2;
@@ -102,7 +114,7 @@ Status linear_kernel(const KernelCall& call) {
                   call);
 }
 
-Status ffn_swiglu_kernel(const KernelCall& call) {
+Status ffn_swiglu(const KernelCall& call, Bf16Activations how) {
   SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 4));
   SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
   const TensorView &x = call.inputs[0], &gate = call.inputs[1], &up = call.inputs[2];
@@ -126,13 +138,13 @@ Status ffn_swiglu_kernel(const KernelCall& call) {
         down.shape().to_string(), out.shape().to_string()));
   }
   if (m == 0) return Status::ok();
-  // Scratch: gate's and up's products, then the split path's staging.
+  // Scratch: gate's and up's products, then the tensor-core path's staging.
   const auto half = static_cast<std::size_t>(m * f) * sizeof(float);
-  const bool split = split_path(gate, m);
-  const std::size_t staging_bytes = split ? split_staging_bytes(m * std::max(d, f)) : 0;
+  const bool tensor_cores = tensor_core_path(gate, m);
+  const std::size_t staging_bytes = tensor_cores ? bf16_staging_bytes(m * std::max(d, f), how) : 0;
   SWITCHYARD_ASSIGN_OR_RETURN(void* tmp, scratch(*s, 2 * half + staging_bytes));
   auto* g_data = static_cast<std::byte*>(tmp);
-  void* staging = split ? g_data + 2 * half : nullptr;
+  void* staging = tensor_cores ? g_data + 2 * half : nullptr;
   const TensorView g = TensorView::contiguous(g_data, DType::kF32, Shape{m, f}, BackendId::kCuda);
   const TensorView u =
       TensorView::contiguous(g_data + half, DType::kF32, Shape{m, f}, BackendId::kCuda);
@@ -145,20 +157,25 @@ Status ffn_swiglu_kernel(const KernelCall& call) {
   // warp and writes silu(gate . x) * (up . x) directly: the same sums in the same
   // order, silu in double and one f32 product as the elementwise kernels do, so
   // the bits are the unfused composition's.
-  if (!split && gate.dtype() != DType::kF32) {
+  if (!tensor_cores && gate.dtype() != DType::kF32) {
     const cudaError_t fused = device::matvec_swiglu(
         gate.dtype() == DType::kF16 ? device::Type::kF16 : device::Type::kBF16,
         reinterpret_cast<const float*>(x2.first()), gate.first(), up.first(),
         reinterpret_cast<float*>(g.first()), m, f, d, stream);
-    if (fused == cudaSuccess) return matmul(call, g, down, rows(out, m, d));
+    if (fused == cudaSuccess) return matmul(call, g, down, rows(out, m, d), how);
     if (fused != cudaErrorNotSupported) return launched(fused, call);
   }
-  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, gate, g, staging));
-  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, up, u, staging));
-  if (split) {
-    return matmul(call, g, down, rows(out, m, d), staging,
+  if (tensor_cores) {
+    // x is staged once for both products, then silu(gate) * up for down.
+    const Product gate_product(call, x2, gate, g), up_product(call, x2, up, u);
+    SWITCHYARD_RETURN_IF_ERROR(stage_bf16(call, x2, staging, nullptr, how));
+    SWITCHYARD_RETURN_IF_ERROR(matmul_staged_bf16(gate_product.call, staging, how));
+    SWITCHYARD_RETURN_IF_ERROR(matmul_staged_bf16(up_product.call, staging, how));
+    return matmul(call, g, down, rows(out, m, d), how, staging,
                   reinterpret_cast<const float*>(u.first()));
   }
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, gate, g, how));
+  SWITCHYARD_RETURN_IF_ERROR(matmul(call, x2, up, u, how));
   const device::Layout dense = layout_of(g);
   SWITCHYARD_RETURN_IF_ERROR(
       launched(device::unary(device::UnaryOp::kSilu, device::Type::kF32, g.first(), dense,
@@ -168,7 +185,20 @@ Status ffn_swiglu_kernel(const KernelCall& call) {
       launched(device::binary(device::BinaryOp::kMul, device::Type::kF32, g.first(), dense,
                               u.first(), dense, g.first(), m * f, stream),
                call));
-  return matmul(call, g, down, rows(out, m, d));
+  return matmul(call, g, down, rows(out, m, d), how);
+}
+
+}  // namespace
+
+Status linear_kernel(const KernelCall& call) { return linear(call, Bf16Activations::kSplit); }
+Status linear_rounded_kernel(const KernelCall& call) {
+  return linear(call, Bf16Activations::kRounded);
+}
+Status ffn_swiglu_kernel(const KernelCall& call) {
+  return ffn_swiglu(call, Bf16Activations::kSplit);
+}
+Status ffn_swiglu_rounded_kernel(const KernelCall& call) {
+  return ffn_swiglu(call, Bf16Activations::kRounded);
 }
 
 }  // namespace switchyard::cuda

@@ -25,6 +25,17 @@
 // staging a composite hands over (gemm/fused.cpp). Below kSplitMinRows rows the
 // matrix-vector kernel, which reads each weight once, is faster, so the sibling
 // admits only larger products (admits_split_rows).
+//
+// Note [One bf16 pass is a precision trade]
+// The rounded sibling stages each activation as its nearest bf16 (within 2^-9
+// of it) and takes one product: half the tensor-core work and half the staging
+// of the split sibling, with each product a w within 2^-9 |a w| and the f32 sum
+// on top, so it claims 1/128 of sum |a w|, as the quantized weights' bf16 tiles
+// do. That is the claim of a bf16 activation, not an f32 one, so the row is
+// flagged as a precision trade (Note [Precision trades] in binding_table.h):
+// plans take it only when they admit trades, and then by its cost, which counts
+// one pass where the split sibling's counts two. A prompt through bf16 weights
+// is mostly these products, so the trade roughly halves its matmul time.
 #include <array>
 #include <limits>
 #include <utility>
@@ -211,46 +222,83 @@ std::size_t split_half_bytes(std::int64_t elements) {
 
 }  // namespace
 
-std::size_t split_staging_bytes(std::int64_t elements) { return 2 * split_half_bytes(elements); }
+std::size_t bf16_staging_bytes(std::int64_t elements, Bf16Activations how) {
+  return how == Bf16Activations::kSplit ? 2 * split_half_bytes(elements)
+                                        : split_half_bytes(elements);
+}
 
-Status matmul_split_bf16(const KernelCall& call, void* staging, const float* up) {
-  SWITCHYARD_ASSIGN_OR_RETURN(cudaStream_t stream, prepare(call, 2));
+Status stage_bf16(const KernelCall& call, const TensorView& a, void* staging, const float* up,
+                  Bf16Activations how) {
   SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const std::int64_t elements = a.numel();
+  auto* hi = static_cast<std::byte*>(staging);
+  std::byte* lo = how == Bf16Activations::kSplit ? hi + split_half_bytes(elements) : nullptr;
+  return launched(device::split_bf16(reinterpret_cast<const float*>(a.first()), up, hi, lo,
+                                     elements, s->stream),
+                  call);
+}
+
+namespace {
+
+// The checked shape of a bf16 tensor-core product (f32 a and out, bf16 w).
+Result<MatmulShape> check_bf16_product(const KernelCall& call) {
+  SWITCHYARD_RETURN_IF_ERROR(prepare(call, 2).status());
   const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
   if (a.dtype() != DType::kF32 || w.dtype() != DType::kBF16 || out.dtype() != DType::kF32) {
     return invalid_argument_error(
-        fmt::format("{}: a {}, w {}, out {}: the split product takes f32 a and out and bf16 w",
+        fmt::format("{}: a {}, w {}, out {}: the bf16 tensor-core product takes f32 a and out "
+                    "and bf16 w",
                     label(call), name(a.dtype()), name(w.dtype()), name(out.dtype())));
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_matmul(call));
+  return check_matmul(call);
+}
+
+// cuBLASLt takes neither k = 0 nor more than 2^31 - 1 batches; the tiled kernel
+// does (as matmul_lt).
+bool tiled_instead(const MatmulShape& shape) {
+  return shape.k == 0 || shape.batch > std::numeric_limits<std::int32_t>::max();
+}
+
+}  // namespace
+
+Status matmul_staged_bf16(const KernelCall& call, const void* staging, Bf16Activations how) {
+  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_bf16_product(call));
   if (shape.m == 0 || shape.n == 0) return Status::ok();
-  if (shape.k == 0 || shape.batch > std::numeric_limits<std::int32_t>::max()) {
-    return matmul_simt_kernel(call);  // as matmul_lt
-  }
-  const std::int64_t elements = a.numel();
-  auto* hi = static_cast<std::byte*>(staging);
-  std::byte* lo = hi + split_half_bytes(elements);
-  SWITCHYARD_RETURN_IF_ERROR(launched(
-      device::split_bf16(reinterpret_cast<const float*>(a.first()), up, hi, lo, elements, stream),
-      call));
+  if (tiled_instead(shape)) return matmul_simt_kernel(call);
+  SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
+  const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
+  const auto* hi = static_cast<const std::byte*>(staging);
+  const std::byte* lo = hi + split_half_bytes(a.numel());
   SWITCHYARD_ASSIGN_OR_RETURN(const LtPlan* plan,
                               lt_plan(call, *s, CUBLAS_COMPUTE_32F, CUDA_R_16BF, CUDA_R_32F, shape,
                                       alignment({w.first(), hi, lo, out.first()})));
   const float one = 1.0f, zero = 0.0f;
-  // out = hi . w, then out += lo . w.
+  // out = hi . w, then (split) out += lo . w.
   const std::pair<const void*, const float*> passes[] = {{hi, &zero}, {lo, &one}};
-  for (const auto& [half, beta] : passes) {
-    const cublasStatus_t st = cublasLtMatmul(
-        s->lt, plan->op, &one, w.first(), plan->a, half, plan->b, beta, out.first(), plan->c,
-        out.first(), plan->c, &plan->algo, s->workspace, s->workspace_bytes, stream);
+  const int count = how == Bf16Activations::kSplit ? 2 : 1;
+  for (int p = 0; p < count; ++p) {
+    const cublasStatus_t st =
+        cublasLtMatmul(s->lt, plan->op, &one, w.first(), plan->a, passes[p].first, plan->b,
+                       passes[p].second, out.first(), plan->c, out.first(), plan->c, &plan->algo,
+                       s->workspace, s->workspace_bytes, s->stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
-      return cublas_error(st, fmt::format("{}: split matmul", label(call)));
+      return cublas_error(st, fmt::format("{}: bf16 tensor-core matmul", label(call)));
     }
   }
   return Status::ok();
 }
 
-Status matmul_split_bf16_kernel(const KernelCall& call) {
+Status matmul_bf16(const KernelCall& call, void* staging, const float* up, Bf16Activations how) {
+  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_bf16_product(call));
+  if (shape.m == 0 || shape.n == 0) return Status::ok();
+  if (tiled_instead(shape)) return matmul_simt_kernel(call);
+  SWITCHYARD_RETURN_IF_ERROR(stage_bf16(call, call.inputs[0], staging, up, how));
+  return matmul_staged_bf16(call, staging, how);
+}
+
+namespace {
+
+Status matmul_bf16_kernel(const KernelCall& call, Bf16Activations how) {
   SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
   const std::int64_t elements = call.inputs.empty() ? 0 : call.inputs[0].numel();
   // Planned for a bucket's largest size, run here with fewer rows (a prompt's
@@ -259,8 +307,17 @@ Status matmul_split_bf16_kernel(const KernelCall& call) {
   if (!call.inputs.empty() && !admits_split_rows(std::array{call.inputs[0].shape()})) {
     return matmul_simt_kernel(call);
   }
-  SWITCHYARD_ASSIGN_OR_RETURN(void* staging, scratch(*s, split_staging_bytes(elements)));
-  return matmul_split_bf16(call, staging, nullptr);
+  SWITCHYARD_ASSIGN_OR_RETURN(void* staging, scratch(*s, bf16_staging_bytes(elements, how)));
+  return matmul_bf16(call, staging, nullptr, how);
+}
+
+}  // namespace
+
+Status matmul_split_bf16_kernel(const KernelCall& call) {
+  return matmul_bf16_kernel(call, Bf16Activations::kSplit);
+}
+Status matmul_rounded_bf16_kernel(const KernelCall& call) {
+  return matmul_bf16_kernel(call, Bf16Activations::kRounded);
 }
 
 bool admits_split_rows(std::span<const Shape> shapes) {

@@ -1,5 +1,6 @@
-// f32 activations split into two bf16 halves for the tensor-core matmul of
-// f32 x bf16 (Note [Exact f32 products on bf16 tensor cores] in gemm/matmul.cpp).
+// f32 activations split into two bf16 halves, or rounded to one, for the
+// tensor-core matmul of f32 x bf16 (Notes [Exact f32 products on bf16 tensor
+// cores] and [One bf16 pass is a precision trade] in gemm/matmul.cpp).
 #include "backends/cuda/device_common.cuh"
 
 namespace switchyard::cuda::device {
@@ -30,14 +31,18 @@ __device__ __forceinline__ float swiglu(float g, float u) {
   return __fmul_rn(static_cast<float>(x / (1.0 + exp(-x))), u);
 }
 
-template <bool kSwiglu>
+template <bool kSwiglu, bool kRounded>
 __global__ void split_kernel(const float* a, const float* u, __nv_bfloat16* hi, __nv_bfloat16* lo,
                              std::int64_t n) {
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     float v = a[i];
     if constexpr (kSwiglu) v = swiglu(v, u[i]);
-    split_one(v, hi[i], lo[i]);
+    if constexpr (kRounded) {
+      hi[i] = __float2bfloat16_rn(v);
+    } else {
+      split_one(v, hi[i], lo[i]);
+    }
   }
 }
 
@@ -48,10 +53,15 @@ cudaError_t split_bf16(const float* a, const float* u, void* hi, void* lo, std::
   if (n <= 0) return cudaSuccess;
   auto* h = static_cast<__nv_bfloat16*>(hi);
   auto* l = static_cast<__nv_bfloat16*>(lo);
-  if (u != nullptr) {
-    split_kernel<true><<<blocks_for(n), kThreads, 0, stream>>>(a, u, h, l, n);
+  const unsigned blocks = blocks_for(n);
+  if (u != nullptr && l != nullptr) {
+    split_kernel<true, false><<<blocks, kThreads, 0, stream>>>(a, u, h, l, n);
+  } else if (u != nullptr) {
+    split_kernel<true, true><<<blocks, kThreads, 0, stream>>>(a, u, h, nullptr, n);
+  } else if (l != nullptr) {
+    split_kernel<false, false><<<blocks, kThreads, 0, stream>>>(a, nullptr, h, l, n);
   } else {
-    split_kernel<false><<<blocks_for(n), kThreads, 0, stream>>>(a, nullptr, h, l, n);
+    split_kernel<false, true><<<blocks, kThreads, 0, stream>>>(a, nullptr, h, nullptr, n);
   }
   return cudaGetLastError();
 }
