@@ -282,16 +282,58 @@ inline void logit_tile(const float* qt, std::int64_t rp, const float* kp, std::i
   }
 }
 
+// Where a work item lies: positions [s0, s1) of one batch entry's queries for
+// the `group` heads that share kv head kvh. Its row r is query position
+// s0 + r / group, head kvh * group + r % group.
+struct ItemSpan {
+  std::int64_t qblocks, group, kvh, b, s0, s1, rows;
+
+  ItemSpan(const AttentionArgs& a, std::int64_t item)
+      : qblocks((a.sq + a.positions_per_item - 1) / a.positions_per_item),
+        group(a.heads / a.kv_heads),
+        kvh(item / qblocks % a.kv_heads),
+        b(item / (qblocks * a.kv_heads)),
+        s0(item % qblocks * a.positions_per_item),
+        s1(s0 + a.positions_per_item < a.sq ? s0 + a.positions_per_item : a.sq),
+        rows((s1 - s0) * group) {}
+  // The element offset of row r's query vector, and of its output.
+  [[nodiscard]] std::int64_t q_offset(const AttentionArgs& a, std::int64_t r) const {
+    return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * a.dh;
+  }
+  // Keys visible to query position s0 + position: those before the causal limit,
+  // or before the last unmasked one (AttentionArgs::key_limit).
+  [[nodiscard]] std::int64_t keys_visible(const AttentionArgs& a, std::int64_t position) const {
+    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + position] : a.skv;
+    const std::int64_t lim = s0 + position + a.query_offset + 1;
+    return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
+  }
+  // The first element of kv head kvh's rows in this batch entry's K and V.
+  [[nodiscard]] std::int64_t kv_offset(const AttentionArgs& a) const {
+    return (b * a.skv * a.kv_heads + kvh) * a.dh;
+  }
+};
+
+// Writes each row's weighted sum (acc, rows of dh_pad) divided by its weights'
+// sum (row r's at sums[r * sum_stride]). A row with every key masked has a sum
+// of 0 and gives zeros, as softmax does; a NaN row has a NaN sum and stays NaN.
+template <typename Q>
+void write_rows(const AttentionArgs& a, const ItemSpan& span, const float* acc, std::int64_t dh_pad,
+                const float* sums, std::int64_t sum_stride) {
+  Q* out = static_cast<Q*>(a.out);
+  for (std::int64_t r = 0; r < span.rows; ++r) {
+    Q* orow = out + span.q_offset(a, r);
+    const float* ar = acc + r * dh_pad;
+    const float l = sums[r * sum_stride];
+    const VF inv = l == 0.0f ? vset(0.0f) : vdiv(vset(1.0f), vset(l));
+    std::int64_t e = 0;
+    for (; e + kW <= a.dh; e += kW) store(orow + e, vmul(load(ar + e), inv));
+    if (e < a.dh) store_partial(orow + e, a.dh - e, vmul(load(ar + e), inv));
+  }
+}
+
 template <typename Q, typename KV>
-void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scratch) {
-  const std::int64_t group = a.heads / a.kv_heads;
-  const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;
-  const std::int64_t qb = item % qblocks;
-  const std::int64_t kvh = (item / qblocks) % a.kv_heads;
-  const std::int64_t b = item / (qblocks * a.kv_heads);
-  const std::int64_t s0 = qb * a.positions_per_item;
-  const std::int64_t s1 = s0 + a.positions_per_item < a.sq ? s0 + a.positions_per_item : a.sq;
-  const std::int64_t rows = (s1 - s0) * group;
+void attention_item_wide(const AttentionArgs& a, const ItemSpan& span, float* scratch) {
+  const std::int64_t group = span.group, s0 = span.s0, rows = span.rows;
   const std::int64_t rp = (rows + kW - 1) / kW * kW;
   const std::int64_t groups = rp / kW;
   const std::int64_t dh = a.dh;
@@ -299,7 +341,6 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
   const std::int64_t kv_stride = a.kv_heads * dh;
   const Q* q = static_cast<const Q*>(a.q);
   const Q* mask = static_cast<const Q*>(a.mask);
-  Q* out = static_cast<Q*>(a.out);
   float* kpack = scratch;                  // [kBlock][dh_pad] keys of this block, f32
   float* vpack = kpack + kBlock * dh_pad;  // [kBlock][dh_pad] values of this block
   float* qt = vpack + kBlock * dh_pad;     // [dh][rp] q transposed, zero past `rows`
@@ -309,24 +350,15 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
   float* lv = mv + rp;                     // [rp] running sum
   float* nv = lv + rp;                     // [rp] each row's keys in the block
 
-  auto q_offset = [&](std::int64_t r) {
-    return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
-  };
-  // Keys visible to query position s0 + position (rows position * group to
-  // position * group + group - 1).
-  auto valid_at = [&](std::int64_t position) {
-    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + position] : a.skv;
-    const std::int64_t lim = s0 + position + a.query_offset + 1;
-    return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
-  };
-  const std::int64_t positions = s1 - s0;
+  // Position p's keys are those of rows p * group to p * group + group - 1.
+  const std::int64_t positions = span.s1 - s0;
   std::int64_t kv_end = 0;
   for (std::int64_t position = 0; position < positions; ++position) {
-    const std::int64_t valid = valid_at(position);
+    const std::int64_t valid = span.keys_visible(a, position);
     kv_end = valid > kv_end ? valid : kv_end;
   }
   for (std::int64_t r = 0; r < rp; ++r) {
-    const Q* qr = r < rows ? q + q_offset(r) : nullptr;
+    const Q* qr = r < rows ? q + span.q_offset(a, r) : nullptr;
     for (std::int64_t e = 0; e < dh; ++e) qt[e * rp + r] = qr != nullptr ? to_f32(qr[e]) : 0.0f;
     // The running max starts at the lowest finite float, not -inf: a block
     // whose keys are all masked then gives e^(-inf - m) = 0, never
@@ -338,9 +370,8 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
       for (std::int64_t i = 0; i < dh_pad; i += kW) store(acc + r * dh_pad + i, vset(0.0f));
     }
   }
-  const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
-  const KV* kbase = kv_head_start<KV>(a.k, head_offset);
-  const KV* vbase = kv_head_start<KV>(a.v, head_offset);
+  const KV* kbase = kv_head_start<KV>(a.k, span.kv_offset(a));
+  const KV* vbase = kv_head_start<KV>(a.v, span.kv_offset(a));
   const VF sc = vset(a.scale);
   for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
     const std::int64_t nblock = kv_end - j0 < kBlock ? kv_end - j0 : kBlock;
@@ -354,7 +385,7 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
     // Each row's keys [j0, j0 + n) in this block (exact in a float: n <= 32),
     // and its mask (a row of zeros up to the limit adds nothing and is not read).
     for (std::int64_t position = 0; position < positions; ++position) {
-      std::int64_t n = valid_at(position) - j0;
+      std::int64_t n = span.keys_visible(a, position) - j0;
       n = n < 0 ? 0 : n > kBlock ? kBlock : n;
       const bool masked =
           n > 0 && mask != nullptr && (a.mask_zero == nullptr || !a.mask_zero[s0 + position]);
@@ -432,36 +463,21 @@ void attention_item_wide(const AttentionArgs& a, std::int64_t item, float* scrat
       if (n > 0) add_weighted_values<1, float, true>(acc1, p1, vpack, dh_pad, n, dh_pad, rp);
     }
   }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    Q* orow = out + q_offset(r);
-    const float* ar = acc + r * dh_pad;
-    const float l = lv[r];
-    const VF inv = l == 0.0f ? vset(0.0f) : vdiv(vset(1.0f), vset(l));
-    std::int64_t e = 0;
-    for (; e + kW <= dh; e += kW) store(orow + e, vmul(load(ar + e), inv));
-    if (e < dh) store_partial(orow + e, dh - e, vmul(load(ar + e), inv));
-  }
+  write_rows<Q>(a, span, acc, dh_pad, lv, 1);
 }
 
 template <typename Q, typename KV>
 void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   // q8_0 rows are always packed (pack_rows above); the direct reads take dense rows.
   constexpr bool kDenseKv = !std::is_same_v<KV, Q8_0Block>;
-  const std::int64_t group = a.heads / a.kv_heads;
-  const std::int64_t qblocks = (a.sq + a.positions_per_item - 1) / a.positions_per_item;
-  const std::int64_t qb = item % qblocks;
-  const std::int64_t kvh = (item / qblocks) % a.kv_heads;
-  const std::int64_t b = item / (qblocks * a.kv_heads);
-  const std::int64_t s0 = qb * a.positions_per_item;
-  const std::int64_t s1 = s0 + a.positions_per_item < a.sq ? s0 + a.positions_per_item : a.sq;
-  const std::int64_t rows = (s1 - s0) * group;
-  if (rows > kNarrowRows) return attention_item_wide<Q, KV>(a, item, scratch);
+  const ItemSpan span(a, item);
+  const std::int64_t group = span.group, s0 = span.s0, rows = span.rows;
+  if (rows > kNarrowRows) return attention_item_wide<Q, KV>(a, span, scratch);
   const std::int64_t dh = a.dh;
   const std::int64_t dh_pad = (dh + kW - 1) / kW * kW;
   const std::int64_t kv_stride = a.kv_heads * dh;
   const Q* q = static_cast<const Q*>(a.q);
   const Q* mask = static_cast<const Q*>(a.mask);
-  Q* out = static_cast<Q*>(a.out);
   float* kpack = scratch;                  // [kBlock][dh_pad] keys of this block, f32
   float* vpack = kpack + kBlock * dh_pad;  // [kBlock][dh_pad] values of this block
   float* qf = vpack + kBlock * dh_pad;     // [rows][dh_pad] q in f32
@@ -470,19 +486,11 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
   float* pb = ml + 3 * rows;               // [rows][kBlock] weights of this block
   const Q qzero{};
 
-  // Row r is query position s0 + r / group, head kvh * group + r % group.
-  auto q_offset = [&](std::int64_t r) {
-    return ((b * a.sq + s0 + r / group) * a.heads + kvh * group + r % group) * dh;
-  };
-  // Keys past a row's last unmasked one are skipped (AttentionArgs::key_limit).
-  auto valid_of = [&](std::int64_t r) {
-    if (!a.causal) return a.key_limit != nullptr ? a.key_limit[s0 + r / group] : a.skv;
-    const std::int64_t lim = s0 + r / group + a.query_offset + 1;
-    return lim < 0 ? std::int64_t{0} : lim > a.skv ? a.skv : lim;
-  };
+  // Keys past a row's last visible one are skipped.
+  auto valid_of = [&](std::int64_t r) { return span.keys_visible(a, r / group); };
   std::int64_t kv_end = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
-    const Q* qr = q + q_offset(r);
+    const Q* qr = q + span.q_offset(a, r);
     float* qd = qf + r * dh_pad;
     std::int64_t e = 0;
     for (; e + kW <= dh; e += kW) store(qd + e, load(qr + e));
@@ -493,9 +501,8 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
     const std::int64_t valid = valid_of(r);
     kv_end = valid > kv_end ? valid : kv_end;
   }
-  const std::int64_t head_offset = (b * a.skv * a.kv_heads + kvh) * dh;
-  const KV* kbase = kv_head_start<KV>(a.k, head_offset);
-  const KV* vbase = kv_head_start<KV>(a.v, head_offset);
+  const KV* kbase = kv_head_start<KV>(a.k, span.kv_offset(a));
+  const KV* vbase = kv_head_start<KV>(a.v, span.kv_offset(a));
   const VF sc = vset(a.scale);
   const bool direct = kDenseKv && rows <= 4 && dh % kW == 0;
   for (std::int64_t j0 = 0; j0 < kv_end; j0 += kBlock) {
@@ -629,17 +636,7 @@ void attention_item(const AttentionArgs& a, std::int64_t item, float* scratch) {
       if (n0 > 0 && !direct) add_weighted_values<1>(acc1, p1, vsrc_packed, dh_pad, n0, dh_pad);
     }
   }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    Q* orow = out + q_offset(r);
-    const float* ar = acc + r * dh_pad;
-    // A row with every key masked has l = 0 and gives zeros, as softmax does; a
-    // NaN row has l NaN and stays NaN.
-    const float l = ml[3 * r + 1];
-    const VF inv = l == 0.0f ? vset(0.0f) : vdiv(vset(1.0f), vset(l));
-    std::int64_t e = 0;
-    for (; e + kW <= dh; e += kW) store(orow + e, vmul(load(ar + e), inv));
-    if (e < dh) store_partial(orow + e, dh - e, vmul(load(ar + e), inv));
-  }
+  write_rows<Q>(a, span, acc, dh_pad, ml + 1, 3);
 }
 
 template <typename Q>
