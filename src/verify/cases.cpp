@@ -599,7 +599,8 @@ Result<std::vector<Case>> linear_cases(const DTypeList& d, const KernelCaps& cap
     std::vector<std::int64_t> x;
     std::int64_t n;
   };
-  std::vector<Config> configs = {{{1, 1}, 1}, {{1, 33}, 7}, {{2, 3, 40}, 9}};
+  // The last float case has enough rows for the CUDA tensor-core compositions.
+  std::vector<Config> configs = {{{1, 1}, 1}, {{1, 33}, 7}, {{2, 3, 40}, 9}, {{20, 48}, 12}};
   if (is_quantized(d[1])) configs = {{{1, 256}, 5}, {{3, 256}, 4}};
   auto make = [&](const Config& cfg) {
     const Shape xs = shape_of(cfg.x);
