@@ -52,10 +52,10 @@ Status matmul_cublaslt_tf32_kernel(const KernelCall& call);
 // f32 activations times bf16 weights on the tensor cores (gemm/matmul.cpp), the
 // activations staged in bf16 first. kSplit stages each as two bf16 halves and
 // takes two products, keeping the f32 claim (Note [Exact f32 products on bf16
-// tensor cores]); kRounded rounds each once and takes one product, twice as fast
-// with a bf16 claim: a precision trade (Note [One bf16 pass is a precision
-// trade]). The kernels keep the staging in the stream's scratch and admit
-// kSplitMinRows rows or more (fewer take the tiled kernel's matrix-vector path).
+// tensor cores]); kRounded rounds each once and takes one product, with a bf16
+// claim: a precision trade (Note [One bf16 pass is a precision trade]). The
+// kernels keep the staging in the stream's scratch and admit kSplitMinRows rows
+// or more (fewer take the tiled kernel's matrix-vector path).
 // stage_bf16 writes a's staging (bf16_staging_bytes(a.numel(), how) bytes that
 // the caller owns; with `up`, device floats shaped as a, of silu(a) * up instead
 // of a); matmul_staged_bf16 multiplies staged activations by w; matmul_bf16 does

@@ -35,7 +35,7 @@
 // flagged as a precision trade (Note [Precision trades] in binding_table.h):
 // plans take it only when they admit trades, and then by its cost, which counts
 // one pass where the split sibling's counts two. A prompt through bf16 weights
-// is mostly these products, so the trade roughly halves its matmul time.
+// is mostly these products, so the trade halves its tensor-core passes.
 #include <array>
 #include <limits>
 #include <utility>
