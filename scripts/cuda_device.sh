@@ -6,7 +6,11 @@
 # and the report page of the GPU run. Logs go to $OUT (or ./cuda-device-out); the
 # last lines printed are a summary.
 #
-# Usage: scripts/cuda_device.sh [--full]   (--full also runs the whole ctest suite)
+# Usage: scripts/cuda_device.sh [--full] [--e2e]
+#   --full also runs the whole ctest suite; --e2e also runs the end-to-end
+#   figures of docs/benchmarks.md section 13 (the llama3-8b and llama3-1b shapes
+#   in bf16, with and without --admit-precision-trades, and in the q4_k_m
+#   layout; prompt 512, 128 generated tokens) and the copy peer they divide by.
 # BENCH_FILTER narrows the CUDA benchmarks (default: all of them, "Cuda").
 # WERROR=OFF builds without -Werror (a newer compiler than CI's may warn where CI's
 # does not).
@@ -70,8 +74,30 @@ if [[ -x $build/bench/switchyard_bench ]]; then
   step bench-cuda "$build/bench/switchyard_bench" --benchmark_filter="${BENCH_FILTER:-Cuda}" \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 fi
-if [[ ${1:-} == --full ]]; then
+full=0 e2e=0
+for arg in "$@"; do
+  case $arg in
+    --full) full=1 ;;
+    --e2e) e2e=1 ;;
+    *) echo "unknown argument $arg" >&2 ;;
+  esac
+done
+if ((full)); then
   step ctest-all ctest --test-dir "$build" -j "$(nproc)" --output-on-failure
+fi
+if ((e2e)); then
+  for shape in llama3-8b llama3-1b; do
+    for type in bf16 bf16-trades mix; do
+      extra=()
+      [[ $type == bf16-trades ]] && extra=(--admit-precision-trades)
+      step "run-e2e-$shape-$type" "$tool" run --synthetic "$shape" --backend cuda \
+        --model-type "${type%-trades}" --prompt-tokens 512 --tokens 128 "${extra[@]}"
+    done
+  done
+  if [[ -x $build/bench/switchyard_bench ]]; then
+    step bench-copy "$build/bench/switchyard_bench" --benchmark_filter=CudaCopy \
+      --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+  fi
 fi
 {
   printf '%s\n' "${summary[@]}"
@@ -79,6 +105,7 @@ fi
   tail -n 1 "$out/verify-cuda.log"
   grep -h "regret" "$out/regret-cuda.log" | tail -n 12
   [[ -f $out/bench-cuda.log ]] && grep "_median" "$out/bench-cuda.log"
+  [[ -f $out/bench-copy.log ]] && grep "_median" "$out/bench-copy.log"
   for f in "$out"/run-*.log; do
     printf '%s: ' "$(basename "$f" .log)"
     grep -h "tokens/s\|backend " "$f" | tr '\n' ' '
