@@ -111,4 +111,57 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+// Note [Matrix-vector launches overlap their predecessor]
+// A decode step is a chain of small dependent kernels, and each waits for the
+// one before to finish and drain before its own blocks start. The matrix-vector
+// kernels are launched with programmatic stream serialization (CUDA's
+// programmatic dependent launch): their blocks may start while the kernel before
+// is still running, once that kernel lets them (let_successor_start, which the
+// kernels that come before a product in a step call as they begin). Such a
+// block first asks L2 for the first weight bytes it will read, then waits
+// (wait_for_predecessor) until the kernel before has finished and its writes are
+// visible, and only then reads anything or writes. The prefetch only moves lines
+// into L2, where the predecessor's writes land too, so it can read nothing stale
+// even where the "weight" operand is an activation. A kernel not launched this
+// way starts after its predecessor as usual, and both calls do nothing there; on
+// GPUs before sm_90 they compile to nothing.
+__device__ __forceinline__ void wait_for_predecessor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void let_successor_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Launches `kernel` so that it may overlap the kernel before it on the stream
+// (Note [Matrix-vector launches overlap their predecessor]); the kernel must call
+// wait_for_predecessor before it reads anything but its prefetches or writes.
+template <typename... Params, typename... Args>
+cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block,
+                               cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  if (cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...) == cudaSuccess) {
+    return cudaSuccess;
+  }
+  // A driver or stream that refuses the overlap gets the ordinary launch.
+  (void)cudaGetLastError();
+  config.numAttrs = 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
 }  // namespace switchyard::cuda::device

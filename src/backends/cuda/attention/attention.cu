@@ -197,6 +197,7 @@ constexpr int kMergeThreads = 128;
 template <typename Q>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const float* partial, Q* out, std::int64_t splits, std::int64_t dh) {
+  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
   extern __shared__ float weight[];
   __shared__ float scratch[32];
   const std::int64_t row = blockIdx.x;
@@ -297,6 +298,7 @@ __global__ void __launch_bounds__(kGroupThreads)
                    const Q* mask, Q* out, AttentionShape s, float scale, bool causal,
                    std::int64_t query_offset, std::int64_t splits, std::int64_t chunk,
                    float* partial) {
+  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
   constexpr int V = KvRead<KV>::kPerLoad;
   constexpr int kDh = LANES * V;
   constexpr int kSlots = kGroupThreads / LANES;  // keys read at once

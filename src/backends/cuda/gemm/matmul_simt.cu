@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
   const int slice = warp % kSplit;
   const std::int64_t col = std::int64_t{blockIdx.x} * kRowsPerBlock + warp / kSplit;
   const bool active = col < n;
+  let_successor_start();
   if (kSplit == 1 && !active) return;
   const std::int64_t batch = blockIdx.y;
   a += batch * m * k;
@@ -148,6 +149,16 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
   const std::int64_t k_end =
       !active ? k_begin : (k_begin + per_slice < k ? k_begin + per_slice : k);
   std::int64_t k0 = k_begin + std::int64_t{lane} * V;
+  // The first round of this lane's weight loads into L2 while the kernel before
+  // finishes (Note [Matrix-vector launches overlap their predecessor]).
+#pragma unroll
+  for (int x = 0; x < kMats; ++x) {
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      if (k0 + u * step < k_end) prefetch_l2(wrows[x] + k0 + u * step);
+    }
+  }
+  wait_for_predecessor();
   for (; k0 + (kInFlight - 1) * step < k_end; k0 += kInFlight * step) {
     float wv[kMats][kInFlight][V];
 #pragma unroll
@@ -250,9 +261,11 @@ void launch_matvec_split(const void* a, const void* w, const void* w2, void* out
   constexpr std::int64_t kRowsPerBlock = kMatvecWarps / kSplit;
   const dim3 grid(static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>(batch));
-  matvec_kernel<A, W, O, M, kPair, kSplit><<<grid, kMatvecWarps * 32, 0, stream>>>(
-      static_cast<const A*>(a), static_cast<const W*>(w), static_cast<const W*>(w2),
-      static_cast<O*>(out), static_cast<int>(m), n, k, w_batch_stride);
+  // A failed launch is left for the caller's cudaGetLastError.
+  (void)launch_overlapping(&matvec_kernel<A, W, O, M, kPair, kSplit>, grid, dim3(kMatvecWarps * 32),
+                           stream, static_cast<const A*>(a), static_cast<const W*>(w),
+                           static_cast<const W*>(w2), static_cast<O*>(out), static_cast<int>(m), n,
+                           k, w_batch_stride);
 }
 
 template <typename A, typename W, typename O, int M, bool kPair>

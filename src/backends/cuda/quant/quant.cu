@@ -44,6 +44,7 @@ constexpr int kChunkElems = 32;
 // with a NaN or an infinity gets a NaN scale, so every product it enters is NaN.
 __global__ void quantize_activations(const float* x, std::int64_t n, std::int8_t* q,
                                      float* scales) {
+  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
     const float v = x[e];
@@ -155,8 +156,13 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
   const int lane = threadIdx.x & 31;
   const int warp = static_cast<int>(threadIdx.x >> 5);
   const std::int64_t col = std::int64_t{blockIdx.x} * kMatvecWarps + warp;
+  let_successor_start();
   if (col >= n) return;
   const std::uint8_t* row = w + col * row_bytes;
+  // The row's first 4 KiB into L2, a 128-byte line per lane, while the kernel
+  // before finishes (Note [Matrix-vector launches overlap their predecessor]).
+  if (std::int64_t{lane} * 128 < row_bytes) prefetch_l2(row + lane * 128);
+  wait_for_predecessor();
   const std::int64_t chunks = k / kChunkElems;
   float acc[M] = {};
   for (std::int64_t step = 0; step < chunks; step += kStepChunks) {
@@ -200,14 +206,18 @@ void launch_matvec(const std::uint8_t* w, const std::int8_t* xq, const float* xs
   const dim3 grid(static_cast<unsigned>((n + kMatvecWarps - 1) / kMatvecWarps));
   const dim3 block(kMatvecWarps * 32);
   const int rows = static_cast<int>(m);
+  // A failed launch is left for the caller's cudaGetLastError.
+  const auto run = [&](auto kernel) {
+    (void)launch_overlapping(kernel, grid, block, stream, w, row_bytes, xq, xs, out, rows, n, k);
+  };
   if (m == 1) {
-    matvec_kernel<F, 1><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
+    run(&matvec_kernel<F, 1>);
   } else if (m == 2) {
-    matvec_kernel<F, 2><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
+    run(&matvec_kernel<F, 2>);
   } else if (m <= 4) {
-    matvec_kernel<F, 4><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
+    run(&matvec_kernel<F, 4>);
   } else {
-    matvec_kernel<F, kMaxRows><<<grid, block, 0, stream>>>(w, row_bytes, xq, xs, out, rows, n, k);
+    run(&matvec_kernel<F, kMaxRows>);
   }
 }
 

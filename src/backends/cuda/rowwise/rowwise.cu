@@ -14,6 +14,7 @@ constexpr int kRowThreads = 256;
 
 template <typename S>
 __global__ void rms_norm_kernel(const S* x, const S* w, S* out, std::int64_t d, float eps) {
+  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
   __shared__ float scratch[32];
   const S* row = x + blockIdx.x * d;
   S* dst = out + blockIdx.x * d;
@@ -55,6 +56,7 @@ template <typename S, int kChunks>
 __global__ void __launch_bounds__(kRowThreads)
     rms_norm_held_kernel(const S* x, const S* w, S* out, std::int64_t d, float eps) {
   constexpr int V = 16 / sizeof(S);
+  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
   __shared__ float scratch[32];
   const S* row = x + blockIdx.x * d;
   S* dst = out + blockIdx.x * d;
