@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
@@ -228,6 +229,65 @@ TEST_P(CpuMatmulTest, DeterministicAcrossThreadsConcurrent) {
     }
   }
 }
+
+#if defined(SWITCHYARD_HAVE_OPENBLAS)
+// Note [OpenBLAS on the backend's threads]: the OpenBLAS sibling cuts a product
+// into one piece per pool thread, by activation rows, by weight rows or by
+// matrix. Every cut, including pieces left empty (more threads than rows), gives
+// the right product, the same bits on every run at one thread count, and calls
+// from two threads at once (each with its own pool) do not disturb each other.
+TEST(CpuOpenBlasSibling, EveryCutOfTheProductIsRightAndRepeatable) {
+  const BindingEntry* blas = nullptr;
+  for (const BindingEntry& e :
+       table().lookup_alternatives(OpKind::kMatmul, {kF32, kF32, kF32}, BackendId::kCpu)) {
+    if (e.source == "openblas") blas = &e;
+  }
+  ASSERT_NE(blas, nullptr);
+  struct Case {
+    Shape a, w, out;
+    std::int64_t m, n, k;
+  };
+  const Case cases[] = {
+      {{300, 65}, {40, 65}, {300, 40}, 300, 40, 65},     // by activation rows
+      {{3, 65}, {257, 65}, {3, 257}, 3, 257, 65},        // by weight rows
+      {{1, 9}, {2, 9}, {1, 2}, 1, 2, 9},                 // empty pieces
+      {{2, 5, 33}, {2, 19, 33}, {2, 5, 19}, 5, 19, 33},  // two matrices
+      {{7, 4, 33}, {7, 19, 33}, {7, 4, 19}, 4, 19, 33},  // a matrix per thread
+  };
+  auto run = [&](const Case& c, ThreadPool& pool, std::vector<std::byte>* bits) {
+    Buffer a(kF32, c.a);
+    Buffer w(kF32, c.w);
+    a.fill(41);
+    w.fill(42);
+    Buffer out(kF32, c.out);
+    ASSERT_TRUE(call_kernel(*blas, {a.view(), w.view()}, out.view(), &pool).is_ok());
+    expect_within_claim(*blas, out, expect_matmul(a, w, c.m, c.n, c.k),
+                        fmt::format("{} threads, out {}", pool.num_threads(), c.out.numel()));
+    *bits = out.bytes;
+  };
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (const Case& c : cases) {
+      std::vector<std::byte> first, again;
+      run(c, pool, &first);
+      run(c, pool, &again);
+      EXPECT_EQ(first, again) << threads << " threads";
+    }
+  }
+  std::vector<std::byte> alone, beside;
+  ThreadPool pool_a(2), pool_b(2);
+  run(cases[0], pool_a, &alone);
+  std::thread other([&] {
+    std::vector<std::byte> ignored;
+    for (int i = 0; i < 20; ++i) run(cases[1], pool_b, &ignored);
+  });
+  for (int i = 0; i < 20; ++i) {
+    run(cases[0], pool_a, &beside);
+    EXPECT_EQ(alone, beside);
+  }
+  other.join();
+}
+#endif
 
 // A row's result does not depend on how many other rows share the call: the
 // AVX-512 GEMM takes a narrower tile for products of at most 8 rows, and both
