@@ -259,12 +259,10 @@ bool tiled_instead(const MatmulShape& shape) {
   return shape.k == 0 || shape.batch > std::numeric_limits<std::int32_t>::max();
 }
 
-}  // namespace
-
-Status matmul_staged_bf16(const KernelCall& call, const void* staging, Bf16Activations how) {
-  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_bf16_product(call));
-  if (shape.m == 0 || shape.n == 0) return Status::ok();
-  if (tiled_instead(shape)) return matmul_simt_kernel(call);
+// The product from staged activations, for a shape check_bf16_product passed
+// (neither empty nor one for the tiled kernel).
+Status run_staged_bf16(const KernelCall& call, const MatmulShape& shape, const void* staging,
+                       Bf16Activations how) {
   SWITCHYARD_ASSIGN_OR_RETURN(CudaStream * s, stream_of(call));
   const TensorView &a = call.inputs[0], &w = call.inputs[1], &out = call.outputs[0];
   const auto* hi = static_cast<const std::byte*>(staging);
@@ -288,12 +286,21 @@ Status matmul_staged_bf16(const KernelCall& call, const void* staging, Bf16Activ
   return Status::ok();
 }
 
+}  // namespace
+
+Status matmul_staged_bf16(const KernelCall& call, const void* staging, Bf16Activations how) {
+  SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_bf16_product(call));
+  if (shape.m == 0 || shape.n == 0) return Status::ok();
+  if (tiled_instead(shape)) return matmul_simt_kernel(call);
+  return run_staged_bf16(call, shape, staging, how);
+}
+
 Status matmul_bf16(const KernelCall& call, void* staging, const float* up, Bf16Activations how) {
   SWITCHYARD_ASSIGN_OR_RETURN(MatmulShape shape, check_bf16_product(call));
   if (shape.m == 0 || shape.n == 0) return Status::ok();
   if (tiled_instead(shape)) return matmul_simt_kernel(call);
   SWITCHYARD_RETURN_IF_ERROR(stage_bf16(call, call.inputs[0], staging, up, how));
-  return matmul_staged_bf16(call, staging, how);
+  return run_staged_bf16(call, shape, staging, how);
 }
 
 namespace {
