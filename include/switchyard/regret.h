@@ -11,7 +11,9 @@
 //
 // Several plans of one graph (with and without a calibration profile, say) are
 // measured against one RegretTimings, so that a kernel at a shape is timed once
-// and every plan's choice is judged by the same numbers.
+// and every plan's choice is judged by the same numbers. Each kernel is timed
+// twice, so that a node's regret can be told from the timings' own spread (Note
+// [Regret within the noise]).
 //
 // Example: the regret of the planner's choices for the built-in MLP
 //   Result<ExecutionPlan> plan = plan_graph(mlp_graph(), current_table(), options);
@@ -20,6 +22,7 @@
 //   fmt::print("{:.1f} %\n", 100 * r->total_regret());
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -43,21 +46,42 @@ struct RegretOptions {
   std::function<void(std::size_t, std::size_t, std::string_view)> progress;
 };
 
-// Medians in ns, by kernel name and the call's shapes and parameters.
+// Note [Regret within the noise]
+// Two timings of one kernel at one shape differ too: by a few percent for a long
+// kernel, and for one of a fraction of a microsecond by as much as the clock's
+// resolution and the calls around it allow, which can be 20 %. A node's regret
+// is only a routing mistake where it exceeds what separates two timings of the
+// same kernel. So every kernel is timed twice in the same alternation, as two
+// independent timers (measure_regret), its time is the mean of the two medians
+// and its spread their difference (at least the clock's step, which the medians
+// of calls of a few ticks cannot resolve) over the smaller; a node's noise is the
+// larger spread of its chosen and its fastest kernel, and the report gives the
+// worst regret over all nodes and over the nodes whose regret exceeds their
+// noise.
+
+// A kernel's timing at one shape: the mean of two independent medians, and
+// their difference over the smaller (Note [Regret within the noise]).
+struct RegretTiming {
+  double ns = 0;
+  double spread = 0;
+};
+
+// Timings by kernel name and the call's shapes and parameters.
 class RegretTimings {
  public:
-  [[nodiscard]] const double* find(const std::string& key) const;
-  void add(std::string key, double ns) { ns_.emplace(std::move(key), ns); }
-  [[nodiscard]] std::size_t size() const { return ns_.size(); }
+  [[nodiscard]] const RegretTiming* find(const std::string& key) const;
+  void add(std::string key, RegretTiming t) { timings_.emplace(std::move(key), t); }
+  [[nodiscard]] std::size_t size() const { return timings_.size(); }
 
  private:
-  std::map<std::string, double> ns_;
+  std::map<std::string, RegretTiming> timings_;
 };
 
 struct RegretCandidate {
   std::string kernel;
-  // Measured median.
+  // Measured: the mean of two medians, and their relative difference.
   double measured_ns = 0;
+  double spread = 0;
   // What the planner ranked it by (a profile's fit, or the modelled roofline).
   double ranked_ns = 0;
   bool ranked_by_profile = false;
@@ -76,6 +100,11 @@ struct RegretNode {
   [[nodiscard]] double chosen_ns() const { return candidates.front().measured_ns; }
   [[nodiscard]] double fastest_ns() const { return candidates[fastest].measured_ns; }
   [[nodiscard]] double regret() const { return chosen_ns() / fastest_ns() - 1.0; }
+  // The larger spread of the chosen and the fastest kernel's timings.
+  [[nodiscard]] double noise() const {
+    return std::max(candidates.front().spread, candidates[fastest].spread);
+  }
+  [[nodiscard]] bool beyond_noise() const { return regret() > noise(); }
 };
 
 struct RegretReport {
@@ -87,8 +116,9 @@ struct RegretReport {
   [[nodiscard]] double fastest_ns(std::string_view bucket = {}) const;
   // sum chosen / sum fastest - 1 over the bucket's nodes (every node when empty).
   [[nodiscard]] double total_regret(std::string_view bucket = {}) const;
-  // The largest node regret.
+  // The largest node regret, of every node or of those beyond their noise.
   [[nodiscard]] double worst_regret() const;
+  [[nodiscard]] double worst_regret_beyond_noise() const;
 };
 
 // Every shape at which a node of `plan` runs, or could run, a kernel: per kernel

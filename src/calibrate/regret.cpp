@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -50,9 +51,9 @@ double sum_over(const std::vector<RegretNode>& nodes, std::string_view bucket, b
 
 }  // namespace
 
-const double* RegretTimings::find(const std::string& key) const {
-  const auto it = ns_.find(key);
-  return it == ns_.end() ? nullptr : &it->second;
+const RegretTiming* RegretTimings::find(const std::string& key) const {
+  const auto it = timings_.find(key);
+  return it == timings_.end() ? nullptr : &it->second;
 }
 
 double RegretReport::chosen_ns(std::string_view bucket) const {
@@ -71,6 +72,14 @@ double RegretReport::total_regret(std::string_view bucket) const {
 double RegretReport::worst_regret() const {
   double worst = 0;
   for (const RegretNode& n : nodes) worst = std::max(worst, n.regret());
+  return worst;
+}
+
+double RegretReport::worst_regret_beyond_noise() const {
+  double worst = 0;
+  for (const RegretNode& n : nodes) {
+    if (n.beyond_noise()) worst = std::max(worst, n.regret());
+  }
   return worst;
 }
 
@@ -201,8 +210,8 @@ Result<RegretReport> measure_regret(const ExecutionPlan& plan, const RegretOptio
     BackendMemory* memory = table.backend_memory(nr.chosen.backend);
     std::vector<std::string> keys;
     for (const BindingEntry* e : entries) keys.push_back(timing_key(e->name, shapes, params));
-    // The siblings not timed yet, called in turn (Note [Timing in alternation] in
-    // timing.h).
+    // The siblings not timed yet, each as two timers, all called in turn (Notes
+    // [Timing in alternation] in timing.h, [Regret within the noise]).
     std::vector<KernelTimer> timers;
     std::vector<std::size_t> timed;
     for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -210,22 +219,34 @@ Result<RegretReport> measure_regret(const ExecutionPlan& plan, const RegretOptio
       if (timings.find(keys[i]) != nullptr || std::find(keys.begin(), before, keys[i]) != before) {
         continue;
       }
-      Result<KernelTimer> timer = KernelTimer::make(*entries[i], nr.chosen.backend, dtypes, shapes,
-                                                    params, memory, pool, site.in_place);
-      if (!timer.is_ok()) return timing_error(bucket.name, node.name, *entries[i], timer.status());
-      timers.push_back(std::move(*timer));
+      for (int twin = 0; twin < 2; ++twin) {
+        Result<KernelTimer> timer = KernelTimer::make(*entries[i], nr.chosen.backend, dtypes,
+                                                      shapes, params, memory, pool, site.in_place);
+        if (!timer.is_ok()) {
+          return timing_error(bucket.name, node.name, *entries[i], timer.status());
+        }
+        timers.push_back(std::move(*timer));
+      }
       timed.push_back(i);
     }
     std::vector<Result<double>> medians = time_in_turn(timers, options.budget_s, /*min_rounds=*/5);
     for (std::size_t t = 0; t < timed.size(); ++t) {
-      if (!medians[t].is_ok()) {
-        return timing_error(bucket.name, node.name, *entries[timed[t]], medians[t].status());
+      for (std::size_t twin = 2 * t; twin < 2 * t + 2; ++twin) {
+        if (!medians[twin].is_ok()) {
+          return timing_error(bucket.name, node.name, *entries[timed[t]], medians[twin].status());
+        }
       }
-      timings.add(keys[timed[t]], *medians[t]);
+      // Two medians closer than the clock's step differ by at least that step.
+      const double a = *medians[2 * t], b = *medians[2 * t + 1];
+      const double low = std::min(a, b);
+      const double apart = std::max(std::abs(a - b), clock_step_ns());
+      timings.add(keys[timed[t]], {.ns = (a + b) / 2, .spread = low > 0 ? apart / low : 0.0});
     }
     for (std::size_t i = 0; i < entries.size(); ++i) {
+      const RegretTiming& timing = *timings.find(keys[i]);
       out.candidates.push_back({.kernel = entries[i]->name,
-                                .measured_ns = *timings.find(keys[i]),
+                                .measured_ns = timing.ns,
+                                .spread = timing.spread,
                                 .ranked_ns = site.ranked[i].kernel_ns,
                                 .ranked_by_profile = site.ranked[i].measured});
     }

@@ -173,6 +173,20 @@ Result<double> KernelTimer::call_ns() {
   return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
 }
 
+double clock_step_ns() {
+  static const double step = [] {
+    Clock::duration smallest = Clock::duration::max();
+    for (int i = 0; i < 1000; ++i) {
+      const Clock::time_point t0 = Clock::now();
+      Clock::time_point t1 = Clock::now();
+      while (t1 == t0) t1 = Clock::now();
+      smallest = std::min(smallest, t1 - t0);
+    }
+    return std::chrono::duration<double, std::nano>(smallest).count();
+  }();
+  return step;
+}
+
 std::vector<Result<double>> time_in_turn(std::vector<KernelTimer>& timers, double budget_s,
                                          int min_rounds) {
   std::vector<Result<double>> out(timers.size(), Result<double>(0.0));

@@ -76,6 +76,10 @@ class KernelTimer {
 [[nodiscard]] std::string timing_key(std::string_view kernel, std::span<const Shape> shapes,
                                      const OpParams& params);
 
+// The smallest step by which the timing clock advances (ns), measured once: no
+// timing of one call is finer than it.
+[[nodiscard]] double clock_step_ns();
+
 // The median of `times` (0 when empty).
 [[nodiscard]] double median(std::vector<double> times);
 

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,12 +83,43 @@ TEST(Regret, TheChosenKernelIsJudgedAgainstTheFastestSibling) {
     EXPECT_GT(n.candidates[0].measured_ns, 200e3);
     EXPECT_FALSE(n.candidates[0].ranked_by_profile);
     EXPECT_GT(n.regret(), 1.0);  // more than twice the fastest
+    // Each kernel timed twice: the spread of its two medians is known and far
+    // below a regret of more than 100 %.
+    for (const RegretCandidate& c : n.candidates) {
+      EXPECT_GE(c.spread, 0.0) << c.kernel;
+      EXPECT_TRUE(std::isfinite(c.spread)) << c.kernel;
+    }
+    EXPECT_DOUBLE_EQ(n.noise(), std::max(n.candidates[0].spread, n.candidates[n.fastest].spread));
+    EXPECT_TRUE(n.beyond_noise());
   }
   EXPECT_EQ(r->nodes[1].shapes, "[16, 64] x [16, 64] -> [16, 64]");  // the bucket's maximum
   EXPECT_DOUBLE_EQ(r->total_regret("one"), r->nodes[0].regret());
   EXPECT_NEAR(r->total_regret(), r->chosen_ns() / r->fastest_ns() - 1.0, 1e-12);
   EXPECT_DOUBLE_EQ(r->worst_regret(), std::max(r->nodes[0].regret(), r->nodes[1].regret()));
+  EXPECT_DOUBLE_EQ(r->worst_regret_beyond_noise(), r->worst_regret());
   EXPECT_EQ(timings.size(), 4u);  // two kernels at two shapes
+}
+
+// Note [Regret within the noise]: a node whose regret its own timings' spread
+// could explain counts in the worst regret but not in the worst beyond noise.
+TEST(Regret, ANodeWithinItsTimingsSpreadIsNotCountedBeyondNoise) {
+  const auto node = [](double chosen_ns, double fastest_ns, double spread) {
+    RegretNode n{.bucket = "b", .node = "n", .op = "add", .shapes = "[1]"};
+    n.candidates = {{.kernel = "chosen", .measured_ns = chosen_ns, .spread = spread},
+                    {.kernel = "fastest", .measured_ns = fastest_ns, .spread = spread / 2}};
+    n.fastest = chosen_ns > fastest_ns ? 1 : 0;
+    return n;
+  };
+  RegretReport r;
+  r.nodes.push_back(node(120, 100, 0.30));  // +20 %, its timings 30 % apart
+  r.nodes.push_back(node(110, 100, 0.05));  // +10 %, its timings 5 % apart
+  r.nodes.push_back(node(100, 100, 0.00));  // the fastest taken
+  EXPECT_NEAR(r.nodes[0].regret(), 0.20, 1e-12);
+  EXPECT_FALSE(r.nodes[0].beyond_noise());
+  EXPECT_TRUE(r.nodes[1].beyond_noise());
+  EXPECT_FALSE(r.nodes[2].beyond_noise());
+  EXPECT_NEAR(r.worst_regret(), 0.20, 1e-12);
+  EXPECT_NEAR(r.worst_regret_beyond_noise(), 0.10, 1e-12);
 }
 
 TEST(Regret, AProfileSteersThePlanAndTheTimingsAreShared) {

@@ -56,23 +56,26 @@ void print_text(const std::vector<Subject>& subjects, int top) {
   for (const Subject& s : subjects) {
     for (const auto& [label, r] : s.reports) {
       fmt::print("\n{} ({} costs)\n", s.graph, label);
-      fmt::print("  {:<10} {:>6} {:>12} {:>12} {:>8} {:>8}\n", "bucket", "nodes", "chosen ms",
-                 "fastest ms", "regret", "worst");
+      // "worst": the largest node regret; "beyond noise": the largest of those
+      // that exceed their node's timing spread (Note [Regret within the noise]).
+      fmt::print("  {:<10} {:>6} {:>12} {:>12} {:>8} {:>8} {:>13}\n", "bucket", "nodes",
+                 "chosen ms", "fastest ms", "regret", "worst", "beyond noise");
       for (const std::string& b : buckets_of(r)) {
         int nodes = 0;
-        double worst = 0;
+        double worst = 0, worst_beyond = 0;
         for (const RegretNode& n : r.nodes) {
           if (n.bucket != b) continue;
           ++nodes;
           worst = std::max(worst, n.regret());
+          if (n.beyond_noise()) worst_beyond = std::max(worst_beyond, n.regret());
         }
-        fmt::print("  {:<10} {:>6} {:>12.3f} {:>12.3f} {:>8} {:>8}\n", b, nodes,
+        fmt::print("  {:<10} {:>6} {:>12.3f} {:>12.3f} {:>8} {:>8} {:>13}\n", b, nodes,
                    r.chosen_ns(b) * 1e-6, r.fastest_ns(b) * 1e-6, percent(r.total_regret(b)),
-                   percent(worst));
+                   percent(worst), percent(worst_beyond));
       }
-      fmt::print("  {:<10} {:>6} {:>12.3f} {:>12.3f} {:>8} {:>8}\n", "all", r.nodes.size(),
+      fmt::print("  {:<10} {:>6} {:>12.3f} {:>12.3f} {:>8} {:>8} {:>13}\n", "all", r.nodes.size(),
                  r.chosen_ns() * 1e-6, r.fastest_ns() * 1e-6, percent(r.total_regret()),
-                 percent(r.worst_regret()));
+                 percent(r.worst_regret()), percent(r.worst_regret_beyond_noise()));
       // The nodes that lose the most time, largest first.
       std::vector<const RegretNode*> lossy;
       for (const RegretNode& n : r.nodes) {
@@ -91,9 +94,10 @@ void print_text(const std::vector<Subject>& subjects, int top) {
                      : "");
       for (std::size_t i = 0; i < lossy.size() && i < static_cast<std::size_t>(top); ++i) {
         const RegretNode& n = *lossy[i];
-        fmt::print("    {} / {} {}: {} {:.1f} us, {} {:.1f} us faster (+{})\n", n.bucket, n.node,
-                   n.shapes, n.candidates.front().kernel, n.chosen_ns() * 1e-3,
-                   n.candidates[n.fastest].kernel, n.fastest_ns() * 1e-3, percent(n.regret()));
+        fmt::print("    {} / {} {}: {} {:.1f} us, {} {:.1f} us faster (+{}; noise {}{})\n",
+                   n.bucket, n.node, n.shapes, n.candidates.front().kernel, n.chosen_ns() * 1e-3,
+                   n.candidates[n.fastest].kernel, n.fastest_ns() * 1e-3, percent(n.regret()),
+                   percent(n.noise()), n.beyond_noise() ? "" : ", within it");
       }
     }
   }
@@ -108,6 +112,7 @@ nlohmann::json to_json(const std::vector<Subject>& subjects) {
       j["costs"] = label;
       j["total_regret"] = r.total_regret();
       j["worst_regret"] = r.worst_regret();
+      j["worst_regret_beyond_noise"] = r.worst_regret_beyond_noise();
       j["chosen_ns"] = r.chosen_ns();
       j["fastest_ns"] = r.fastest_ns();
       j["skipped"] = r.skipped;
@@ -124,11 +129,13 @@ nlohmann::json to_json(const std::vector<Subject>& subjects) {
                                {"shapes", n.shapes},
                                {"backend", name(n.backend)},
                                {"regret", n.regret()},
+                               {"noise", n.noise()},
                                {"chosen", n.candidates.front().kernel},
                                {"fastest", n.candidates[n.fastest].kernel}};
         for (const RegretCandidate& c : n.candidates) {
           node["candidates"].push_back({{"kernel", c.kernel},
                                         {"measured_ns", c.measured_ns},
+                                        {"spread", c.spread},
                                         {"ranked_ns", c.ranked_ns},
                                         {"ranked_by", c.ranked_by_profile ? "profile" : "model"}});
         }
