@@ -72,6 +72,19 @@ __device__ __forceinline__ std::int64_t offset_of(const Layout& l, std::int64_t 
   return off;
 }
 
+// Calls `launch` with the storage type of `type` (a float type; i32 is
+// refused) and returns the launch's error.
+template <typename Launch>
+cudaError_t with_float_type(Type type, Launch&& launch) {
+  switch (type) {
+    case Type::kF32: launch(float{}); break;
+    case Type::kF16: launch(__half{}); break;
+    case Type::kBF16: launch(__nv_bfloat16{}); break;
+    case Type::kI32: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 // Grid-stride loops: blocks of 256 threads, at most kMaxBlocks blocks.
 inline constexpr int kThreads = 256;
 inline constexpr std::int64_t kMaxBlocks = 65535;
@@ -111,20 +124,28 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
-// Note [Matrix-vector launches overlap their predecessor]
-// A decode step is a chain of small dependent kernels, and each waits for the
-// one before to finish and drain before its own blocks start. The matrix-vector
-// kernels are launched with programmatic stream serialization (CUDA's
-// programmatic dependent launch): their blocks may start while the kernel before
-// is still running, once that kernel lets them (let_successor_start, which the
-// kernels that come before a product in a step call as they begin). Such a
-// block first asks L2 for the first weight bytes it will read, then waits
-// (wait_for_predecessor) until the kernel before has finished and its writes are
-// visible, and only then reads anything or writes. The prefetch only moves lines
-// into L2, where the predecessor's writes land too, so it can read nothing stale
-// even where the "weight" operand is an activation. A kernel not launched this
-// way starts after its predecessor as usual, and both calls do nothing there; on
-// GPUs before sm_90 they compile to nothing.
+// Note [Kernels overlap their predecessor]
+// A decode step is a chain of a few hundred small dependent kernels, and each
+// waited for the one before to finish and drain before its own blocks started:
+// a launch's ramp per kernel, a few microseconds each. Every kernel of this
+// backend is launched with programmatic stream serialization (CUDA's
+// programmatic dependent launch, launch_overlapping): its blocks may start
+// while the kernel before is still running, once every block of that kernel
+// has let them (let_successor_start, which these kernels call as they begin;
+// begin_overlapped does both calls). Such a block
+// first waits (wait_for_predecessor) until the kernel before has finished and
+// its writes are visible, and only then reads or writes anything; what it
+// gains is the launch and the block scheduling, done while its predecessor's
+// last blocks run. The matrix-vector kernels, whose rows are long, first ask L2
+// for the first weight bytes they will read, then wait: the prefetch only
+// moves lines into L2, where the predecessor's writes land too, so it can read
+// nothing stale even where the "weight" operand is an activation. The order
+// stays a chain: a kernel finishes only after it has waited for the one before,
+// so waiting for one's predecessor is waiting for all of them. A kernel not
+// launched this way (a cuBLASLt product, a copy) starts after its predecessor
+// as usual, and both calls do nothing there; on GPUs before sm_90 they compile
+// to nothing. Every kernel that launch_overlapping launches must wait before it
+// touches memory, or it would race the kernel before it.
 __device__ __forceinline__ void wait_for_predecessor() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -135,20 +156,27 @@ __device__ __forceinline__ void let_successor_start() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// How a kernel that launch_overlapping launches and that prefetches nothing
+// begins (Note [Kernels overlap their predecessor]).
+__device__ __forceinline__ void begin_overlapped() {
+  let_successor_start();
+  wait_for_predecessor();
+}
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// Launches `kernel` so that it may overlap the kernel before it on the stream
-// (Note [Matrix-vector launches overlap their predecessor]); the kernel must call
-// wait_for_predecessor before it reads anything but its prefetches or writes.
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), launched so that it
+// may overlap the kernel before it on the stream (Note [Kernels overlap their
+// predecessor]); the kernel must call wait_for_predecessor before it reads
+// anything but its prefetches or writes. Returns the launch's error.
 template <typename... Params, typename... Args>
 cudaError_t launch_overlapping(void (*kernel)(Params...), dim3 grid, dim3 block,
-                               cudaStream_t stream, Args... args) {
+                               std::size_t shared_bytes, cudaStream_t stream, Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;

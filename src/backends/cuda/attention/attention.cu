@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                      const Q* mask, Q* out, AttentionShape s, float scale, bool causal,
                      std::int64_t query_offset, std::int64_t splits, std::int64_t chunk,
                      float* partial) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float part_m[kWarps], part_l[kWarps];
   __shared__ float part_acc[kWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -197,7 +198,7 @@ constexpr int kMergeThreads = 128;
 template <typename Q>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const float* partial, Q* out, std::int64_t splits, std::int64_t dh) {
-  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   extern __shared__ float weight[];
   __shared__ float scratch[32];
   const std::int64_t row = blockIdx.x;
@@ -232,9 +233,9 @@ __global__ void __launch_bounds__(kMergeThreads)
 template <typename Q>
 void launch_merge(const float* partial, void* out, const AttentionShape& s, std::int64_t splits,
                   cudaStream_t stream) {
-  merge_kernel<Q><<<static_cast<unsigned>(s.batch * s.sq * s.heads), kMergeThreads,
-                    static_cast<std::size_t>(splits) * sizeof(float), stream>>>(
-      partial, static_cast<Q*>(out), splits, s.head_dim);
+  (void)launch_overlapping(&merge_kernel<Q>, dim3(static_cast<unsigned>(s.batch * s.sq * s.heads)),
+                           dim3(kMergeThreads), static_cast<std::size_t>(splits) * sizeof(float),
+                           stream, partial, static_cast<Q*>(out), splits, s.head_dim);
 }
 
 // Note [Grouped decode attention]
@@ -298,7 +299,7 @@ __global__ void __launch_bounds__(kGroupThreads)
                    const Q* mask, Q* out, AttentionShape s, float scale, bool causal,
                    std::int64_t query_offset, std::int64_t splits, std::int64_t chunk,
                    float* partial) {
-  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   constexpr int V = KvRead<KV>::kPerLoad;
   constexpr int kDh = LANES * V;
   constexpr int kSlots = kGroupThreads / LANES;  // keys read at once
@@ -512,11 +513,11 @@ struct Launch {
 
 template <typename Q, typename KV, int G, int LANES>
 void launch_grouped(const Launch& a) {
-  grouped_kernel<Q, KV, G, LANES>
-      <<<a.blocks(a.s.batch * a.s.sq * a.s.kv_heads), kGroupThreads, 0, a.stream>>>(
-          static_cast<const Q*>(a.q), KvRead<KV>::at(a.k), KvRead<KV>::at(a.v),
-          static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale, a.causal,
-          a.query_offset, a.splits, a.chunk(), a.partial_or_null());
+  (void)launch_overlapping(
+      &grouped_kernel<Q, KV, G, LANES>, dim3(a.blocks(a.s.batch * a.s.sq * a.s.kv_heads)),
+      dim3(kGroupThreads), 0, a.stream, static_cast<const Q*>(a.q), KvRead<KV>::at(a.k),
+      KvRead<KV>::at(a.v), static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale,
+      a.causal, a.query_offset, a.splits, a.chunk(), a.partial_or_null());
   a.merge<Q>();
 }
 
@@ -552,10 +553,11 @@ bool try_grouped(const Launch& a) {
 template <typename Q, typename KV>
 void launch(const Launch& a) {
   if (try_grouped<Q, KV>(a)) return;
-  attention_kernel<Q, KV><<<a.blocks(a.s.batch * a.s.sq * a.s.heads), kWarps * 32, 0, a.stream>>>(
-      static_cast<const Q*>(a.q), KvRead<KV>::at(a.k), KvRead<KV>::at(a.v),
-      static_cast<const Q*>(a.mask), static_cast<Q*>(a.out), a.s, a.scale, a.causal, a.query_offset,
-      a.splits, a.chunk(), a.partial_or_null());
+  (void)launch_overlapping(&attention_kernel<Q, KV>, dim3(a.blocks(a.s.batch * a.s.sq * a.s.heads)),
+                           dim3(kWarps * 32), 0, a.stream, static_cast<const Q*>(a.q),
+                           KvRead<KV>::at(a.k), KvRead<KV>::at(a.v), static_cast<const Q*>(a.mask),
+                           static_cast<Q*>(a.out), a.s, a.scale, a.causal, a.query_offset, a.splits,
+                           a.chunk(), a.partial_or_null());
   a.merge<Q>();
 }
 

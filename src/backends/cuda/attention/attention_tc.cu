@@ -178,6 +178,7 @@ __device__ __forceinline__ bool visible(const TcParams& p, const Q* mask, std::i
 template <typename Q, typename T, int D>
 __global__ void __launch_bounds__(kThreads)
     tc_kernel(const Q* q, const T* k, const T* v, const Q* mask, Q* out, TcParams p) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   using L = Layout<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);
@@ -446,10 +447,9 @@ cudaError_t launch_tc(const void* q, const void* k, const void* v, const void* m
   }
   const dim3 grid(static_cast<unsigned>((p.s.sq + kRows - 1) / kRows),
                   static_cast<unsigned>(p.s.heads), static_cast<unsigned>(p.s.batch));
-  kernel<<<grid, kThreads, kBytes, stream>>>(static_cast<const Q*>(q), static_cast<const T*>(k),
-                                             static_cast<const T*>(v), static_cast<const Q*>(mask),
-                                             static_cast<Q*>(out), p);
-  return cudaGetLastError();
+  return launch_overlapping(kernel, grid, dim3(kThreads), kBytes, stream, static_cast<const Q*>(q),
+                            static_cast<const T*>(k), static_cast<const T*>(v),
+                            static_cast<const Q*>(mask), static_cast<Q*>(out), p);
 }
 
 template <typename Q, typename T>

@@ -22,6 +22,7 @@ __device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
 template <typename S>
 __global__ void binary_kernel(BinaryOp op, const S* a, Layout la, const S* b, Layout lb, S* out,
                               std::int64_t n) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     out[i] = from_f32<S>(binary_op(op, to_f32(a[offset_of(la, i)]), to_f32(b[offset_of(lb, i)])));
@@ -35,6 +36,7 @@ __global__ void binary_kernel(BinaryOp op, const S* a, Layout la, const S* b, La
 // copy bandwidth for a dense f32 add on the H200.
 template <typename S>
 __global__ void binary_dense_kernel(BinaryOp op, const S* a, const S* b, S* out, std::int64_t n) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = from_f32<S>(binary_op(op, to_f32(a[i]), to_f32(b[i])));
 }
@@ -86,6 +88,7 @@ __device__ __forceinline__ float unary_f32(UnaryOp op, float v, float scale) {
 template <typename S>
 __global__ void unary_kernel(UnaryOp op, const S* x, Layout lx, S* out, std::int64_t n,
                              float scale) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     out[i] = from_f32<S>(unary_f32(op, to_f32(x[offset_of(lx, i)]), scale));
@@ -94,6 +97,7 @@ __global__ void unary_kernel(UnaryOp op, const S* x, Layout lx, S* out, std::int
 
 template <typename S>
 __global__ void unary_dense_kernel(UnaryOp op, const S* x, S* out, std::int64_t n, float scale) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = from_f32<S>(unary_f32(op, to_f32(x[i]), scale));
 }
@@ -131,6 +135,7 @@ __device__ __forceinline__ To convert(From v) {
 
 template <typename From, typename To>
 __global__ void cast_kernel(const From* x, Layout lx, To* out, std::int64_t n) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     out[i] = convert<From, To>(x[offset_of(lx, i)]);
@@ -139,6 +144,7 @@ __global__ void cast_kernel(const From* x, Layout lx, To* out, std::int64_t n) {
 
 template <typename Word>
 __global__ void copy_kernel(const Word* src, Layout ls, Word* dst, Layout ld, std::int64_t n) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
     dst[offset_of(ld, i)] = src[offset_of(ls, i)];
@@ -152,34 +158,16 @@ template <Type From>
 cudaError_t cast_from(const void* x, const Layout& lx, Type to, void* out, std::int64_t n,
                       cudaStream_t stream) {
   const auto* in = static_cast<const S<From>*>(x);
-  const unsigned blocks = blocks_for(n);
-  switch (to) {
-    case Type::kF32:
-      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<float*>(out), n);
-      break;
-    case Type::kF16:
-      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<__half*>(out), n);
-      break;
-    case Type::kBF16:
-      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<__nv_bfloat16*>(out), n);
-      break;
-    case Type::kI32:
-      cast_kernel<<<blocks, kThreads, 0, stream>>>(in, lx, static_cast<std::int32_t*>(out), n);
-      break;
+  const auto launch = [&](auto tag) {
+    using To = decltype(tag);
+    (void)launch_overlapping(&cast_kernel<S<From>, To>, dim3(blocks_for(n)), dim3(kThreads), 0,
+                             stream, in, lx, static_cast<To*>(out), n);
+  };
+  if (to == Type::kI32) {
+    launch(std::int32_t{});
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
-}
-
-// Calls `launch` with the storage type's tag (never i32 here).
-template <typename Launch>
-cudaError_t with_float_type(Type type, Launch&& launch) {
-  switch (type) {
-    case Type::kF32: launch(float{}); break;
-    case Type::kF16: launch(__half{}); break;
-    case Type::kBF16: launch(__nv_bfloat16{}); break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(to, launch);
 }
 
 }  // namespace
@@ -190,30 +178,17 @@ cudaError_t binary(BinaryOp op, Type type, const void* a, const Layout& la, cons
   if (la.contiguous && lb.contiguous && dense_grid(n)) {  // Note [Dense elementwise launches]
     return with_float_type(type, [&](auto tag) {
       using S = decltype(tag);
-      binary_dense_kernel<<<dense_blocks(n), kThreads, 0, stream>>>(
-          op, static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(out), n);
+      (void)launch_overlapping(&binary_dense_kernel<S>, dim3(dense_blocks(n)), dim3(kThreads), 0,
+                               stream, op, static_cast<const S*>(a), static_cast<const S*>(b),
+                               static_cast<S*>(out), n);
     });
   }
-  const unsigned blocks = blocks_for(n);
-  switch (type) {
-    case Type::kF32:
-      binary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const float*>(a), la,
-                                                     static_cast<const float*>(b), lb,
-                                                     static_cast<float*>(out), n);
-      break;
-    case Type::kF16:
-      binary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __half*>(a), la,
-                                                     static_cast<const __half*>(b), lb,
-                                                     static_cast<__half*>(out), n);
-      break;
-    case Type::kBF16:
-      binary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __nv_bfloat16*>(a), la,
-                                                     static_cast<const __nv_bfloat16*>(b), lb,
-                                                     static_cast<__nv_bfloat16*>(out), n);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(type, [&](auto tag) {
+    using S = decltype(tag);
+    (void)launch_overlapping(&binary_kernel<S>, dim3(blocks_for(n)), dim3(kThreads), 0, stream, op,
+                             static_cast<const S*>(a), la, static_cast<const S*>(b), lb,
+                             static_cast<S*>(out), n);
+  });
 }
 
 cudaError_t unary(UnaryOp op, Type type, const void* x, const Layout& lx, void* out, std::int64_t n,
@@ -222,27 +197,16 @@ cudaError_t unary(UnaryOp op, Type type, const void* x, const Layout& lx, void* 
   if (lx.contiguous && dense_grid(n)) {  // Note [Dense elementwise launches]
     return with_float_type(type, [&](auto tag) {
       using S = decltype(tag);
-      unary_dense_kernel<<<dense_blocks(n), kThreads, 0, stream>>>(op, static_cast<const S*>(x),
-                                                                   static_cast<S*>(out), n, scale);
+      (void)launch_overlapping(&unary_dense_kernel<S>, dim3(dense_blocks(n)), dim3(kThreads), 0,
+                               stream, op, static_cast<const S*>(x), static_cast<S*>(out), n,
+                               scale);
     });
   }
-  const unsigned blocks = blocks_for(n);
-  switch (type) {
-    case Type::kF32:
-      unary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const float*>(x), lx,
-                                                    static_cast<float*>(out), n, scale);
-      break;
-    case Type::kF16:
-      unary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __half*>(x), lx,
-                                                    static_cast<__half*>(out), n, scale);
-      break;
-    case Type::kBF16:
-      unary_kernel<<<blocks, kThreads, 0, stream>>>(op, static_cast<const __nv_bfloat16*>(x), lx,
-                                                    static_cast<__nv_bfloat16*>(out), n, scale);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(type, [&](auto tag) {
+    using S = decltype(tag);
+    (void)launch_overlapping(&unary_kernel<S>, dim3(blocks_for(n)), dim3(kThreads), 0, stream, op,
+                             static_cast<const S*>(x), lx, static_cast<S*>(out), n, scale);
+  });
 }
 
 cudaError_t cast(Type from, const void* x, const Layout& lx, Type to, void* out, std::int64_t n,
@@ -260,19 +224,17 @@ cudaError_t cast(Type from, const void* x, const Layout& lx, Type to, void* out,
 cudaError_t copy(int bytes, const void* src, const Layout& ls, void* dst, const Layout& ld,
                  std::int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  const unsigned blocks = blocks_for(n);
+  const auto launch = [&](auto word) {
+    using Word = decltype(word);
+    (void)launch_overlapping(&copy_kernel<Word>, dim3(blocks_for(n)), dim3(kThreads), 0, stream,
+                             static_cast<const Word*>(src), ls, static_cast<Word*>(dst), ld, n);
+    return cudaGetLastError();
+  };
   switch (bytes) {
-    case 2:
-      copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(src), ls,
-                                                   static_cast<std::uint16_t*>(dst), ld, n);
-      break;
-    case 4:
-      copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const std::uint32_t*>(src), ls,
-                                                   static_cast<std::uint32_t*>(dst), ld, n);
-      break;
+    case 2: return launch(std::uint16_t{});
+    case 4: return launch(std::uint32_t{});
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace switchyard::cuda::device

@@ -21,6 +21,7 @@ template <typename A, typename W, typename O>
 __global__ void __launch_bounds__(kGemmThreads)
     matmul_kernel(const A* a, const W* w, O* out, std::int64_t m, std::int64_t n, std::int64_t k,
                   std::int64_t w_batch_stride) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float as[kStep][kTile + 1];
   __shared__ float ws[kStep][kTile + 1];
   const std::int64_t batch = blockIdx.z;
@@ -150,7 +151,7 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
       !active ? k_begin : (k_begin + per_slice < k ? k_begin + per_slice : k);
   std::int64_t k0 = k_begin + std::int64_t{lane} * V;
   // The first round of this lane's weight loads into L2 while the kernel before
-  // finishes (Note [Matrix-vector launches overlap their predecessor]).
+  // finishes (Note [Kernels overlap their predecessor]).
 #pragma unroll
   for (int x = 0; x < kMats; ++x) {
 #pragma unroll
@@ -263,7 +264,7 @@ void launch_matvec_split(const void* a, const void* w, const void* w2, void* out
                   static_cast<unsigned>(batch));
   // A failed launch is left for the caller's cudaGetLastError.
   (void)launch_overlapping(&matvec_kernel<A, W, O, M, kPair, kSplit>, grid, dim3(kMatvecWarps * 32),
-                           stream, static_cast<const A*>(a), static_cast<const W*>(w),
+                           0, stream, static_cast<const A*>(a), static_cast<const W*>(w),
                            static_cast<const W*>(w2), static_cast<O*>(out), static_cast<int>(m), n,
                            k, w_batch_stride);
 }
@@ -331,10 +332,9 @@ cudaError_t launch(const void* a, const void* w, void* out, std::int64_t batch, 
   }
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile),
                   static_cast<unsigned>((m + kTile - 1) / kTile), static_cast<unsigned>(batch));
-  matmul_kernel<A, W, O>
-      <<<grid, kGemmThreads, 0, stream>>>(static_cast<const A*>(a), static_cast<const W*>(w),
-                                          static_cast<O*>(out), m, n, k, w_batch_stride);
-  return cudaGetLastError();
+  return launch_overlapping(&matmul_kernel<A, W, O>, grid, dim3(kGemmThreads), 0, stream,
+                            static_cast<const A*>(a), static_cast<const W*>(w),
+                            static_cast<O*>(out), m, n, k, w_batch_stride);
 }
 
 }  // namespace

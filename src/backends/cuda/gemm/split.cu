@@ -34,6 +34,7 @@ __device__ __forceinline__ float swiglu(float g, float u) {
 template <bool kSwiglu, bool kRounded>
 __global__ void split_kernel(const float* a, const float* u, __nv_bfloat16* hi, __nv_bfloat16* lo,
                              std::int64_t n) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     float v = a[i];
@@ -53,17 +54,14 @@ cudaError_t split_bf16(const float* a, const float* u, void* hi, void* lo, std::
   if (n <= 0) return cudaSuccess;
   auto* h = static_cast<__nv_bfloat16*>(hi);
   auto* l = static_cast<__nv_bfloat16*>(lo);
-  const unsigned blocks = blocks_for(n);
-  if (u != nullptr && l != nullptr) {
-    split_kernel<true, false><<<blocks, kThreads, 0, stream>>>(a, u, h, l, n);
-  } else if (u != nullptr) {
-    split_kernel<true, true><<<blocks, kThreads, 0, stream>>>(a, u, h, nullptr, n);
-  } else if (l != nullptr) {
-    split_kernel<false, false><<<blocks, kThreads, 0, stream>>>(a, nullptr, h, l, n);
-  } else {
-    split_kernel<false, true><<<blocks, kThreads, 0, stream>>>(a, nullptr, h, nullptr, n);
+  const auto launch = [&](auto kernel) {
+    return launch_overlapping(kernel, dim3(blocks_for(n)), dim3(kThreads), 0, stream, a, u, h, l,
+                              n);
+  };
+  if (u != nullptr) {
+    return l != nullptr ? launch(&split_kernel<true, false>) : launch(&split_kernel<true, true>);
   }
-  return cudaGetLastError();
+  return l != nullptr ? launch(&split_kernel<false, false>) : launch(&split_kernel<false, true>);
 }
 
 }  // namespace switchyard::cuda::device

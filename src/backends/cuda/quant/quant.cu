@@ -44,7 +44,7 @@ constexpr int kChunkElems = 32;
 // with a NaN or an infinity gets a NaN scale, so every product it enters is NaN.
 __global__ void quantize_activations(const float* x, std::int64_t n, std::int8_t* q,
                                      float* scales) {
-  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
     const float v = x[e];
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kMatvecWarps * 32)
   if (col >= n) return;
   const std::uint8_t* row = w + col * row_bytes;
   // The row's first 4 KiB into L2, a 128-byte line per lane, while the kernel
-  // before finishes (Note [Matrix-vector launches overlap their predecessor]).
+  // before finishes (Note [Kernels overlap their predecessor]).
   if (std::int64_t{lane} * 128 < row_bytes) prefetch_l2(row + lane * 128);
   wait_for_predecessor();
   const std::int64_t chunks = k / kChunkElems;
@@ -208,7 +208,7 @@ void launch_matvec(const std::uint8_t* w, const std::int8_t* xq, const float* xs
   const int rows = static_cast<int>(m);
   // A failed launch is left for the caller's cudaGetLastError.
   const auto run = [&](auto kernel) {
-    (void)launch_overlapping(kernel, grid, block, stream, w, row_bytes, xq, xs, out, rows, n, k);
+    (void)launch_overlapping(kernel, grid, block, 0, stream, w, row_bytes, xq, xs, out, rows, n, k);
   };
   if (m == 1) {
     run(&matvec_kernel<F, 1>);
@@ -248,6 +248,7 @@ __global__ void dequantize_kernel(const std::uint8_t* table, std::int64_t table_
                                   std::int64_t row_bytes, std::int64_t chunks_per_row,
                                   const std::int32_t* idx, std::int64_t total, O* out, bool vector,
                                   int* error) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   using Fmt = Format<F>;
   constexpr int kChunksPerBlock = Fmt::kBlockElems / kChunkElems;
   for (std::int64_t t = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; t < total;
@@ -289,26 +290,12 @@ cudaError_t launch_dequantize(const void* table, std::int64_t table_rows, std::i
   if (total == 0) return cudaSuccess;
   const auto* t = static_cast<const std::uint8_t*>(table);
   const bool vector = reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-  const unsigned blocks = blocks_for(total);
-  switch (out_type) {
-    case Type::kF32:
-      dequantize_kernel<F>
-          <<<blocks, kThreads, 0, stream>>>(t, table_rows, row_bytes, chunks_per_row, idx, total,
-                                            static_cast<float*>(out), vector, error);
-      break;
-    case Type::kF16:
-      dequantize_kernel<F>
-          <<<blocks, kThreads, 0, stream>>>(t, table_rows, row_bytes, chunks_per_row, idx, total,
-                                            static_cast<__half*>(out), vector, error);
-      break;
-    case Type::kBF16:
-      dequantize_kernel<F>
-          <<<blocks, kThreads, 0, stream>>>(t, table_rows, row_bytes, chunks_per_row, idx, total,
-                                            static_cast<__nv_bfloat16*>(out), vector, error);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(out_type, [&](auto tag) {
+    using O = decltype(tag);
+    (void)launch_overlapping(&dequantize_kernel<F, O>, dim3(blocks_for(total)), dim3(kThreads), 0,
+                             stream, t, table_rows, row_bytes, chunks_per_row, idx, total,
+                             static_cast<O*>(out), vector, error);
+  });
 }
 
 // op.template run<F>() for the runtime format (C++17: no templated lambdas).
@@ -409,8 +396,11 @@ cudaError_t quant_matvec(QuantFormat format, const float* a, const void* w, floa
   auto* xq = static_cast<std::int8_t*>(scratch);
   auto* xs = reinterpret_cast<float*>(static_cast<std::byte*>(scratch) + activation_bytes(m, k));
   const std::int64_t values = m * k;
-  quantize_activations<<<blocks_for(values), kThreads, 0, stream>>>(a, values, xq, xs);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = launch_overlapping(&quantize_activations, dim3(blocks_for(values)),
+                                         dim3(kThreads), 0, stream, a, values, xq, xs);
+      e != cudaSuccess) {
+    return e;
+  }
   return with_format(format, Matvec{w, xq, xs, out, m, n, k, stream});
 }
 

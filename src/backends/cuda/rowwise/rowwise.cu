@@ -14,7 +14,7 @@ constexpr int kRowThreads = 256;
 
 template <typename S>
 __global__ void rms_norm_kernel(const S* x, const S* w, S* out, std::int64_t d, float eps) {
-  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float scratch[32];
   const S* row = x + blockIdx.x * d;
   S* dst = out + blockIdx.x * d;
@@ -56,7 +56,7 @@ template <typename S, int kChunks>
 __global__ void __launch_bounds__(kRowThreads)
     rms_norm_held_kernel(const S* x, const S* w, S* out, std::int64_t d, float eps) {
   constexpr int V = 16 / sizeof(S);
-  let_successor_start();  // Note [Matrix-vector launches overlap their predecessor]
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float scratch[32];
   const S* row = x + blockIdx.x * d;
   S* dst = out + blockIdx.x * d;
@@ -111,6 +111,7 @@ int held_chunks(const void* x, const void* w, const void* out, std::int64_t d) {
 template <typename S>
 __global__ void layer_norm_kernel(const S* x, const S* w, const S* b, S* out, std::int64_t d,
                                   float eps) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float scratch[32];
   const S* row = x + blockIdx.x * d;
   S* dst = out + blockIdx.x * d;
@@ -146,6 +147,7 @@ __device__ __forceinline__ float logit(const S* row, const S* mask_row, std::int
 template <typename S>
 __global__ void softmax_kernel(const S* x, const S* mask, S* out, std::int64_t r, std::int64_t c,
                                float scale, bool causal, std::int64_t query_offset) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float scratch[32];
   const std::int64_t i = blockIdx.x % r;
   const S* row = x + blockIdx.x * c;
@@ -174,6 +176,7 @@ __global__ void softmax_kernel(const S* x, const S* mask, S* out, std::int64_t r
 
 template <typename S>
 __global__ void reduce_kernel(ReduceOp op, const S* x, S* out, std::int64_t d) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   __shared__ float scratch[32];
   const S* row = x + blockIdx.x * d;
   float acc = op == ReduceOp::kMax ? -INFINITY : 0.0f;
@@ -184,18 +187,6 @@ __global__ void reduce_kernel(ReduceOp op, const S* x, S* out, std::int64_t d) {
   acc = op == ReduceOp::kMax ? block_max(acc, scratch) : block_sum(acc, scratch);
   if (op == ReduceOp::kMean) acc = __fdiv_rn(acc, static_cast<float>(d));
   if (threadIdx.x == 0) out[blockIdx.x] = from_f32<S>(acc);
-}
-
-// Calls `launch` with the storage type of `type` (never i32 here).
-template <typename Launch>
-cudaError_t with_float_type(Type type, Launch&& launch) {
-  switch (type) {
-    case Type::kF32: launch(float{}); break;
-    case Type::kF16: launch(__half{}); break;
-    case Type::kBF16: launch(__nv_bfloat16{}); break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
 }
 
 // Rows are blocks: a grid's x dimension holds 2^31 - 1 of them.
@@ -212,21 +203,16 @@ cudaError_t rms_norm(Type type, const void* x, const void* w, void* out, std::in
     const auto* xs = static_cast<const S*>(x);
     const auto* ws = static_cast<const S*>(w);
     auto* os = static_cast<S*>(out);
-    const auto blocks = static_cast<unsigned>(rows);
+    const auto launch = [&](auto kernel) {
+      (void)launch_overlapping(kernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0,
+                               stream, xs, ws, os, d, eps);
+    };
     switch (held_chunks<S>(x, w, out, d)) {
-      case 1:
-        rms_norm_held_kernel<S, 1><<<blocks, kRowThreads, 0, stream>>>(xs, ws, os, d, eps);
-        break;
-      case 2:
-        rms_norm_held_kernel<S, 2><<<blocks, kRowThreads, 0, stream>>>(xs, ws, os, d, eps);
-        break;
-      case 4:
-        rms_norm_held_kernel<S, 4><<<blocks, kRowThreads, 0, stream>>>(xs, ws, os, d, eps);
-        break;
-      case 8:
-        rms_norm_held_kernel<S, 8><<<blocks, kRowThreads, 0, stream>>>(xs, ws, os, d, eps);
-        break;
-      default: rms_norm_kernel<<<blocks, kRowThreads, 0, stream>>>(xs, ws, os, d, eps); break;
+      case 1: launch(&rms_norm_held_kernel<S, 1>); break;
+      case 2: launch(&rms_norm_held_kernel<S, 2>); break;
+      case 4: launch(&rms_norm_held_kernel<S, 4>); break;
+      case 8: launch(&rms_norm_held_kernel<S, 8>); break;
+      default: launch(&rms_norm_kernel<S>); break;
     }
   });
 }
@@ -237,9 +223,10 @@ cudaError_t layer_norm(Type type, const void* x, const void* w, const void* b, v
   if (too_many_rows(rows)) return cudaErrorInvalidConfiguration;
   return with_float_type(type, [&](auto tag) {
     using S = decltype(tag);
-    layer_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        static_cast<const S*>(x), static_cast<const S*>(w), static_cast<const S*>(b),
-        static_cast<S*>(out), d, eps);
+    (void)launch_overlapping(&layer_norm_kernel<S>, dim3(static_cast<unsigned>(rows)),
+                             dim3(kRowThreads), 0, stream, static_cast<const S*>(x),
+                             static_cast<const S*>(w), static_cast<const S*>(b),
+                             static_cast<S*>(out), d, eps);
   });
 }
 
@@ -251,9 +238,10 @@ cudaError_t softmax(Type type, const void* x, const void* mask, void* out, std::
   if (too_many_rows(rows)) return cudaErrorInvalidConfiguration;
   return with_float_type(type, [&](auto tag) {
     using S = decltype(tag);
-    softmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        static_cast<const S*>(x), static_cast<const S*>(mask), static_cast<S*>(out), r, c, scale,
-        causal, query_offset);
+    (void)launch_overlapping(&softmax_kernel<S>, dim3(static_cast<unsigned>(rows)),
+                             dim3(kRowThreads), 0, stream, static_cast<const S*>(x),
+                             static_cast<const S*>(mask), static_cast<S*>(out), r, c, scale, causal,
+                             query_offset);
   });
 }
 
@@ -263,8 +251,9 @@ cudaError_t reduce(ReduceOp op, Type type, const void* x, void* out, std::int64_
   if (too_many_rows(rows)) return cudaErrorInvalidConfiguration;
   return with_float_type(type, [&](auto tag) {
     using S = decltype(tag);
-    reduce_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
-        op, static_cast<const S*>(x), static_cast<S*>(out), d);
+    (void)launch_overlapping(&reduce_kernel<S>, dim3(static_cast<unsigned>(rows)),
+                             dim3(kRowThreads), 0, stream, op, static_cast<const S*>(x),
+                             static_cast<S*>(out), d);
   });
 }
 

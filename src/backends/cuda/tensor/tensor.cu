@@ -23,6 +23,7 @@ template <typename S>
 __global__ void rope_kernel(const S* x, const std::int32_t* pos, const float* factors, S* out,
                             std::int64_t t, std::int64_t h, std::int64_t d, int mode, double base,
                             std::int64_t rope_dims, std::int64_t n) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   // n = rows (batch * t) x head groups x slots.
   const std::int64_t slots = (d + 1) / 2, groups = (h + kRopeHeads - 1) / kRopeHeads;
   const std::int64_t half = rope_dims / 2;
@@ -60,6 +61,7 @@ __global__ void rope_kernel(const S* x, const std::int32_t* pos, const float* fa
 template <typename T, typename O>
 __global__ void get_rows_kernel(const T* table, std::int64_t rows, std::int64_t cols,
                                 const std::int32_t* idx, O* out, std::int64_t n, int* error) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t r = e / cols;
@@ -76,6 +78,7 @@ __global__ void get_rows_kernel(const T* table, std::int64_t rows, std::int64_t 
 template <typename S, typename D>
 __global__ void set_rows_kernel(const S* src, std::int64_t cols, const std::int32_t* idx, D* out,
                                 std::int64_t rows, std::int64_t n, int* error) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t r = e / cols;
@@ -92,23 +95,11 @@ template <typename S>
 cudaError_t set_rows_from(const S* src, std::int64_t cols, const std::int32_t* idx, Type out_type,
                           void* out, std::int64_t rows, std::int64_t n, int* error,
                           cudaStream_t stream) {
-  const unsigned blocks = blocks_for(n);
-  switch (out_type) {
-    case Type::kF32:
-      set_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, cols, idx, static_cast<float*>(out),
-                                                       rows, n, error);
-      break;
-    case Type::kF16:
-      set_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, cols, idx, static_cast<__half*>(out),
-                                                       rows, n, error);
-      break;
-    case Type::kBF16:
-      set_rows_kernel<<<blocks, kThreads, 0, stream>>>(
-          src, cols, idx, static_cast<__nv_bfloat16*>(out), rows, n, error);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(out_type, [&](auto tag) {
+    using D = decltype(tag);
+    (void)launch_overlapping(&set_rows_kernel<S, D>, dim3(blocks_for(n)), dim3(kThreads), 0, stream,
+                             src, cols, idx, static_cast<D*>(out), rows, n, error);
+  });
 }
 
 // Note [A q8_0 cache on the device]
@@ -124,6 +115,7 @@ template <typename S>
 __global__ void set_rows_q8_0_kernel(const S* src, std::int64_t cols, const std::int32_t* idx,
                                      std::uint8_t* out, std::int64_t rows, std::int64_t n,
                                      int* error) {
+  begin_overlapped();  // Note [Kernels overlap their predecessor]
   const std::int64_t blocks_per_row = cols / kQ8Values;
   for (std::int64_t e = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; e < n;
        e += std::int64_t{gridDim.x} * blockDim.x) {
@@ -156,23 +148,11 @@ template <typename T>
 cudaError_t get_rows_to(const T* table, std::int64_t rows, std::int64_t cols,
                         const std::int32_t* idx, std::int64_t n, Type out_type, void* out,
                         int* error, cudaStream_t stream) {
-  const unsigned blocks = blocks_for(n);
-  switch (out_type) {
-    case Type::kF32:
-      get_rows_kernel<<<blocks, kThreads, 0, stream>>>(table, rows, cols, idx,
-                                                       static_cast<float*>(out), n, error);
-      break;
-    case Type::kF16:
-      get_rows_kernel<<<blocks, kThreads, 0, stream>>>(table, rows, cols, idx,
-                                                       static_cast<__half*>(out), n, error);
-      break;
-    case Type::kBF16:
-      get_rows_kernel<<<blocks, kThreads, 0, stream>>>(table, rows, cols, idx,
-                                                       static_cast<__nv_bfloat16*>(out), n, error);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(out_type, [&](auto tag) {
+    using O = decltype(tag);
+    (void)launch_overlapping(&get_rows_kernel<T, O>, dim3(blocks_for(n)), dim3(kThreads), 0, stream,
+                             table, rows, cols, idx, static_cast<O*>(out), n, error);
+  });
 }
 
 }  // namespace
@@ -182,26 +162,12 @@ cudaError_t rope(Type type, const void* x, const std::int32_t* pos, const float*
                  float base, std::int64_t rope_dims, cudaStream_t stream) {
   const std::int64_t n = batch * t * ((h + kRopeHeads - 1) / kRopeHeads) * ((d + 1) / 2);
   if (n == 0) return cudaSuccess;
-  const unsigned blocks = blocks_for(n);
-  switch (type) {
-    case Type::kF32:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x), pos, factors,
-                                                   static_cast<float*>(out), t, h, d, mode, base,
-                                                   rope_dims, n);
-      break;
-    case Type::kF16:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(x), pos, factors,
-                                                   static_cast<__half*>(out), t, h, d, mode, base,
-                                                   rope_dims, n);
-      break;
-    case Type::kBF16:
-      rope_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), pos,
-                                                   factors, static_cast<__nv_bfloat16*>(out), t, h,
-                                                   d, mode, base, rope_dims, n);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_float_type(type, [&](auto tag) {
+    using S = decltype(tag);
+    (void)launch_overlapping(&rope_kernel<S>, dim3(blocks_for(n)), dim3(kThreads), 0, stream,
+                             static_cast<const S*>(x), pos, factors, static_cast<S*>(out), t, h, d,
+                             mode, static_cast<double>(base), rope_dims, n);
+  });
 }
 
 cudaError_t get_rows(Type table_type, const void* table, std::int64_t rows, std::int64_t cols,
@@ -231,23 +197,13 @@ cudaError_t set_rows_q8_0(Type src_type, const void* src, std::int64_t n, std::i
   if (elements == 0) return cudaSuccess;
   if (cols % kQ8Values != 0) return cudaErrorInvalidValue;
   auto* o = static_cast<std::uint8_t*>(out);
-  const unsigned blocks = blocks_for(elements);  // kThreads and the stride: whole warps
-  switch (src_type) {
-    case Type::kF32:
-      set_rows_q8_0_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(src), cols,
-                                                            idx, o, rows, elements, error);
-      break;
-    case Type::kF16:
-      set_rows_q8_0_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(src), cols,
-                                                            idx, o, rows, elements, error);
-      break;
-    case Type::kBF16:
-      set_rows_q8_0_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(src),
-                                                            cols, idx, o, rows, elements, error);
-      break;
-    case Type::kI32: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  // kThreads and the grid stride are whole warps, as the kernel needs.
+  return with_float_type(src_type, [&](auto tag) {
+    using S = decltype(tag);
+    (void)launch_overlapping(&set_rows_q8_0_kernel<S>, dim3(blocks_for(elements)), dim3(kThreads),
+                             0, stream, static_cast<const S*>(src), cols, idx, o, rows, elements,
+                             error);
+  });
 }
 
 cudaError_t set_rows(Type src_type, const void* src, std::int64_t n, std::int64_t cols,
