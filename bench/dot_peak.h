@@ -15,6 +15,10 @@ namespace switchyard::bench {
 double dot_peak_avx2(std::int64_t iterations);
 // vpdpbusd on zmm registers: 64 byte multiply-adds per instruction.
 double dot_peak_avx512vnni(std::int64_t iterations);
+// vpdpbusd on ymm registers, 32 byte multiply-adds per instruction: the EVEX form
+// (AVX-512 VNNI) and the VEX form (AVX-VNNI), the 256-bit packed tiles' peak.
+double dot_peak_avx512vnni_256(std::int64_t iterations);
+double dot_peak_avxvnni(std::int64_t iterations);
 // tdpbssd on 16 x 64-byte tiles: 16 * 16 * 64 byte multiply-adds per instruction.
 double dot_peak_amx_int8(std::int64_t iterations);
 // tdpbf16ps on 16 x 32-bf16 tiles: 16 * 16 * 32 bf16 multiply-adds per instruction.

@@ -29,6 +29,13 @@ const bool kRegistered = [] {
     benchmark::RegisterBenchmark("BM_DotPeak/avx512_vnni", BM_DotPeak, &dot_peak_avx512vnni)
         ->Iterations(3);
   }
+  // The 256-bit vpdpbusd that the *_packed256 siblings run: EVEX where
+  // AVX-512 VNNI is there (as the sibling does), else AVX-VNNI's VEX form.
+  if (f.avx512_vnni || f.avx_vnni) {
+    benchmark::RegisterBenchmark("BM_DotPeak/vnni256", BM_DotPeak,
+                                 f.avx512_vnni ? &dot_peak_avx512vnni_256 : &dot_peak_avxvnni)
+        ->Iterations(3);
+  }
   if (f.amx_int8) {
     benchmark::RegisterBenchmark("BM_DotPeak/amx_int8", BM_DotPeak, &dot_peak_amx_int8)
         ->Iterations(3);

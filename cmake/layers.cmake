@@ -31,6 +31,7 @@ set(SWITCHYARD_LAYER_INCLUDE_ROOT ${PROJECT_BINARY_DIR}/layer_include)
 # compiled for it; the code that calls them checks the running CPU for exactly
 # that set first:
 #   *_avx2.cpp        AVX2, FMA, F16C
+#   *_avxvnni.cpp     those and AVX-VNNI (the VEX vpdpbusd, without AVX-512)
 #   *_avx512.cpp      those and AVX-512 F/BW/VL/DQ
 #   *_avx512vnni.cpp  those and AVX512_VNNI
 #   *_avx512bf16.cpp  those and AVX512_BF16
@@ -45,6 +46,9 @@ function(switchyard_set_isa_flags)
   foreach(source IN LISTS ARGN)
     if(source MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS "${SWITCHYARD_AVX2_FLAGS}")
+    elseif(source MATCHES "_avxvnni\\.cpp$")
+      set_source_files_properties(${source} PROPERTIES COMPILE_OPTIONS
+                                  "${SWITCHYARD_AVX2_FLAGS};-mavxvnni")
     elseif(source MATCHES "_avx512(vnni|bf16)?\\.cpp$")
       set(flags ${SWITCHYARD_AVX512_FLAGS})
       if(CMAKE_MATCH_1)

@@ -7,8 +7,9 @@
 #      symbol) that a SIMD object compiles with instructions beyond the x86-64
 #      baseline: the linker keeps one copy of each weak symbol for the whole
 #      program, and it may keep this one for portable callers.
-#   2. Instructions of an extension a file's suffix does not allow: AVX-512 in an
-#      *_avx2 object, VNNI, BF16 or AMX in an *_avx512 object, BF16 or AMX in an
+#   2. Instructions of an extension a file's suffix does not allow: AVX-512 or
+#      VNNI in an *_avx2 object, AVX-512, BF16 or AMX in an *_avxvnni one (its
+#      VNNI is the VEX form), VNNI, BF16 or AMX in an *_avx512 object, BF16 or AMX in an
 #      *_avx512vnni one, VNNI or BF16 in an *_amx one, VNNI or AMX-INT8 in an
 #      *_amxbf16 one.
 #
@@ -54,6 +55,12 @@ for object in $objects; do
     *_avx2.cpp)
       if grep -qE "$avx512_only" <<<"$listing"; then report "$file: AVX-512 registers in an AVX2 file"; fi
       if grep -qE "$amx" <<<"$mnemonics"; then report "$file: AMX in an AVX2 file"; fi
+      # objdump shows AVX-VNNI's VEX forms as "{vex} vpdpbusd".
+      if grep -qE "$vnni|^[{]vex[}]$" <<<"$mnemonics"; then report "$file: VNNI in an AVX2 file"; fi
+      ;;
+    *_avxvnni.cpp)
+      if grep -qE "$avx512_only" <<<"$listing"; then report "$file: AVX-512 registers in an AVX-VNNI file"; fi
+      if grep -qE "$bf16|$amx" <<<"$mnemonics"; then report "$file: BF16 or AMX in an AVX-VNNI file"; fi
       ;;
     *_avx512.cpp)
       if grep -qE "$vnni|$bf16|$amx" <<<"$mnemonics"; then report "$file: VNNI, BF16 or AMX in an AVX-512 base file"; fi

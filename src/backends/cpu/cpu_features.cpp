@@ -22,8 +22,8 @@ namespace switchyard::cpu {
 namespace {
 
 // What SWITCHYARD_CPU_DISABLE may name.
-constexpr std::array<std::string_view, 8> kDisableable = {
-    "avx2", "f16c", "avx512", "avx512_vnni", "avx512_bf16", "avx512_vbmi", "gfni", "amx"};
+constexpr std::array<std::string_view, 9> kDisableable = {
+    "avx2", "f16c", "avx_vnni", "avx512", "avx512_vnni", "avx512_bf16", "avx512_vbmi", "gfni", "amx"};
 
 bool disabled(std::string_view list, std::string_view feature) {
   while (!list.empty()) {
@@ -89,6 +89,9 @@ CpuFeatures detect() {
   const bool amx_tile = f.avx512 && leaf7 && (edx & (1u << 24)) != 0;
   const bool amx_int8_cpuid = amx_tile && (edx & (1u << 25)) != 0;
   const bool amx_bf16_cpuid = amx_tile && (edx & (1u << 22)) != 0;
+  // CPUID leaf 7, sub-leaf 1: AVX-VNNI is EAX bit 4 (its ymm state is AVX2's).
+  f.avx_vnni = f.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 &&
+               (eax & (1u << 4)) != 0;
 #else
   const bool amx_int8_cpuid = false;
   const bool amx_bf16_cpuid = false;
@@ -99,6 +102,7 @@ CpuFeatures detect() {
     note_unknown_features(list);
     if (disabled(list, "avx2")) f = CpuFeatures{};
     if (disabled(list, "f16c")) f.f16c = false;
+    if (disabled(list, "avx_vnni")) f.avx_vnni = false;
     if (disabled(list, "avx512")) {
       f.avx512 = f.avx512_vnni = f.avx512_bf16 = f.avx512_vbmi = f.gfni = false;
     }
@@ -128,6 +132,7 @@ std::string CpuFeatures::to_string() const {
   };
   add(avx2, "avx2");
   add(f16c, "f16c");
+  add(avx_vnni, "avx_vnni");
   add(avx512, "avx512");
   add(avx512_vnni, "avx512_vnni");
   add(avx512_bf16, "avx512_bf16");

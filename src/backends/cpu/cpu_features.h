@@ -3,7 +3,7 @@
 // the wider register state) supports them.
 //
 // SWITCHYARD_CPU_DISABLE (read once) turns features off for testing the narrower
-// siblings on a wide machine: a comma list of `avx512`, `avx512_vnni`,
+// siblings on a wide machine: a comma list of `avx_vnni`, `avx512`, `avx512_vnni`,
 // `avx512_bf16`, `avx512_vbmi`, `gfni`, `amx`, `avx2`, `f16c` ("avx2" and
 // "avx512" also disable everything wider).
 //
@@ -20,6 +20,7 @@ namespace switchyard::cpu {
 struct CpuFeatures {
   bool avx2 = false;  // with FMA
   bool f16c = false;
+  bool avx_vnni = false;  // with AVX2: the VEX-encoded 256-bit vpdpbusd (AVX-VNNI)
   bool avx512 = false;  // F, BW, VL and DQ together
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
@@ -28,7 +29,7 @@ struct CpuFeatures {
   bool amx_int8 = false;  // with AVX-512: AMX-TILE and AMX-INT8, tile state granted
   bool amx_bf16 = false;  // with AVX-512 BF16: AMX-TILE and AMX-BF16, tile state granted
 
-  // "avx2 f16c avx512 avx512_vnni avx512_vbmi gfni amx_int8 amx_bf16".
+  // "avx2 f16c avx_vnni avx512 avx512_vnni avx512_vbmi gfni amx_int8 amx_bf16".
   [[nodiscard]] std::string to_string() const;
 };
 

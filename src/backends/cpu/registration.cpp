@@ -569,6 +569,14 @@ CostEstimate quant_matmul_packed_cost(const CostInputs& in) {
   return e;
 }
 
+// The 256-bit packed tiles do the 512-bit ones' instructions at half their
+// width (twice as many per weight) and are admitted from the same row count.
+CostEstimate quant_matmul_packed256_cost(const CostInputs& in) {
+  CostEstimate e = quant_matmul_packed_cost(in);
+  e.flops *= 2.0;
+  return e;
+}
+
 constexpr WeightPacking kPackedWeight{
     .operand = 1, .packed_bytes = &packed_weight_bytes, .pack = &pack_weight};
 
@@ -616,8 +624,12 @@ PrecisionGuarantee quant_integer_dot() {
 // once); to f16 / bf16 it rounds once more, to nearest: within half an ULP either way.
 PrecisionGuarantee dequant_to(DType /*to*/) { return exact(); }
 
+// Which encoding of the 256-bit vpdpbusd the packed 256-bit tiles run with, if any.
+enum class Vnni256 { kNone, kAvxVnni, kAvx512Vnni };
+
 template <DType W>
-void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512, bool avx2) {
+void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512, bool avx2,
+                    Vnni256 vnni256) {
   constexpr OpKind kMatmul = OpKind::kMatmul;
   const DTypeList matmul_key{kF32, W, kF32};
   if (avx512 && is_quantized_weight_format(W)) {
@@ -626,7 +638,8 @@ void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512,
             {.precision = quant_integer_dot(), .cost = &quant_matmul_cost<1>, .source = "avx512"}));
   }
   if (avx512 && packed_format(W).sub != 0) {
-    out.push_back(row(kMatmul, matmul_key, &matmul_quant_packed_avx512_for<W>, "avx512_packed",
+    out.push_back(row(kMatmul, matmul_key, &matmul_quant_packed_for<W, kPackedTilesAvx512>,
+                      "avx512_packed",
                       {.precision = quant_integer_dot(),
                        .cost = &quant_matmul_packed_cost,
                        .source = "avx512",
@@ -652,6 +665,22 @@ void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512,
         row(kMatmul, matmul_key, &matmul_quant_avx2_for<W>, "avx2",
             {.precision = quant_integer_dot(), .cost = &quant_matmul_cost<2>, .source = "avx2"}));
   }
+  // The same layout through 256-bit tiles: the packed sibling of CPUs with
+  // AVX-VNNI and no AVX-512, and on AVX-512 VNNI machines a narrower one that
+  // ranks behind the 512-bit tiles. After the AVX2 sibling, so that `lookup`'s
+  // first sibling is one that needs no packing and admits every row count.
+  if (vnni256 != Vnni256::kNone && packed_format(W).sub != 0) {
+    const bool evex = vnni256 == Vnni256::kAvx512Vnni;
+    out.push_back(row(kMatmul, matmul_key,
+                      evex ? &matmul_quant_packed_for<W, kPackedTiles256Avx512Vnni>
+                           : &matmul_quant_packed_for<W, kPackedTiles256AvxVnni>,
+                      evex ? "avx512_vnni_packed256" : "avx_vnni_packed256",
+                      {.precision = quant_integer_dot(),
+                       .cost = &quant_matmul_packed256_cost,
+                       .source = evex ? "avx512_vnni" : "avx_vnni",
+                       .admits = &quant_matmul_packed_admits,
+                       .packing = &kPackedWeight}));
+  }
   out.push_back(row(
       kMatmul, matmul_key, &matmul_quant_ref_for<W>, "ref",
       {.precision = quant_reference_dot(), .cost = &quant_matmul_cost<16>, .source = "portable"}));
@@ -671,8 +700,8 @@ void add_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512,
 
 template <std::size_t... I>
 void add_all_quant_rows(std::vector<Row>& out, bool amx_bf16, bool amx, bool avx512, bool avx2,
-                        std::index_sequence<I...>) {
-  (add_quant_rows<kQuantizedDTypes[I]>(out, amx_bf16, amx, avx512, avx2), ...);
+                        Vnni256 vnni256, std::index_sequence<I...>) {
+  (add_quant_rows<kQuantizedDTypes[I]>(out, amx_bf16, amx, avx512, avx2, vnni256), ...);
 }
 
 // Built per process: which SIMD siblings exist depends on the running CPU.
@@ -682,8 +711,12 @@ const std::vector<Row>& quant_rows() {
     const CpuFeatures& cpu = cpu_features();
     // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd); the
     // AMX-BF16 one AMX-INT8 too (the weights' unpacking is in the AMX-INT8 file).
+    const bool avx512_vnni = cpu.avx512 && cpu.avx512_vnni && cpu.f16c;
+    const Vnni256 vnni256 = avx512_vnni                    ? Vnni256::kAvx512Vnni
+                            : cpu.avx_vnni && cpu.f16c ? Vnni256::kAvxVnni
+                                                       : Vnni256::kNone;
     add_all_quant_rows(out, cpu.amx_bf16 && cpu.amx_int8 && cpu.f16c, cpu.amx_int8 && cpu.f16c,
-                       cpu.avx512 && cpu.avx512_vnni && cpu.f16c, cpu.avx2 && cpu.f16c,
+                       avx512_vnni, cpu.avx2 && cpu.f16c, vnni256,
                        std::make_index_sequence<kQuantizedDTypes.size()>{});
     return out;
   }();

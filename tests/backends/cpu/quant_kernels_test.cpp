@@ -616,6 +616,12 @@ TEST(QuantRegistration, EveryFormatHasMatmulGetRowsAndCasts) {
     if (simd && has_amx()) expect.push_back("amx");
     if (simd && has_amx_bf16()) expect.push_back("amx_bf16");
     if (simd && has_avx2()) expect.push_back("avx2");
+    // The 256-bit packed tiles: EVEX with AVX-512 VNNI, else AVX-VNNI's VEX form.
+    if (simd && has_avx512_vnni()) {
+      expect.push_back("avx512_vnni+packed");
+    } else if (simd && cpu_features().avx_vnni && cpu_features().f16c) {
+      expect.push_back("avx_vnni+packed");
+    }
     expect.push_back("portable");
     std::vector<std::string> got;
     for (const BindingEntry& e : alts) got.push_back(e.source + (e.packing ? "+packed" : ""));

@@ -105,15 +105,19 @@ TEST(PackedWeights, RefusesWhatItCannotPack) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("row 1"));
 }
 
-// The sibling as the table has it.
-const BindingEntry& packed_sibling(DType t) {
+// The packed siblings as the table has them: the 512-bit tiles first where
+// the CPU has them, then the 256-bit ones.
+std::vector<const BindingEntry*> packed_siblings(DType t) {
+  std::vector<const BindingEntry*> out;
   for (const BindingEntry& e : current_table()->lookup_alternatives(
            OpKind::kMatmul, {DType::kF32, t, DType::kF32}, BackendId::kCpu)) {
-    if (e.packing != nullptr) return e;
+    if (e.packing != nullptr) out.push_back(&e);
   }
-  SWITCHYARD_CHECK_MSG(false, "no packed sibling");
-  std::abort();
+  return out;
 }
+
+// A CPU without AVX-512 VNNI may still have AVX-VNNI and so the 256-bit tiles.
+bool has_any_packed() { return !packed_siblings(DType::kQ4_0).empty(); }
 
 struct Call {
   std::vector<float> a, out;
@@ -135,43 +139,88 @@ Status run(const BindingEntry& e, DType t, Call& c, std::int64_t m, std::int64_t
 }
 
 TEST(PackedMatmul, RefusesUnpackedBytes) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  Call c{std::vector<float>(64, 1.0f), std::vector<float>(16), quantized(DType::kQ4_0, 16, 64, 1)};
-  const Status s = run(packed_sibling(DType::kQ4_0), DType::kQ4_0, c, 1, 16, 64, nullptr, false);
-  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("not packed"));
+  if (!has_any_packed()) GTEST_SKIP() << "no VNNI on this CPU";
+  for (const BindingEntry* e : packed_siblings(DType::kQ4_0)) {
+    Call c{std::vector<float>(64, 1.0f), std::vector<float>(16),
+           quantized(DType::kQ4_0, 16, 64, 1)};
+    const Status s = run(*e, DType::kQ4_0, c, 1, 16, 64, nullptr, false);
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << e->name;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("not packed"));
+  }
 }
 
 // Every output computed by the same operations whatever tile or thread computes
-// it: rows alone equal rows in a batch, and thread counts agree, bit for bit.
+// it: rows alone equal rows in a batch, and thread counts agree, bit for bit;
+// and the 256-bit tiles give the 512-bit ones' bits. 7 rows fill neither tile
+// height (6 and 3) evenly, 50 weight rows end in a partial panel, and K = 768
+// takes two spans of K (512 and 256).
 TEST(PackedMatmul, IndependentOfTilesAndThreads) {
-  if (!has_vnni()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
-  constexpr std::int64_t kM = 7, kN = 50, kK = 512;
+  if (!has_any_packed()) GTEST_SKIP() << "no VNNI on this CPU";
+  constexpr std::int64_t kM = 7, kN = 50, kK = 768;
   ThreadPool pool(3);
   for (DType t : packable()) {
-    const BindingEntry& e = packed_sibling(t);
     std::mt19937 rng(9);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    Call all{std::vector<float>(kM * kK), std::vector<float>(kM * kN), quantized(t, kN, kK, 4)};
-    for (float& v : all.a) v = normal(rng);
-    all.a[3 * kK + 5] = NAN;  // row 3 gives NaN, the others are unaffected
-    ASSERT_TRUE(run(e, t, all, kM, kN, kK, nullptr).is_ok()) << name(t);
-    Call threaded = all;
-    ASSERT_TRUE(run(e, t, threaded, kM, kN, kK, &pool).is_ok());
-    EXPECT_EQ(std::memcmp(threaded.out.data(), all.out.data(), all.out.size() * 4), 0) << name(t);
-    for (std::int64_t r = 0; r < kM; ++r) {
-      Call one{std::vector<float>(all.a.begin() + r * kK, all.a.begin() + (r + 1) * kK),
-               std::vector<float>(kN), all.w};
-      ASSERT_TRUE(run(e, t, one, 1, kN, kK, nullptr).is_ok());
-      for (std::int64_t j = 0; j < kN; ++j) {
-        const float batch = all.out[static_cast<std::size_t>(r * kN + j)];
-        if (r == 3) {
-          EXPECT_TRUE(std::isnan(batch));
-        } else {
-          EXPECT_EQ(one.out[static_cast<std::size_t>(j)], batch) << name(t) << " " << r << " " << j;
+    Call first{std::vector<float>(kM * kK), std::vector<float>(kM * kN), quantized(t, kN, kK, 4)};
+    for (float& v : first.a) v = normal(rng);
+    first.a[3 * kK + 5] = NAN;  // row 3 gives NaN, the others are unaffected
+    for (const BindingEntry* e : packed_siblings(t)) {
+      Call all = first;
+      ASSERT_TRUE(run(*e, t, all, kM, kN, kK, nullptr).is_ok()) << e->name;
+      Call threaded = first;
+      ASSERT_TRUE(run(*e, t, threaded, kM, kN, kK, &pool).is_ok());
+      EXPECT_EQ(std::memcmp(threaded.out.data(), all.out.data(), all.out.size() * 4), 0)
+          << e->name;
+      for (std::int64_t r = 0; r < kM; ++r) {
+        Call one{std::vector<float>(all.a.begin() + r * kK, all.a.begin() + (r + 1) * kK),
+                 std::vector<float>(kN), all.w};
+        ASSERT_TRUE(run(*e, t, one, 1, kN, kK, nullptr).is_ok());
+        for (std::int64_t j = 0; j < kN; ++j) {
+          const float batch = all.out[static_cast<std::size_t>(r * kN + j)];
+          if (r == 3) {
+            EXPECT_TRUE(std::isnan(batch));
+          } else {
+            EXPECT_EQ(one.out[static_cast<std::size_t>(j)], batch) << e->name << " " << r << " " << j;
+          }
         }
       }
+      if (e == packed_siblings(t).front()) {
+        first.out = all.out;
+      } else {
+        EXPECT_EQ(std::memcmp(first.out.data(), all.out.data(), all.out.size() * 4), 0)
+            << e->name << " against " << packed_siblings(t).front()->name;
+      }
     }
+  }
+}
+
+// The siblings' registrations: where the CPU has AVX-512 VNNI both tile widths
+// are there, the 256-bit ones in their EVEX form and ranked behind; with AVX-VNNI
+// alone the 256-bit tiles are the packed sibling, in the VEX form. Neither is
+// lookup's first sibling, which must admit every row count without packing.
+TEST(PackedMatmul, TheTileWidthsTheCpuHasAreRegistered) {
+  const std::vector<const BindingEntry*> all = packed_siblings(DType::kQ4_K);
+  const std::vector<BindingEntry> alternatives = [] {
+    std::vector<BindingEntry> out;
+    for (const BindingEntry& e : current_table()->lookup_alternatives(
+             OpKind::kMatmul, {DType::kF32, DType::kQ4_K, DType::kF32}, BackendId::kCpu)) {
+      out.push_back(e);
+    }
+    return out;
+  }();
+  ASSERT_FALSE(alternatives.empty());
+  EXPECT_EQ(alternatives.front().packing, nullptr);
+  if (has_vnni()) {
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_THAT(all[0]->name, HasSubstr("avx512_packed"));
+    EXPECT_THAT(all[1]->name, HasSubstr("packed256"));
+    EXPECT_EQ(all[1]->source, "avx512_vnni");
+  } else if (cpu_features().avx_vnni && cpu_features().f16c) {
+    ASSERT_EQ(all.size(), 1u);
+    EXPECT_THAT(all[0]->name, HasSubstr("packed256"));
+    EXPECT_EQ(all[0]->source, "avx_vnni");
+  } else {
+    EXPECT_TRUE(all.empty());
   }
 }
 

@@ -1,7 +1,7 @@
 // AVX-512 VNNI tiles of the packed GEMM sibling (quant_packed.h): activation rows
 // quantized to q8_0 with the reference rounding (the same levels and scales as
 // every integer-dot sibling, so the same precision claim), then register tiles of
-// two 16-row panels x up to four activation rows.
+// two 16-row panels x up to six activation rows.
 //
 // Per sub-block of 32 (16) elements and tile that is 8 (4) groups, each one
 // 512-bit load per panel and one vpdpbusd per panel and activation row (the
@@ -17,23 +17,10 @@
 #include "backends/cpu/avx512_diagnostics.h"
 #include "backends/cpu/quant/quant_act_avx512_inl.h"
 #include "backends/cpu/quant/quant_packed.h"
+#include "backends/cpu/quant/quant_packed_act_inl.h"
 
 namespace switchyard::cpu {
 namespace {
-
-// The prepared activation row (packed_act_bytes): k levels, then k / 32 f32
-// scales, then per sub-block an i32 -z * sum(q) (symmetric) or an f32
-// d * sum(q) (affine).
-struct ActRow {
-  const std::uint8_t* levels;
-  const float* scales;
-  const std::int32_t* sums;
-};
-
-ActRow act_row(const std::uint8_t* x, std::int64_t k) {
-  return {x, reinterpret_cast<const float*>(x + k),
-          reinterpret_cast<const std::int32_t*>(x + k) + k / 32};
-}
 
 template <int kSub, bool kAffine, int kPanels, int kRows>
 void tile(const std::uint8_t* w, std::int64_t panel_bytes, const std::uint8_t* x,
@@ -141,41 +128,14 @@ void tiles_for_panels(const std::uint8_t* w, std::int64_t panel_bytes, int panel
 
 }  // namespace
 
-std::int64_t packed_act_bytes(PackedFormat f, std::int64_t k) {
-  const std::int64_t bytes = k + 4 * (k / 32) + 4 * (k / f.sub);
-  return (bytes + 63) / 64 * 64;
-}
-
 void prepare_packed_row_avx512(PackedFormat f, const float* a, std::int64_t k, std::uint8_t* x) {
-  auto* levels = reinterpret_cast<std::int8_t*>(x);
-  auto* scales = reinterpret_cast<float*>(x + k);
-  auto* sums = reinterpret_cast<std::int32_t*>(scales + k / 32);
   for (std::int64_t b = 0; b < k / 32; ++b) {
     __m128i lo, hi;
     const float d = quantize_q8_0_levels(a + 32 * b, lo, hi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(levels + 32 * b), lo);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(levels + 32 * b + 16), hi);
-    scales[b] = d;
-    // Sums of the signed levels per 16: vpsadbw of the levels with 0x80 added,
-    // less 16 * 128.
-    const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
-    const __m128i zero = _mm_setzero_si128();
-    const __m128i sl = _mm_sad_epu8(_mm_xor_si128(lo, bias), zero);
-    const __m128i sh = _mm_sad_epu8(_mm_xor_si128(hi, bias), zero);
-    const int s0 = _mm_cvtsi128_si32(sl) + _mm_extract_epi16(sl, 4) - 16 * 128;
-    const int s1 = _mm_cvtsi128_si32(sh) + _mm_extract_epi16(sh, 4) - 16 * 128;
-    const int per_sub[2] = {s0, s1};
-    const int subs = 32 / f.sub;
-    for (int j = 0; j < subs; ++j) {
-      const int q = subs == 1 ? s0 + s1 : per_sub[j];
-      std::int32_t& out = sums[b * subs + j];
-      if (f.affine) {
-        const float v = d * static_cast<float>(q);
-        std::memcpy(&out, &v, sizeof v);
-      } else {
-        out = -f.zero * q;
-      }
-    }
+    alignas(16) std::int8_t levels[32];
+    _mm_store_si128(reinterpret_cast<__m128i*>(levels), lo);
+    _mm_store_si128(reinterpret_cast<__m128i*>(levels + 16), hi);
+    store_packed_act_block(f, k, b, levels, d, x);
   }
 }
 

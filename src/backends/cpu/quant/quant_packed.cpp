@@ -157,7 +157,31 @@ Status pack_weight(const TensorView& src, void* dst, ExecContext& ctx) {
   return Status::ok();
 }
 
-Status matmul_quant_packed_avx512(const KernelCall& call, DType w) {
+std::int64_t packed_act_bytes(PackedFormat f, std::int64_t k) {
+  const std::int64_t bytes = k + 4 * (k / 32) + 4 * (k / f.sub);
+  return (bytes + 63) / 64 * 64;
+}
+
+void store_packed_act_block(PackedFormat f, std::int64_t k, std::int64_t b,
+                            const std::int8_t* levels, float d, std::uint8_t* x) {
+  std::memcpy(x + 32 * b, levels, 32);
+  std::memcpy(x + k + 4 * b, &d, sizeof d);
+  auto* sums = reinterpret_cast<std::int32_t*>(x + k) + k / 32;
+  const int subs = 32 / f.sub;
+  for (int j = 0; j < subs; ++j) {
+    int q = 0;
+    for (int e = j * f.sub; e < (j + 1) * f.sub; ++e) q += levels[e];
+    std::int32_t& out = sums[b * subs + j];
+    if (f.affine) {
+      const float v = d * static_cast<float>(q);
+      std::memcpy(&out, &v, sizeof v);
+    } else {
+      out = -f.zero * q;
+    }
+  }
+}
+
+Status matmul_quant_packed(const KernelCall& call, DType w, const PackedTiles& tiles) {
   SWITCHYARD_ASSIGN_OR_RETURN(QuantMatmulArgs args, check_quant_matmul(call, w));
   PackedHeader header;
   std::memcpy(&header, args.w, sizeof header);
@@ -183,31 +207,31 @@ Status matmul_quant_packed_avx512(const KernelCall& call, DType w) {
         non_finite[static_cast<std::size_t>(r)] = 1;
         continue;
       }
-      prepare_packed_row_avx512(f, a, args.k, x + r * x_stride);
+      tiles.prepare_row(f, a, args.k, x + r * x_stride);
     }
   });
   const auto* packed = reinterpret_cast<const std::uint8_t*>(args.w) + sizeof(PackedHeader);
   const std::int64_t panel_bytes = args.k / f.sub * packed_tile_bytes(f);
   const std::int64_t panels = (args.n + kPanelRows - 1) / kPanelRows;
-  // Pairs of panels (32 weight rows) per task. A pair's bytes for kSpan elements
-  // of K (18-20 KiB) stay in L1 while every activation row meets them, four at a
-  // time, the activations streaming from L2; the outputs add up span by span.
+  // Groups of max_panels panels (32 weight rows for the 512-bit tiles, 16 for
+  // the 256-bit ones) per task. A group's bytes for kSpan elements of K (9-20
+  // KiB) stay in L1 while every activation row meets them, max_rows at a time,
+  // the activations streaming from L2; the outputs add up span by span.
   constexpr std::int64_t kSpan = 512;
-  constexpr std::int64_t kTileRows = 6;
-  call.ctx.parallel_for((panels + 1) / 2, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t pair = begin; pair < end; ++pair) {
-      const std::int64_t p0 = 2 * pair;
-      const int count = p0 + 1 < panels ? 2 : 1;
+  const std::int64_t group = tiles.max_panels;
+  call.ctx.parallel_for((panels + group - 1) / group, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t p0 = group * task;
+      const int count = static_cast<int>(std::min(group, panels - p0));
       const std::int64_t row0 = p0 * kPanelRows;
       const int last_rows = static_cast<int>(
           std::min<std::int64_t>(kPanelRows, args.n - (p0 + count - 1) * kPanelRows));
       for (std::int64_t k0 = 0; k0 < args.k; k0 += kSpan) {
         const PackedSpan span{k0, std::min(args.k, k0 + kSpan), k0 > 0};
-        for (std::int64_t r = 0; r < args.rows; r += kTileRows) {
-          const int rows = static_cast<int>(std::min<std::int64_t>(kTileRows, args.rows - r));
-          packed_tiles_avx512(f, packed + p0 * panel_bytes, panel_bytes, count, x + r * x_stride,
-                              x_stride, rows, args.k, span, args.out + r * args.n + row0, args.n,
-                              last_rows);
+        for (std::int64_t r = 0; r < args.rows; r += tiles.max_rows) {
+          const int rows = static_cast<int>(std::min<std::int64_t>(tiles.max_rows, args.rows - r));
+          tiles.tiles(f, packed + p0 * panel_bytes, panel_bytes, count, x + r * x_stride, x_stride,
+                      rows, args.k, span, args.out + r * args.n + row0, args.n, last_rows);
         }
       }
     }

@@ -85,12 +85,16 @@ static_assert(sizeof(PackedHeader) == 64);
 [[nodiscard]] std::int64_t packed_weight_bytes(DType w, const Shape& shape);
 [[nodiscard]] Status pack_weight(const TensorView& src, void* dst, ExecContext& ctx);
 
-// The ISA file's parts (quant_matmul_packed_avx512vnni.cpp), which the entry
-// below drives:
-// Bytes of one prepared activation row of K elements (a multiple of 64).
+// Bytes of one prepared activation row of K elements (a multiple of 64): the
+// q8_0 levels of the row, then its K / 32 f32 scales, then per sub-block an i32
+// -z * sum(levels) (symmetric formats) or an f32 d * sum(levels) (affine ones).
 [[nodiscard]] std::int64_t packed_act_bytes(PackedFormat f, std::int64_t k);
-// Quantizes activation row a (K finite elements, K a multiple of 32) into x.
-void prepare_packed_row_avx512(PackedFormat f, const float* a, std::int64_t k, std::uint8_t* x);
+// Writes block b (elements 32b..32b+31) of a prepared activation row x of K
+// elements: its 32 q8_0 levels, its scale d as the f16 gives it back, and its
+// sub-blocks' sums. Both instruction sets' row preparations end here.
+void store_packed_act_block(PackedFormat f, std::int64_t k, std::int64_t b,
+                            const std::int8_t* levels, float d, std::uint8_t* x);
+
 // The elements [begin, end) of K that a tile call covers (whole sub-blocks),
 // and whether it adds to the outputs (a later span) or sets them (the first).
 struct PackedSpan {
@@ -98,22 +102,60 @@ struct PackedSpan {
   std::int64_t end = 0;
   bool accumulate = false;
 };
-// Runs `panels` (1 or 2) consecutive panels at w (panel_bytes apart) against
-// `rows` (1 to 4) prepared activation rows at x (x_stride apart) over `span`:
-// out[r * n + i] for panel row i; of the last panel only its first
-// last_panel_rows rows are read and written.
+
+// What a packed sibling's instruction set supplies to the shared driver
+// (matmul_quant_packed): the activation rows' preparation and the register tiles.
+struct PackedTiles {
+  // Quantizes activation row a (K finite elements, K a multiple of 32) into x.
+  void (*prepare_row)(PackedFormat f, const float* a, std::int64_t k, std::uint8_t* x);
+  // Runs `panels` (1 to max_panels) consecutive panels at w (panel_bytes apart)
+  // against `rows` (1 to max_rows) prepared activation rows at x (x_stride apart)
+  // over `span`: out[r * n + i] for panel row i; of the last panel only its first
+  // last_panel_rows rows are read and written.
+  void (*tiles)(PackedFormat f, const std::uint8_t* w, std::int64_t panel_bytes, int panels,
+                const std::uint8_t* x, std::int64_t x_stride, int rows, std::int64_t k,
+                PackedSpan span, float* out, std::int64_t n, int last_panel_rows);
+  int max_panels;
+  int max_rows;
+};
+
+// The instruction sets' parts. 512-bit tiles (quant_matmul_packed_avx512vnni.cpp):
+// two panels by up to six activation rows; AVX-512 F/BW/VL/DQ, VNNI and F16C.
+void prepare_packed_row_avx512(PackedFormat f, const float* a, std::int64_t k, std::uint8_t* x);
 void packed_tiles_avx512(PackedFormat f, const std::uint8_t* w, std::int64_t panel_bytes,
                          int panels, const std::uint8_t* x, std::int64_t x_stride, int rows,
                          std::int64_t k, PackedSpan span, float* out, std::int64_t n,
                          int last_panel_rows);
+// 256-bit tiles (quant_matmul_packed256_inl.h): one panel, as two halves of eight
+// rows, by up to three activation rows, in AVX2's sixteen registers. The same
+// source is built twice: with the VEX vpdpbusd of AVX-VNNI (AVX2, F16C and
+// AVX-VNNI: CPUs without AVX-512) and with the EVEX one of AVX-512 VNNI (which
+// has it at 256 bits too). Rows are prepared with AVX2 (quantize_act_avx2.cpp).
+void prepare_packed_row_avx2(PackedFormat f, const float* a, std::int64_t k, std::uint8_t* x);
+void packed_tiles256_avxvnni(PackedFormat f, const std::uint8_t* w, std::int64_t panel_bytes,
+                             int panels, const std::uint8_t* x, std::int64_t x_stride, int rows,
+                             std::int64_t k, PackedSpan span, float* out, std::int64_t n,
+                             int last_panel_rows);
+void packed_tiles256_avx512vnni(PackedFormat f, const std::uint8_t* w, std::int64_t panel_bytes,
+                                int panels, const std::uint8_t* x, std::int64_t x_stride,
+                                int rows, std::int64_t k, PackedSpan span, float* out,
+                                std::int64_t n, int last_panel_rows);
 
-// The packed sibling's entry: matmul (f32 activations, weight packed by
-// pack_weight, f32 out). Requires AVX-512 F/BW/VL/DQ, VNNI and F16C. Refuses
-// (kFailedPrecondition) weight bytes that are not a packing of this weight.
-Status matmul_quant_packed_avx512(const KernelCall& call, DType w);
-template <DType W>
-Status matmul_quant_packed_avx512_for(const KernelCall& call) {
-  return matmul_quant_packed_avx512(call, W);
+inline constexpr PackedTiles kPackedTilesAvx512{&prepare_packed_row_avx512, &packed_tiles_avx512,
+                                                2, 6};
+inline constexpr PackedTiles kPackedTiles256AvxVnni{&prepare_packed_row_avx2,
+                                                    &packed_tiles256_avxvnni, 1, 3};
+inline constexpr PackedTiles kPackedTiles256Avx512Vnni{&prepare_packed_row_avx2,
+                                                       &packed_tiles256_avx512vnni, 1, 3};
+
+// The packed siblings' entry: matmul (f32 activations, weight packed by
+// pack_weight, f32 out) with the given tiles, whose instruction set the caller
+// has checked. Refuses (kFailedPrecondition) weight bytes that are not a packing
+// of this weight.
+Status matmul_quant_packed(const KernelCall& call, DType w, const PackedTiles& tiles);
+template <DType W, const PackedTiles& kTiles>
+Status matmul_quant_packed_for(const KernelCall& call) {
+  return matmul_quant_packed(call, W, kTiles);
 }
 
 }  // namespace switchyard::cpu

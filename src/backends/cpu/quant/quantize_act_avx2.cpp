@@ -22,6 +22,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/quant/quant_packed.h"
 #include "backends/cpu/quant/quantize_act.h"
 #include "switchyard/quant_blocks.h"
 
@@ -125,6 +126,14 @@ void quantize_q8_k_block(const float* x, quant::BlockQ8_K& b) {
 void quantize_row_q8_0_avx2(const float* x, void* dst, std::int64_t k) {
   auto* out = static_cast<quant::BlockQ8_0*>(dst);
   for (std::int64_t i = 0; i < k / quant::kQK; ++i) quantize_q8_0_block(x + i * quant::kQK, out[i]);
+}
+
+void prepare_packed_row_avx2(PackedFormat f, const float* a, std::int64_t k, std::uint8_t* x) {
+  for (std::int64_t b = 0; b < k / quant::kQK; ++b) {
+    quant::BlockQ8_0 block;
+    quantize_q8_0_block(a + b * quant::kQK, block);
+    store_packed_act_block(f, k, b, block.qs, quant::load_f16(block.d), x);
+  }
 }
 
 void quantize_row_q8_k_avx2(const float* x, void* dst, std::int64_t k) {
