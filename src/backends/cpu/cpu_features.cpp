@@ -23,7 +23,8 @@ namespace {
 
 // What SWITCHYARD_CPU_DISABLE may name.
 constexpr std::array<std::string_view, 9> kDisableable = {
-    "avx2", "f16c", "avx_vnni", "avx512", "avx512_vnni", "avx512_bf16", "avx512_vbmi", "gfni", "amx"};
+    "avx2",        "f16c",        "avx_vnni", "avx512", "avx512_vnni",
+    "avx512_bf16", "avx512_vbmi", "gfni",     "amx"};
 
 bool disabled(std::string_view list, std::string_view feature) {
   while (!list.empty()) {
@@ -90,8 +91,8 @@ CpuFeatures detect() {
   const bool amx_int8_cpuid = amx_tile && (edx & (1u << 25)) != 0;
   const bool amx_bf16_cpuid = amx_tile && (edx & (1u << 22)) != 0;
   // CPUID leaf 7, sub-leaf 1: AVX-VNNI is EAX bit 4 (its ymm state is AVX2's).
-  f.avx_vnni = f.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 &&
-               (eax & (1u << 4)) != 0;
+  f.avx_vnni =
+      f.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
 #else
   const bool amx_int8_cpuid = false;
   const bool amx_bf16_cpuid = false;

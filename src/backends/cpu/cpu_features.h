@@ -21,7 +21,7 @@ struct CpuFeatures {
   bool avx2 = false;  // with FMA
   bool f16c = false;
   bool avx_vnni = false;  // with AVX2: the VEX-encoded 256-bit vpdpbusd (AVX-VNNI)
-  bool avx512 = false;  // F, BW, VL and DQ together
+  bool avx512 = false;    // F, BW, VL and DQ together
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
   bool avx512_vbmi = false;

@@ -712,7 +712,7 @@ const std::vector<Row>& quant_rows() {
     // The AVX-512 sibling needs VNNI besides F/BW/VL/DQ (vpdpbusd, vpdpwssd); the
     // AMX-BF16 one AMX-INT8 too (the weights' unpacking is in the AMX-INT8 file).
     const bool avx512_vnni = cpu.avx512 && cpu.avx512_vnni && cpu.f16c;
-    const Vnni256 vnni256 = avx512_vnni                    ? Vnni256::kAvx512Vnni
+    const Vnni256 vnni256 = avx512_vnni                ? Vnni256::kAvx512Vnni
                             : cpu.avx_vnni && cpu.f16c ? Vnni256::kAvxVnni
                                                        : Vnni256::kNone;
     add_all_quant_rows(out, cpu.amx_bf16 && cpu.amx_int8 && cpu.f16c, cpu.amx_int8 && cpu.f16c,

@@ -169,8 +169,7 @@ TEST(PackedMatmul, IndependentOfTilesAndThreads) {
       ASSERT_TRUE(run(*e, t, all, kM, kN, kK, nullptr).is_ok()) << e->name;
       Call threaded = first;
       ASSERT_TRUE(run(*e, t, threaded, kM, kN, kK, &pool).is_ok());
-      EXPECT_EQ(std::memcmp(threaded.out.data(), all.out.data(), all.out.size() * 4), 0)
-          << e->name;
+      EXPECT_EQ(std::memcmp(threaded.out.data(), all.out.data(), all.out.size() * 4), 0) << e->name;
       for (std::int64_t r = 0; r < kM; ++r) {
         Call one{std::vector<float>(all.a.begin() + r * kK, all.a.begin() + (r + 1) * kK),
                  std::vector<float>(kN), all.w};
@@ -180,7 +179,8 @@ TEST(PackedMatmul, IndependentOfTilesAndThreads) {
           if (r == 3) {
             EXPECT_TRUE(std::isnan(batch));
           } else {
-            EXPECT_EQ(one.out[static_cast<std::size_t>(j)], batch) << e->name << " " << r << " " << j;
+            EXPECT_EQ(one.out[static_cast<std::size_t>(j)], batch)
+                << e->name << " " << r << " " << j;
           }
         }
       }

@@ -44,8 +44,8 @@ void tile256(const std::uint8_t* w, const std::uint8_t* x, std::int64_t x_stride
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      acc[h][r] = span.accumulate ? _mm256_maskload_ps(out + r * n + 8 * h, mask[h])
-                                  : _mm256_setzero_ps();
+      acc[h][r] =
+          span.accumulate ? _mm256_maskload_ps(out + r * n + 8 * h, mask[h]) : _mm256_setzero_ps();
     }
   }
   const std::int64_t s_end = span.end / kSub;
@@ -54,8 +54,7 @@ void tile256(const std::uint8_t* w, const std::uint8_t* x, std::int64_t x_stride
     __m256i dot[2][kRows];
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      const __m256i start =
-          kAffine ? _mm256_setzero_si256() : _mm256_set1_epi32(act[r].sums[s]);
+      const __m256i start = kAffine ? _mm256_setzero_si256() : _mm256_set1_epi32(act[r].sums[s]);
       dot[0][r] = start;
       dot[1][r] = start;
     }

@@ -137,12 +137,12 @@ void packed_tiles256_avxvnni(PackedFormat f, const std::uint8_t* w, std::int64_t
                              std::int64_t k, PackedSpan span, float* out, std::int64_t n,
                              int last_panel_rows);
 void packed_tiles256_avx512vnni(PackedFormat f, const std::uint8_t* w, std::int64_t panel_bytes,
-                                int panels, const std::uint8_t* x, std::int64_t x_stride,
-                                int rows, std::int64_t k, PackedSpan span, float* out,
-                                std::int64_t n, int last_panel_rows);
+                                int panels, const std::uint8_t* x, std::int64_t x_stride, int rows,
+                                std::int64_t k, PackedSpan span, float* out, std::int64_t n,
+                                int last_panel_rows);
 
-inline constexpr PackedTiles kPackedTilesAvx512{&prepare_packed_row_avx512, &packed_tiles_avx512,
-                                                2, 6};
+inline constexpr PackedTiles kPackedTilesAvx512{&prepare_packed_row_avx512, &packed_tiles_avx512, 2,
+                                                6};
 inline constexpr PackedTiles kPackedTiles256AvxVnni{&prepare_packed_row_avx2,
                                                     &packed_tiles256_avxvnni, 1, 3};
 inline constexpr PackedTiles kPackedTiles256Avx512Vnni{&prepare_packed_row_avx2,
