@@ -152,7 +152,7 @@ TEST(PackedMatmul, RefusesUnpackedBytes) {
 // Every output computed by the same operations whatever tile or thread computes
 // it: rows alone equal rows in a batch, and thread counts agree, bit for bit;
 // and the 256-bit tiles give the 512-bit ones' bits. 7 rows fill neither tile
-// height (6 and 3) evenly, 50 weight rows end in a partial panel, and K = 768
+// height (6 and 4) evenly, 50 weight rows end in a partial panel, and K = 768
 // takes two spans of K (512 and 256).
 TEST(PackedMatmul, IndependentOfTilesAndThreads) {
   if (!has_any_packed()) GTEST_SKIP() << "no VNNI on this CPU";

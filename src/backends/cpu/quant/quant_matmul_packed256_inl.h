@@ -8,14 +8,22 @@
 // (quant_tile_inl.h says why).
 //
 // The layout is the 512-bit tiles' (a group of 64 bytes holds one dword per row
-// of a 16-row panel), read as two 32-byte halves of eight rows. A tile is one
-// panel by up to three activation rows: 6 i32 dot products, 6 f32 accumulators,
-// 2 weight halves and a broadcast fill 15 of AVX2's 16 registers. Per sub-block
-// of 32 (16) elements that is 8 (4) groups of two 256-bit loads and two vpdpbusd
+// of a 16-row panel), read as two 32-byte halves of eight rows. Per sub-block of
+// 32 (16) elements that is 8 (4) groups of two 256-bit loads and two vpdpbusd
 // per activation row, then per half and row the 512-bit tiles' conversion,
 // multiply and FMA (a second FMA for the formats with offsets), in the same
 // order: each output lane sees the same operations as there, so the two tile
 // widths give the same bits.
+//
+// Note [Chains of the 256-bit tiles]
+// vpdpbusd adds into its accumulator, so each accumulator is a chain of
+// dependent instructions; with a latency of about five cycles and two issued per
+// cycle, about ten chains keep the units busy. AVX2 has sixteen registers. A
+// tile of one panel by three activation rows holding its f32 sums in registers
+// (6 chains, 6 sums, 2 weight halves, 1 broadcast) ran at about half of the
+// 256-bit peak on Zen 4. So a tile is one panel by up to four rows, with 8
+// chains in registers and the f32 sums in a small L1-resident array, read and
+// written once per sub-block.
 #include <immintrin.h>
 
 #include <cstring>
@@ -39,13 +47,16 @@ void tile256(const std::uint8_t* w, const std::uint8_t* x, std::int64_t x_stride
   ActRow act[kRows];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) act[r] = act_row(x + r * x_stride, k);
-  __m256 acc[2][kRows];
+  // The f32 sums live in L1, not in registers: the registers go to the
+  // vpdpbusd chains (Note [Chains of the 256-bit tiles]).
+  alignas(32) float sums[kRows][16];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      acc[h][r] =
-          span.accumulate ? _mm256_maskload_ps(out + r * n + 8 * h, mask[h]) : _mm256_setzero_ps();
+      _mm256_store_ps(sums[r] + 8 * h, span.accumulate
+                                           ? _mm256_maskload_ps(out + r * n + 8 * h, mask[h])
+                                           : _mm256_setzero_ps());
     }
   }
   const std::int64_t s_end = span.end / kSub;
@@ -78,20 +89,23 @@ void tile256(const std::uint8_t* w, const std::uint8_t* x, std::int64_t x_stride
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(act[r].scales[s * kSub / 32]));
-        acc[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][r]), dd, acc[h][r]);
+        __m256 acc =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][r]), dd, _mm256_load_ps(sums[r] + 8 * h));
         if constexpr (kAffine) {
           float sum;
           std::memcpy(&sum, act[r].sums + s, sizeof sum);
-          acc[h][r] =
-              _mm256_fmadd_ps(_mm256_loadu_ps(scales + 16 + 8 * h), _mm256_set1_ps(sum), acc[h][r]);
+          acc = _mm256_fmadd_ps(_mm256_loadu_ps(scales + 16 + 8 * h), _mm256_set1_ps(sum), acc);
         }
+        _mm256_store_ps(sums[r] + 8 * h, acc);
       }
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
 #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) _mm256_maskstore_ps(out + r * n + 8 * h, mask[h], acc[h][r]);
+    for (int h = 0; h < 2; ++h) {
+      _mm256_maskstore_ps(out + r * n + 8 * h, mask[h], _mm256_load_ps(sums[r] + 8 * h));
+    }
   }
 }
 
@@ -102,7 +116,8 @@ void tiles256_for_rows(const std::uint8_t* w, const std::uint8_t* x, std::int64_
   switch (rows) {
     case 1: return tile256<kSub, kAffine, 1>(w, x, x_stride, k, span, out, n, valid_rows);
     case 2: return tile256<kSub, kAffine, 2>(w, x, x_stride, k, span, out, n, valid_rows);
-    default: return tile256<kSub, kAffine, 3>(w, x, x_stride, k, span, out, n, valid_rows);
+    case 3: return tile256<kSub, kAffine, 3>(w, x, x_stride, k, span, out, n, valid_rows);
+    default: return tile256<kSub, kAffine, 4>(w, x, x_stride, k, span, out, n, valid_rows);
   }
 }
 

@@ -127,7 +127,7 @@ void packed_tiles_avx512(PackedFormat f, const std::uint8_t* w, std::int64_t pan
                          std::int64_t k, PackedSpan span, float* out, std::int64_t n,
                          int last_panel_rows);
 // 256-bit tiles (quant_matmul_packed256_inl.h): one panel, as two halves of eight
-// rows, by up to three activation rows, in AVX2's sixteen registers. The same
+// rows, by up to four activation rows, in AVX2's sixteen registers. The same
 // source is built twice: with the VEX vpdpbusd of AVX-VNNI (AVX2, F16C and
 // AVX-VNNI: CPUs without AVX-512) and with the EVEX one of AVX-512 VNNI (which
 // has it at 256 bits too). Rows are prepared with AVX2 (quantize_act_avx2.cpp).
@@ -144,9 +144,9 @@ void packed_tiles256_avx512vnni(PackedFormat f, const std::uint8_t* w, std::int6
 inline constexpr PackedTiles kPackedTilesAvx512{&prepare_packed_row_avx512, &packed_tiles_avx512, 2,
                                                 6};
 inline constexpr PackedTiles kPackedTiles256AvxVnni{&prepare_packed_row_avx2,
-                                                    &packed_tiles256_avxvnni, 1, 3};
+                                                    &packed_tiles256_avxvnni, 1, 4};
 inline constexpr PackedTiles kPackedTiles256Avx512Vnni{&prepare_packed_row_avx2,
-                                                       &packed_tiles256_avx512vnni, 1, 3};
+                                                       &packed_tiles256_avx512vnni, 1, 4};
 
 // The packed siblings' entry: matmul (f32 activations, weight packed by
 // pack_weight, f32 out) with the given tiles, whose instruction set the caller
