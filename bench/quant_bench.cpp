@@ -80,10 +80,9 @@ const Weights& weights(DType t) {
 }
 
 // The CPU sibling of `matmul (f32, t, f32)` whose name ends in `_<variant>`
-// ("avx512", "avx512_packed", "packed256", "avx2"), or the table's first when `variant` is
-// empty. The benchmarks are registered during
-// static initialisation, before main publishes the built-in table, so they read a
-// table of their own, built the same way.
+// ("avx512", "avx512_packed", "vnni_packed256", "avx2", ...), or the table's first when `variant`
+// is empty. The benchmarks are registered during static initialisation, before main publishes the
+// built-in table, so they read a table of their own, built the same way.
 const BindingEntry* sibling(DType t, std::string_view source) {
   static const KernelBindingTable kTable = [] {
     Result<KernelBindingTable> table = make_builtin_table();
@@ -195,7 +194,7 @@ std::vector<std::string_view> simd_sources(DType t, bool amx = false) {
   for (std::string_view source : {"amx_bf16", "amx"}) {
     if (amx && sibling(t, source) != nullptr) out.push_back(source);
   }
-  for (std::string_view source : {"avx512_packed", "packed256", "avx512", "avx2"}) {
+  for (std::string_view source : {"avx512_packed", "vnni_packed256", "avx512", "avx2"}) {
     if (sibling(t, source) != nullptr) out.push_back(source);
   }
   if (out.empty()) out.push_back("");
